@@ -1,0 +1,128 @@
+# nvcnn Makefile.
+#   make            builds ./nvcnn and ./nvcnn-mkrecords (objects in $(BUILD)/)
+#   make run        installs missing packages, builds, trains the embedded default
+#   make test       installs missing packages, builds, runs every test
+#   make data       converts Debian's dataset-fashion-mnist into data/fashion-mnist/
+# Switches: CUDA=0 / CUDA=1, MPI=0 / MPI=1 (default: detected), BUILD=dir, DEBUG=1.
+
+BUILD ?= build
+CC ?= gcc
+NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA_HOME ?= /usr/local/cuda
+JOBS_NOTE :=
+
+# ---- detection -------------------------------------------------------------------------------
+find_header = $(firstword $(wildcard $(addsuffix /$(1),$(CUDA_HOME)/include /usr/include /usr/include/x86_64-linux-gnu $(CPPFLAGS:-I%=%))))
+ifeq ($(origin CUDA),undefined)
+  ifneq ($(and $(NVCC),$(call find_header,cudnn.h),$(call find_header,nccl.h)),)
+    CUDA := 1
+  else
+    CUDA := 0
+  endif
+endif
+MPICC_SHOW := $(shell mpicc --showme:compile 2>/dev/null)
+ifeq ($(origin MPI),undefined)
+  ifneq ($(MPICC_SHOW),)
+    MPI := 1
+  else
+    MPI := 0
+  endif
+endif
+
+OPT ?= -O2
+ifeq ($(DEBUG),1)
+  OPT := -O0 -g -fsanitize=address,undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+
+CFLAGS_BASE := -std=gnu11 $(OPT) -g -Wall -Wextra -fopenmp -march=x86-64-v2 -pthread
+CPPFLAGS += -Isrc -Imodels -I$(BUILD)/gen -I/usr/include/x86_64-linux-gnu
+LDLIBS := -lopenblas -ljpeg -lpng16 -lprotobuf-c -lz -lm -lpthread
+ifneq ($(wildcard .deps/usr/lib/x86_64-linux-gnu/libprotobuf-c.a),)
+  # the GPU host has no protobuf-c: scripts in shared/gpu-host put Debian's into .deps/
+  CPPFLAGS += -I.deps/usr/include
+  LDLIBS := $(subst -lprotobuf-c,.deps/usr/lib/x86_64-linux-gnu/libprotobuf-c.a,$(LDLIBS))
+endif
+
+ifeq ($(MPI),1)
+  CPPFLAGS += -DNVCNN_MPI $(MPICC_SHOW)
+  LDLIBS += $(shell mpicc --showme:link 2>/dev/null)
+endif
+
+CU_SRC :=
+ifeq ($(CUDA),1)
+  CUDA_INC := $(sort $(dir $(call find_header,cuda_runtime.h) $(call find_header,cudnn.h) $(call find_header,nccl.h)))
+  CPPFLAGS += -DNVCNN_CUDA $(addprefix -I,$(CUDA_INC))
+  CUDA_LIBDIRS := $(CUDA_HOME)/lib64 /usr/lib/x86_64-linux-gnu
+  LDLIBS += $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
+            -lcudnn -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++
+  CU_SRC := $(wildcard src/cuda/*.cu)
+  NVCCFLAGS ?= -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
+               -Xcompiler -Wall,-Wextra,-fPIC
+endif
+comma := ,
+
+# ---- sources ---------------------------------------------------------------------------------
+PROTO := data/example.proto data/feature.proto
+PROTO_C := $(wildcard src/io/proto/*.pb-c.c)
+LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/layers/*.c) \
+           $(wildcard src/io/*.c) $(PROTO_C) $(wildcard models/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+TEST_SRC := $(wildcard tests/*.c)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+TOOL_SRC := $(wildcard src/tools/*.c)
+
+BIN := nvcnn $(if $(wildcard src/tools/mkrecords.c),nvcnn-mkrecords)
+
+.PHONY: all run test check data deps clean bench-cpu
+all: $(BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(filter -I% -D%,$(CPPFLAGS)) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/libnvcnn.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+nvcnn: $(BUILD)/src/main.o $(BUILD)/libnvcnn.a
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+nvcnn-mkrecords: $(BUILD)/src/tools/mkrecords.o $(BUILD)/libnvcnn.a
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/libnvcnn.a
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+deps:
+	@bash scripts/install-deps.sh
+
+# Regenerates the committed protobuf-c sources (needs protoc-c).
+proto:
+	@mkdir -p src/io/proto
+	protoc-c --proto_path=data --c_out=src/io/proto $(notdir $(PROTO))
+
+data: deps all
+	@bash scripts/make-data.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@bash scripts/run-default.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/run_tests
+	@$(BUILD)/run_tests $(TESTS)
+
+check: test
+
+bench-cpu: all
+	@bash scripts/bench_cpu.sh
+
+clean:
+	rm -rf $(BUILD) nvcnn nvcnn-mkrecords
+
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/main.d

@@ -1,0 +1,59 @@
+/* registry.c: model name -> builder, image size, default learning rate (as nvcnn). */
+#include <string.h>
+
+#include "layers/layers.h"
+#include "models.h"
+
+static const ModelInfo models[] = {
+    {"trivial", model_trivial, 224, 0.001, "one FC layer (input-pipeline benchmark)"},
+    {"lenet", model_lenet, 28, 0.001, "TensorFlow MNIST tutorial 2-conv model"},
+    {"alexnet", model_alexnet, 227, 0.03, "AlexNet, one weird trick"},
+    {"overfeat", model_overfeat, 231, 0.001, "OverFeat (fast)"},
+    {"googlenet", model_googlenet, 224, 0.04, "GoogLeNet (biases, no BN, no auxiliary heads)"},
+    {"vgg11", model_vgg11, 224, 0.02, "VGG-A"},
+    {"vgg13", model_vgg13, 224, 0.02, "VGG-B"},
+    {"vgg16", model_vgg16, 224, 0.02, "VGG-D"},
+    {"vgg19", model_vgg19, 224, 0.02, "VGG-E"},
+    {"resnet18", model_resnet18, 224, -1, "ResNet-18 v1 (basic blocks)"},
+    {"resnet34", model_resnet34, 224, -1, "ResNet-34 v1 (basic blocks)"},
+    {"resnet50", model_resnet50, 224, -1, "ResNet-50 v1 (bottleneck blocks)"},
+    {"resnet101", model_resnet101, 224, -1, "ResNet-101 v1"},
+    {"resnet152", model_resnet152, 224, -1, "ResNet-152 v1"},
+    {"inception3", model_inception3, 299, 0.2, "Inception v3 (no auxiliary head)"},
+};
+
+const ModelInfo *model_list(int *count) {
+    *count = (int)(sizeof models / sizeof models[0]);
+    return models;
+}
+
+const ModelInfo *model_find(const char *name) {
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        if (strcmp(models[i].name, name) == 0) return &models[i];
+    return NULL;
+}
+
+const char *model_names(void) {
+    static char buf[512];
+    if (!buf[0]) {
+        size_t off = 0;
+        for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", models[i].name);
+    }
+    return buf;
+}
+
+double model_default_lr(const ModelInfo *m, int total_batch) {
+    if (m->base_lr < 0) return 0.1 * (double)total_batch / 256.0;
+    return m->base_lr;
+}
+
+Net *model_build_net(const ModelInfo *m, int batch, int num_classes) {
+    Net *nb = net_new(batch, 3, m->image_size, m->image_size);
+    NbT x = m->build(nb, nb_input(nb));
+    Shape s = nb_shape(nb, x);
+    if (s.h != 1 || s.w != 1) die("model %s: body output must be 2-D, got %dx%dx%d", m->name, s.c, s.h, s.w);
+    NbT logits = nb_fc(nb, x, num_classes, ACT_LINEAR);
+    nb_softmax_xent(nb, logits);
+    return nb;
+}

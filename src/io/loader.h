@@ -1,0 +1,64 @@
+/* loader.h: the threaded input pipeline over TFRecord shards.
+ *
+ *  shards (data_dir/<subset>-*) --reader threads--> records (CRC checked) --> shuffle buffer
+ *     --> decode/augment workers (--input_threads) --> full queue of batches --> loader_next()
+ *  loader_release() returns a batch to the free queue.
+ *
+ * Each rank reads a disjoint share of the records. Seeds per rank and per worker make a run
+ * reproducible for a given --seed.
+ */
+#ifndef NVCNN_IO_LOADER_H
+#define NVCNN_IO_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct LoaderConfig {
+    const char *data_dir;
+    const char *subset;     /* "train" or "validation": files <data_dir>/<subset>-* */
+    int batch;              /* per rank */
+    int height, width;      /* output image size */
+    int training;           /* 1: distorted crop + flip (+ color); 0: central crop 87.5% */
+    int distort_color;
+    int repeat;             /* 1: endless epochs (training); 0: one pass, then NULL */
+    int rank, nranks;
+    int threads;            /* decode workers; <= 0: cores / ranks on the node */
+    int shuffle_buffer;     /* records; 0 or 1: no shuffling */
+    uint64_t seed;
+    int skip_corrupt;       /* 1: skip and count corrupt records; 0: report and exit 4 */
+    int num_classes;        /* labels must be in [0, num_classes) after the -1 offset */
+    /* Host allocator for batch buffers (pinned memory on the GPU backend); NULL: malloc/free. */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
+} LoaderConfig;
+
+typedef struct LoaderBatch {
+    uint8_t *images;        /* [batch][height][width][3], RGB, 0..255 */
+    int32_t *labels;        /* [batch], 0-based */
+    int count;              /* valid samples: batch, or fewer for the last batch of a one-pass run */
+    int epoch;              /* 0-based epoch of this rank's data that the batch's first sample is in */
+} LoaderBatch;
+
+typedef struct Loader Loader;
+
+/* Opens the shards and starts the threads. Bad input (no directory, no <subset>-* files, files
+ * that are not TFRecords) ends the process with a one-line error and exit code 2 or 4. */
+Loader *loader_open(const LoaderConfig *cfg);
+/* Records in the subset over all ranks. */
+size_t loader_num_records(const Loader *l);
+/* Records this rank reads per epoch. */
+size_t loader_rank_records(const Loader *l);
+/* The next batch (blocks). NULL after the last batch of a one-pass run. */
+LoaderBatch *loader_next(Loader *l);
+void loader_release(Loader *l, LoaderBatch *b);
+/* Corrupt records skipped so far (with skip_corrupt). */
+size_t loader_skipped(const Loader *l);
+void loader_close(Loader *l);
+
+/* Lists <dir>/<subset>-* sorted; returns the count (0 if none), *paths malloc'd. Dies if dir is
+ * missing or not a directory. */
+int loader_list_shards(const char *dir, const char *subset, char ***paths);
+/* 1 if <dir>/<subset>-* files exist. */
+int loader_has_subset(const char *dir, const char *subset);
+
+#endif

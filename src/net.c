@@ -1,0 +1,319 @@
+/* net.c: the net container, parameter arenas, the builder API and the traversal. */
+#include "net.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/layers.h"
+
+Net *net_new(int batch, int c, int h, int w) {
+    if (batch <= 0 || c <= 0 || h <= 0 || w <= 0)
+        die("net_new: bad input shape %dx%dx%dx%d", batch, c, h, w);
+    Net *net = xcalloc(1, sizeof *net);
+    net->batch = batch;
+    net->logits = -1;
+    net->training = 1;
+    net->use_batch_norm = 1;
+    net->activation = ACT_RELU;
+    net->lrelu_alpha = 0.1f;
+    net->cap_node = 64;
+    net->node = xcalloc((size_t)net->cap_node, sizeof *net->node);
+    net->nnode = 1;
+    net->node[0].shape = shape4(batch, c, h, w);
+    net->node[0].producer = -1;
+    net->input = 0;
+    rng_seed(&net->rng, 1);
+    return net;
+}
+
+void net_free(Net *net) {
+    if (!net) return;
+    for (int i = 0; i < net->nlayer; i++) {
+        Layer *l = &net->layer[i];
+        if (l->ops->destroy)
+            l->ops->destroy(l);
+        else
+            free(l->priv);
+        free(l->in);
+    }
+    for (int i = 0; i < net->nnode; i++) {
+        free(net->node[i].data);
+        free(net->node[i].grad);
+    }
+    free(net->node);
+    free(net->layer);
+    free(net->param);
+    free(net->buf);
+    free(net->params);
+    free(net->grads);
+    free(net->state);
+    free(net);
+}
+
+static const char *layer_name_for(Net *net, const char *type, int *idx) {
+    for (int i = 0; i < net->ntypes; i++)
+        if (strcmp(net->type_name[i], type) == 0) {
+            *idx = net->type_count[i]++;
+            return type;
+        }
+    if (net->ntypes == (int)(sizeof net->type_count / sizeof net->type_count[0]))
+        die("too many layer types");
+    net->type_name[net->ntypes] = type;
+    net->type_count[net->ntypes] = 1;
+    net->ntypes++;
+    *idx = 0;
+    return type;
+}
+
+Layer *net_add_layer(Net *net, const LayerOps *ops, const int *in, int nin, Shape out, void *priv) {
+    if (net->finalized) die("net_add_layer after net_finalize");
+    if (out.n <= 0 || out.c <= 0 || out.h <= 0 || out.w <= 0)
+        die("layer %s: output shape %dx%dx%dx%d is empty (input too small for the model?)", ops->type,
+            out.n, out.c, out.h, out.w);
+    for (int i = 0; i < nin; i++)
+        if (in[i] < 0 || in[i] >= net->nnode) die("layer %s: bad input handle %d", ops->type, in[i]);
+    if (net->nnode == net->cap_node) {
+        net->cap_node *= 2;
+        net->node = xrealloc(net->node, (size_t)net->cap_node * sizeof *net->node);
+    }
+    if (net->nlayer == net->cap_layer) {
+        net->cap_layer = net->cap_layer ? net->cap_layer * 2 : 64;
+        net->layer = xrealloc(net->layer, (size_t)net->cap_layer * sizeof *net->layer);
+    }
+    int id = net->nnode++;
+    Node *nd = &net->node[id];
+    memset(nd, 0, sizeof *nd);
+    nd->shape = out;
+    nd->producer = net->nlayer;
+
+    Layer *l = &net->layer[net->nlayer++];
+    memset(l, 0, sizeof *l);
+    l->ops = ops;
+    int idx;
+    layer_name_for(net, ops->type, &idx);
+    snprintf(l->name, sizeof l->name, "%s%d", ops->type, idx);
+    l->in = xmalloc((size_t)(nin > 0 ? nin : 1) * sizeof *l->in);
+    memcpy(l->in, in, (size_t)nin * sizeof *l->in);
+    l->nin = nin;
+    l->out = id;
+    l->param0 = net->nparam;
+    l->buf0 = net->nbuf;
+    l->priv = priv;
+    return l;
+}
+
+int net_add_param(Net *net, const char *suffix, size_t count, InitKind init, int fan_in, int fan_out) {
+    if (net->nlayer == 0) die("net_add_param without a layer");
+    Layer *l = &net->layer[net->nlayer - 1];
+    if (net->nparam == net->cap_param) {
+        net->cap_param = net->cap_param ? net->cap_param * 2 : 64;
+        net->param = xrealloc(net->param, (size_t)net->cap_param * sizeof *net->param);
+    }
+    Param *p = &net->param[net->nparam];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s/%s", l->name, suffix);
+    p->off = net->params_total;
+    p->count = count;
+    p->init = init;
+    p->fan_in = fan_in;
+    p->fan_out = fan_out;
+    p->layer = net->nlayer - 1;
+    net->params_total += count;
+    l->nparam++;
+    return net->nparam++;
+}
+
+int net_add_buffer(Net *net, const char *suffix, size_t count, float init) {
+    if (net->nlayer == 0) die("net_add_buffer without a layer");
+    Layer *l = &net->layer[net->nlayer - 1];
+    if (net->nbuf == net->cap_buf) {
+        net->cap_buf = net->cap_buf ? net->cap_buf * 2 : 64;
+        net->buf = xrealloc(net->buf, (size_t)net->cap_buf * sizeof *net->buf);
+    }
+    Buffer *b = &net->buf[net->nbuf];
+    memset(b, 0, sizeof *b);
+    snprintf(b->name, sizeof b->name, "%s/%s", l->name, suffix);
+    b->off = net->state_total;
+    b->count = count;
+    b->init = init;
+    net->state_total += count;
+    l->nbuf++;
+    return net->nbuf++;
+}
+
+void net_init_params(Net *net, uint64_t seed) {
+    for (int i = 0; i < net->nparam; i++) {
+        Param *p = &net->param[i];
+        float *w = net->params + p->off;
+        Rng r;
+        /* one stream per parameter: adding a layer does not change the others' values */
+        rng_seed_stream(&r, seed, (uint64_t)i);
+        switch (p->init) {
+        case INIT_ZERO:
+            memset(w, 0, p->count * sizeof *w);
+            break;
+        case INIT_ONE:
+            for (size_t k = 0; k < p->count; k++) w[k] = 1.0f;
+            break;
+        case INIT_GLOROT_UNIFORM: {
+            double limit = sqrt(6.0 / (double)(p->fan_in + p->fan_out));
+            for (size_t k = 0; k < p->count; k++) w[k] = (float)((2.0 * rng_uniform(&r) - 1.0) * limit);
+            break;
+        }
+        }
+    }
+    for (int i = 0; i < net->nbuf; i++) {
+        Buffer *b = &net->buf[i];
+        for (size_t k = 0; k < b->count; k++) net->state[b->off + k] = b->init;
+    }
+    rng_seed_stream(&net->rng, seed, 0xd0d0ULL);
+}
+
+void net_finalize(Net *net, uint64_t seed) {
+    if (net->finalized) return;
+    net->params = xmalloc_aligned((net->params_total ? net->params_total : 1) * sizeof(float));
+    net->grads = xmalloc_aligned((net->params_total ? net->params_total : 1) * sizeof(float));
+    net->state = xmalloc_aligned((net->state_total ? net->state_total : 1) * sizeof(float));
+    memset(net->grads, 0, net->params_total * sizeof(float));
+    for (int i = 0; i < net->nnode; i++) {
+        Node *nd = &net->node[i];
+        size_t n = shape_count(nd->shape);
+        nd->data = xmalloc_aligned(n * sizeof(float));
+        memset(nd->data, 0, n * sizeof(float));
+        nd->grad = (i == net->input) ? NULL : xmalloc_aligned(n * sizeof(float));
+    }
+    net_init_params(net, seed);
+    net->finalized = 1;
+}
+
+/* ---- Builder ---- */
+NbT nb_input(Net *nb) {
+    NbT t = {nb->input};
+    return t;
+}
+
+Shape nb_shape(Net *nb, NbT x) { return nb->node[x.id].shape; }
+
+static NbT mk(int id) {
+    NbT t = {id};
+    return t;
+}
+
+NbT nb_activate(Net *nb, NbT x, Act act) {
+    if (act == ACT_LINEAR) return x;
+    return mk(act_create(nb, x.id, act, nb->lrelu_alpha));
+}
+
+NbT nb_conv_ex(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, Act act, int use_bn) {
+    if (use_bn < 0) use_bn = nb->use_batch_norm;
+    int y = conv_create(nb, x.id, cout, kh, kw, sh, sw, pad, !use_bn);
+    if (use_bn) y = bn_create(nb, y);
+    return nb_activate(nb, mk(y), act);
+}
+
+NbT nb_conv(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad) {
+    return nb_conv_ex(nb, x, cout, kh, kw, sh, sw, pad, nb->activation, -1);
+}
+
+NbT nb_pool(Net *nb, NbT x, PoolKind kind, int kh, int kw, int sh, int sw, Padding pad) {
+    return mk(pool_create(nb, x.id, kind, kh, kw, sh, sw, pad));
+}
+
+NbT nb_fc(Net *nb, NbT x, int nout, Act act) {
+    int y = fc_create(nb, x.id, nout, 1);
+    return nb_activate(nb, mk(y), act);
+}
+
+NbT nb_dropout(Net *nb, NbT x, float keep_prob) { return mk(dropout_create(nb, x.id, keep_prob)); }
+NbT nb_flatten(Net *nb, NbT x) { return mk(flatten_create(nb, x.id)); }
+NbT nb_spatial_avg(Net *nb, NbT x) { return mk(spatial_avg_create(nb, x.id)); }
+
+NbT nb_concat(Net *nb, const NbT *xs, int n) {
+    int ids[64];
+    if (n < 1 || n > 64) die("nb_concat: %d inputs (1..64)", n);
+    for (int i = 0; i < n; i++) ids[i] = xs[i].id;
+    return mk(concat_create(nb, ids, n));
+}
+
+NbT nb_add(Net *nb, NbT a, NbT b) { return mk(add_create(nb, a.id, b.id)); }
+
+void nb_softmax_xent(Net *nb, NbT logits) { softmax_xent_create(nb, logits.id); }
+
+/* ---- Traversal ---- */
+void net_forward(Net *net) {
+    if (!net->finalized) die("net_forward before net_finalize");
+    for (int i = 0; i < net->nlayer; i++) net->layer[i].ops->forward(&net->layer[i], net);
+}
+
+void net_backward(Net *net) {
+    memset(net->grads, 0, net->params_total * sizeof(float));
+    for (int i = 0; i < net->nnode; i++)
+        if (net->node[i].grad) memset(net->node[i].grad, 0, shape_count(net->node[i].shape) * sizeof(float));
+    for (int i = net->nlayer - 1; i >= 0; i--) net->layer[i].ops->backward(&net->layer[i], net);
+}
+
+int net_topk_correct(const Net *net, int k) {
+    if (net->logits < 0 || !net->labels) return 0;
+    const Node *nd = &net->node[net->logits];
+    int n = nd->shape.n, c = (int)shape_sample(nd->shape), correct = 0;
+    for (int i = 0; i < n; i++) {
+        const float *row = nd->data + (size_t)i * (size_t)c;
+        int lab = net->labels[i];
+        if (lab < 0 || lab >= c) continue;
+        float v = row[lab];
+        int greater = 0;
+        for (int j = 0; j < c; j++)
+            if (row[j] > v || (row[j] == v && j < lab)) greater++;
+        if (greater < k) correct++;
+    }
+    return correct;
+}
+
+size_t net_num_params(const Net *net) { return net->params_total; }
+
+double net_forward_flops(const Net *net) {
+    double f = 0;
+    for (int i = 0; i < net->nlayer; i++) f += net->layer[i].flops;
+    return f;
+}
+
+void net_print_summary(const Net *net, FILE *f) {
+    for (int i = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        Shape s = net->node[l->out].shape;
+        size_t np = 0;
+        for (int p = l->param0; p < l->param0 + l->nparam; p++) np += net->param[p].count;
+        fprintf(f, "  %-16s -> %5d x %4d x %4d   params %10zu   %8.3f GFLOPs\n", l->name, s.c, s.h, s.w, np,
+                l->flops / 1e9);
+    }
+}
+
+int conv_out_size(int in, int k, int s, Padding pad, int *pad_before) {
+    int out, pb;
+    if (k <= 0 || s <= 0) die("bad window %d / stride %d", k, s);
+    switch (pad) {
+    case PAD_VALID:
+        out = (in - k) / s + 1;
+        if (in < k) out = 0;
+        pb = 0;
+        break;
+    case PAD_SAME: {
+        out = (in + s - 1) / s;
+        int total = (out - 1) * s + k - in;
+        if (total < 0) total = 0;
+        pb = total / 2;
+        break;
+    }
+    case PAD_SAME_RESNET:
+    default: {
+        int total = k - 1;
+        pb = total / 2;
+        out = (in + total - k) / s + 1;
+        break;
+    }
+    }
+    if (out <= 0) die("window %d with stride %d does not fit an input of size %d", k, s, in);
+    if (pad_before) *pad_before = pb;
+    return out;
+}

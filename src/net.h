@@ -1,0 +1,184 @@
+/* net.h: Layer, Net, the builder API, forward/backward traversal, parameter arenas.
+ *
+ * A Net is a list of layers in execution order over a list of nodes (activation tensors).
+ * Every trainable parameter lives in one arena (net->params) and its gradient at the same
+ * offset in a second arena (net->grads), in creation order, so the gradient allreduce is one
+ * contiguous buffer. Non-trainable state (batch-norm running mean/variance) lives in a third
+ * arena (net->state). Arenas and activations are allocated once by net_finalize().
+ *
+ * Conventions for every layer (CPU reference backend):
+ *   - activations are float32 NCHW; 2-D tensors have h = w = 1;
+ *   - conv weights are [cout][cin][kh][kw], FC weights [nout][nin], biases [cout];
+ *   - forward writes its output node's data (it never reads it first);
+ *   - backward ACCUMULATES (+=) into its input nodes' grad and its parameters' grads.
+ *     net_backward() zeroes every node grad and every parameter grad first. A node whose grad
+ *     is NULL (the network input) needs no gradient: skip it.
+ *
+ * Builder (models call these, as nvcnn's GPUNetworkBuilder):
+ *     NbT x = nb_input(nb);
+ *     x = nb_conv(nb, x, 64, 7, 7, 2, 2, PAD_SAME_RESNET);   // conv + BN-or-bias + activation
+ *     x = nb_pool(nb, x, POOL_MAX, 3, 3, 2, 2, PAD_SAME);
+ * Branches are explicit handles (NbT values), never relative indexes.
+ */
+#ifndef NVCNN_NET_H
+#define NVCNN_NET_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tensor.h"
+#include "util.h"
+
+typedef struct Net Net;
+typedef struct Layer Layer;
+
+/* A handle to a tensor in a net under construction. */
+typedef struct NbT {
+    int id;
+} NbT;
+
+typedef enum { PAD_SAME, PAD_VALID, PAD_SAME_RESNET } Padding;
+typedef enum { ACT_LINEAR, ACT_RELU, ACT_RELU6, ACT_ELU, ACT_SIGMOID, ACT_TANH, ACT_LRELU } Act;
+typedef enum { POOL_MAX, POOL_AVG } PoolKind;
+typedef enum { INIT_ZERO, INIT_ONE, INIT_GLOROT_UNIFORM } InitKind;
+
+/* One activation tensor. */
+typedef struct Node {
+    Shape shape;
+    float *data;  /* [n][c][h][w] */
+    float *grad;  /* [n][c][h][w], d loss / d data; NULL for the network input */
+    int producer; /* index of the layer that writes it, -1 for the input */
+} Node;
+
+/* One trainable parameter tensor: a slice of the params/grads arenas. */
+typedef struct Param {
+    char name[48];
+    size_t off;   /* in floats, into net->params and net->grads */
+    size_t count;
+    InitKind init;
+    int fan_in, fan_out; /* for Glorot-uniform initialisation */
+    int layer;    /* index of the owning layer */
+} Param;
+
+/* One non-trainable state tensor (batch-norm running statistics): a slice of net->state. */
+typedef struct Buffer {
+    char name[48];
+    size_t off;
+    size_t count;
+    float init; /* initial value of every element */
+} Buffer;
+
+typedef struct LayerOps {
+    const char *type;                       /* "conv", "bn", "relu"... */
+    void (*forward)(Layer *l, Net *net);    /* reads net->training, net->rng */
+    void (*backward)(Layer *l, Net *net);
+    void (*destroy)(Layer *l);              /* frees l->priv; NULL means free(l->priv) */
+} LayerOps;
+
+struct Layer {
+    const LayerOps *ops;
+    char name[32];   /* "conv3": type + per-type counter */
+    int *in;         /* input node ids [nin] */
+    int nin;
+    int out;         /* output node id */
+    int param0, nparam; /* net->param[param0 .. param0 + nparam) */
+    int buf0, nbuf;     /* net->buf[buf0 .. buf0 + nbuf) */
+    double flops;    /* forward floating-point operations for the whole batch (summary line) */
+    void *priv;      /* the layer type's own state */
+};
+
+struct Net {
+    Node *node;
+    int nnode, cap_node;
+    Layer *layer;
+    int nlayer, cap_layer;
+    Param *param;
+    int nparam, cap_param;
+    Buffer *buf;
+    int nbuf, cap_buf;
+    size_t params_total; /* floats in the params (and grads) arena */
+    size_t state_total;  /* floats in the state arena */
+    float *params, *grads, *state;
+
+    int batch;
+    int input;           /* node id of the network input */
+    int logits;          /* node id of the logits (set by softmax_xent_create) */
+    int training;        /* 1: batch statistics and dropout; 0: inference */
+    const int32_t *labels; /* [batch], read by the loss layer; set before forward */
+    double loss;         /* mean cross-entropy of the last forward (no weight decay) */
+    Rng rng;             /* dropout masks */
+    int finalized;
+
+    /* builder defaults */
+    int use_batch_norm;  /* nb_conv: batch norm (1) or bias (0) */
+    Act activation;      /* nb_conv / nb_fc default activation */
+    float lrelu_alpha;
+    int type_count[32];  /* per-type counters for layer names */
+    const char *type_name[32];
+    int ntypes;
+};
+
+/* ---- Construction ---- */
+Net *net_new(int batch, int c, int h, int w);
+void net_free(Net *net);
+
+/* Allocates arenas and activations, initialises parameters (Glorot uniform weights, zero
+ * biases, BN gamma 1 / beta 0, running mean 0 / variance 1) from `seed`. */
+void net_finalize(Net *net, uint64_t seed);
+
+/* Re-initialises parameters and state from `seed` (as net_finalize does). */
+void net_init_params(Net *net, uint64_t seed);
+
+/* ---- For layer implementations ---- */
+/* Adds a layer with a new output node of shape `out`; `type` names it ("conv" -> "conv0").
+ * `in` is copied. `priv` is owned by the layer from now on. */
+Layer *net_add_layer(Net *net, const LayerOps *ops, const int *in, int nin, Shape out, void *priv);
+/* Adds a trainable parameter to the most recently added layer. Returns its index. */
+int net_add_param(Net *net, const char *suffix, size_t count, InitKind init, int fan_in,
+                  int fan_out);
+/* Adds a state buffer to the most recently added layer. Returns its index. */
+int net_add_buffer(Net *net, const char *suffix, size_t count, float init);
+
+static inline Node *net_node(Net *net, int id) { return &net->node[id]; }
+static inline float *net_param(Net *net, int p) { return net->params + net->param[p].off; }
+static inline float *net_grad(Net *net, int p) { return net->grads + net->param[p].off; }
+static inline float *net_buffer(Net *net, int b) { return net->state + net->buf[b].off; }
+
+/* ---- Builder API (models) ---- */
+NbT nb_input(Net *nb);
+Shape nb_shape(Net *nb, NbT x);
+/* Convolution + (batch norm if nb->use_batch_norm else bias) + nb->activation. */
+NbT nb_conv(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad);
+/* As nb_conv with an explicit activation and batch-norm choice (use_bn: 1, 0, or -1 for the
+ * builder default). */
+NbT nb_conv_ex(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, Act act,
+               int use_bn);
+NbT nb_pool(Net *nb, NbT x, PoolKind kind, int kh, int kw, int sh, int sw, Padding pad);
+/* Fully connected + bias + activation (input 2-D: flatten or spatial-average first). */
+NbT nb_fc(Net *nb, NbT x, int nout, Act act);
+NbT nb_activate(Net *nb, NbT x, Act act);
+NbT nb_dropout(Net *nb, NbT x, float keep_prob);
+NbT nb_flatten(Net *nb, NbT x);     /* 4-D -> 2-D in NHWC element order, as nvcnn */
+NbT nb_spatial_avg(Net *nb, NbT x); /* mean over h, w: 4-D -> 2-D */
+NbT nb_concat(Net *nb, const NbT *xs, int n); /* along channels (inception columns) */
+NbT nb_add(Net *nb, NbT a, NbT b);  /* residual sum, same shapes */
+/* Softmax cross-entropy over `logits` (2-D, c classes) against net->labels. Marks the logits. */
+void nb_softmax_xent(Net *nb, NbT logits);
+
+/* ---- Traversal ---- */
+void net_forward(Net *net);
+/* Zeroes all gradients, then runs backward in reverse order. Needs the loss layer last. */
+void net_backward(Net *net);
+/* Number of samples in the batch whose label is among the top-k logits. */
+int net_topk_correct(const Net *net, int k);
+
+/* ---- Introspection ---- */
+size_t net_num_params(const Net *net);
+double net_forward_flops(const Net *net);
+/* One line per layer: name, output shape, parameters, GFLOPs (darknet-style summary). */
+void net_print_summary(const Net *net, FILE *f);
+/* Output shape of the padding mode: out = ceil(in/s) for SAME/SAME_RESNET, ceil((in-k+1)/s)
+ * for VALID; pad_before is the padding on the low side. Dies on an output <= 0. */
+int conv_out_size(int in, int k, int s, Padding pad, int *pad_before);
+
+#endif

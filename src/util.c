@@ -1,0 +1,179 @@
+/* util.c: see util.h. */
+#include "util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void vmsg(const char *kind, const char *fmt, va_list ap) {
+    fflush(stdout);
+    fprintf(stderr, "nvcnn: %s: ", kind);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
+void die_code(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("error", fmt, ap);
+    va_end(ap);
+    exit(code);
+}
+
+void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("error", fmt, ap);
+    va_end(ap);
+    exit(EXIT_FAILURE_GENERIC);
+}
+
+void warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("warning", fmt, ap);
+    va_end(ap);
+}
+
+void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) die("out of host memory allocating %zu bytes", n);
+    return p;
+}
+
+void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) die("out of host memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) die("out of host memory reallocating %zu bytes", n);
+    return q;
+}
+
+char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+void *xmalloc_aligned(size_t n) {
+    void *p = NULL;
+    size_t rounded = (n + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) die("out of host memory allocating %zu bytes", n);
+    return p;
+}
+
+FILE *xfopen(const char *path, const char *mode) {
+    FILE *f = fopen(path, mode);
+    if (!f) die("cannot open %s: %s", path, strerror(errno));
+    return f;
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- RNG ---- */
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void rng_seed(Rng *r, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+void rng_seed_stream(Rng *r, uint64_t seed, uint64_t stream) {
+    uint64_t x = seed ^ (0xd1b54a32d192ed03ULL * (stream + 1));
+    uint64_t mixed = splitmix64(&x);
+    rng_seed(r, mixed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t rng_u64(Rng *r) {
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double rng_uniform(Rng *r) { return (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+uint32_t rng_below(Rng *r, uint32_t n) {
+    /* Lemire's multiply-shift with rejection: unbiased. */
+    uint64_t m = (uint64_t)(uint32_t)(rng_u64(r) >> 32) * n;
+    uint32_t lo = (uint32_t)m;
+    if (lo < n) {
+        uint32_t t = (uint32_t)(-n) % n;
+        while (lo < t) {
+            m = (uint64_t)(uint32_t)(rng_u64(r) >> 32) * n;
+            lo = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+double rng_normal(Rng *r) {
+    double u1 = rng_uniform(r), u2 = rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+double rng_truncated_normal(Rng *r) {
+    for (;;) {
+        double z = rng_normal(r);
+        if (z > -2.0 && z < 2.0) return z;
+    }
+}
+
+/* ---- Stats ---- */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_sorted(const double *v, size_t n) {
+    return (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Stats stats_compute(const double *v, size_t n) {
+    Stats s = {NAN, NAN, NAN};
+    if (n == 0) return s;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += v[i];
+    s.mean = sum / (double)n;
+    if (n > 2) {
+        double ss = 0;
+        for (size_t i = 0; i < n; i++) ss += (v[i] - s.mean) * (v[i] - s.mean);
+        s.stderr_ = sqrt(ss / (double)(n - 1)) / sqrt((double)n);
+    }
+    double *t = xmalloc(n * sizeof *t);
+    memcpy(t, v, n * sizeof *t);
+    qsort(t, n, sizeof *t, cmp_double);
+    double med = median_sorted(t, n);
+    for (size_t i = 0; i < n; i++) t[i] = fabs(v[i] - med);
+    qsort(t, n, sizeof *t, cmp_double);
+    s.jitter = 1.4826 * median_sorted(t, n);
+    free(t);
+    return s;
+}

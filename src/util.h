@@ -1,0 +1,67 @@
+/* util.h: errors, checked allocation and files, a seeded RNG, a wall clock.
+ *
+ * Every fatal error goes through die()/die_code(): one line "nvcnn: error: ..." on stderr and a
+ * non-zero exit. Exit codes are part of the command-line contract (see EXIT_* below).
+ */
+#ifndef NVCNN_UTIL_H
+#define NVCNN_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes. */
+enum {
+    EXIT_OK = 0,
+    EXIT_FAILURE_GENERIC = 1, /* an I/O error, a library error */
+    EXIT_USAGE = 2,           /* bad flag, bad value, unknown model, no GPU for --device=gpu */
+    EXIT_OOM = 3,             /* the batch does not fit in device memory */
+    EXIT_DATA = 4             /* corrupt or truncated input records */
+};
+
+/* Prints "nvcnn: error: <fmt>" and exits with `code`. */
+void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* die_code(EXIT_FAILURE_GENERIC, ...). */
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* Prints "nvcnn: warning: <fmt>" on stderr. */
+void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+/* 64-byte aligned allocation (free with free()). */
+void *xmalloc_aligned(size_t n);
+/* fopen that dies with the file name and strerror on failure. */
+FILE *xfopen(const char *path, const char *mode);
+
+/* Wall clock in seconds (CLOCK_MONOTONIC). */
+double now_seconds(void);
+
+/* ---- Random numbers: xoshiro256** seeded through splitmix64. Deterministic per seed. ---- */
+typedef struct Rng {
+    uint64_t s[4];
+} Rng;
+
+void rng_seed(Rng *r, uint64_t seed);
+/* A generator for stream `stream` of `seed` (e.g. per rank, per worker): independent streams. */
+void rng_seed_stream(Rng *r, uint64_t seed, uint64_t stream);
+uint64_t rng_u64(Rng *r);
+/* Uniform in [0, 1). */
+double rng_uniform(Rng *r);
+/* Uniform integer in [0, n). n > 0. */
+uint32_t rng_below(Rng *r, uint32_t n);
+/* Standard normal (Box-Muller). */
+double rng_normal(Rng *r);
+/* Normal truncated to +/- 2 standard deviations (as TensorFlow's truncated_normal). */
+double rng_truncated_normal(Rng *r);
+
+/* Statistics over per-step figures, as nvcnn reports them. */
+typedef struct Stats {
+    double mean;
+    double stderr_; /* std (ddof=1) / sqrt(n); NAN when n <= 2 */
+    double jitter;  /* 1.4826 * median absolute deviation */
+} Stats;
+Stats stats_compute(const double *v, size_t n);
+
+#endif

@@ -1,0 +1,87 @@
+/* testutil.c: see testutil.h. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tu_fill_uniform(float *x, size_t n, float lo, float hi, Rng *r) {
+    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)rng_uniform(r);
+}
+
+static double layer_loss(Net *net, Layer *l, const float *R, uint64_t seed) {
+    rng_seed(&net->rng, seed);
+    l->ops->forward(l, net);
+    Node *o = &net->node[l->out];
+    size_t n = shape_count(o->shape);
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)o->data[i] * (double)R[i];
+    return s;
+}
+
+static void check_tensor(Net *net, Layer *l, const float *R, uint64_t seed, float *x, const float *g, size_t n,
+                          double eps, int maxn, double floor, Rng *pick, GradCheck *gc) {
+    int count = (int)n < maxn ? (int)n : maxn;
+    for (int k = 0; k < count; k++) {
+        size_t i = ((int)n <= maxn) ? (size_t)k : (size_t)rng_below(pick, (uint32_t)n);
+        float orig = x[i];
+        x[i] = (float)(orig + eps);
+        double lp = layer_loss(net, l, R, seed);
+        x[i] = (float)(orig - eps);
+        double lm = layer_loss(net, l, R, seed);
+        x[i] = orig;
+        double num = (lp - lm) / (2 * eps);
+        double an = g[i];
+        double m = fabs(an) > fabs(num) ? fabs(an) : fabs(num);
+        if (m < floor) m = floor;
+        double err = fabs(an - num) / m;
+        if (err > gc->max_rel_err) gc->max_rel_err = err;
+        gc->checked++;
+    }
+}
+
+GradCheck tu_gradcheck_layer(Net *net, int li, double eps, int max_per_tensor, double floor, uint64_t seed) {
+    GradCheck gc = {0, 0};
+    Layer *l = &net->layer[li];
+    Node *o = &net->node[l->out];
+    size_t no = shape_count(o->shape);
+    float *R = malloc(no * sizeof *R);
+    Rng r;
+    rng_seed(&r, seed ^ 0x5eed);
+    tu_fill_uniform(R, no, -1, 1, &r);
+    for (int i = 0; i < l->nin; i++) {
+        Node *in = &net->node[l->in[i]];
+        if (!in->grad) in->grad = xcalloc(shape_count(in->shape), sizeof(float));
+    }
+    /* analytic */
+    uint64_t fseed = seed + 1;
+    layer_loss(net, l, R, fseed);
+    for (int i = 0; i < l->nin; i++) {
+        Node *in = &net->node[l->in[i]];
+        memset(in->grad, 0, shape_count(in->shape) * sizeof(float));
+    }
+    memset(net->grads, 0, net->params_total * sizeof(float));
+    memcpy(o->grad, R, no * sizeof *R);
+    l->ops->backward(l, net);
+    /* copies: a later forward must not disturb them */
+    for (int i = 0; i < l->nin; i++) {
+        Node *in = &net->node[l->in[i]];
+        size_t n = shape_count(in->shape);
+        int dup = 0;
+        for (int j = 0; j < i; j++) dup |= (l->in[j] == l->in[i]);
+        if (dup) continue;
+        float *g = malloc(n * sizeof *g);
+        memcpy(g, in->grad, n * sizeof *g);
+        check_tensor(net, l, R, fseed, in->data, g, n, eps, max_per_tensor, floor, &r, &gc);
+        free(g);
+    }
+    for (int p = l->param0; p < l->param0 + l->nparam; p++) {
+        size_t n = net->param[p].count;
+        float *g = malloc(n * sizeof *g);
+        memcpy(g, net_grad(net, p), n * sizeof *g);
+        check_tensor(net, l, R, fseed, net_param(net, p), g, n, eps, max_per_tensor, floor, &r, &gc);
+        free(g);
+    }
+    free(R);
+    return gc;
+}

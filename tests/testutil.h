@@ -1,0 +1,25 @@
+/* testutil.h: helpers shared by the layer tests: random fills and a finite-difference gradient
+ * checker for one layer of a finalized net. */
+#ifndef NVCNN_TEST_UTIL_H
+#define NVCNN_TEST_UTIL_H
+
+#include "net.h"
+
+/* Uniform in [lo, hi). */
+void tu_fill_uniform(float *x, size_t n, float lo, float hi, Rng *r);
+
+typedef struct GradCheck {
+    double max_rel_err; /* max over checked elements of |analytic - numeric| / max(|a|, |n|, floor) */
+    int checked;        /* elements compared */
+} GradCheck;
+
+/* Checks layer `li` of a finalized net (usually input node 0 -> layer 0): the loss is
+ * L = sum(out * R) for a fixed random R; analytic gradients come from the layer's backward with
+ * out.grad = R, numeric ones from central differences (step eps) of the layer's forward, the loss
+ * summed in double. Compares every input node's gradient (a gradient buffer is allocated for the
+ * network input if it has none) and every parameter's, at up to `max_per_tensor` sampled
+ * elements each. net->rng is re-seeded before every forward so dropout masks stay fixed.
+ * `floor` is the magnitude under which errors count as absolute. */
+GradCheck tu_gradcheck_layer(Net *net, int li, double eps, int max_per_tensor, double floor, uint64_t seed);
+
+#endif
