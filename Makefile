@@ -69,6 +69,9 @@ LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/layers/*.
            $(wildcard src/io/*.c) $(PROTO_C) $(wildcard models/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 TEST_SRC := $(wildcard tests/*.c)
+# Programs that tests launch under mpirun: tests/mpi/X.c -> $(BUILD)/tests/mpi/X
+MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
+MPI_TEST_BIN := $(MPI_TEST_SRC:%.c=$(BUILD)/%)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(wildcard src/tools/*.c)
 
@@ -98,6 +101,10 @@ nvcnn-mkrecords: $(BUILD)/src/tools/mkrecords.o $(BUILD)/libnvcnn.a
 $(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/libnvcnn.a
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libnvcnn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnvcnn.a $(LDLIBS)
+
 deps:
 	@bash scripts/install-deps.sh
 
@@ -114,8 +121,8 @@ run: deps
 	@bash scripts/run-default.sh
 
 test: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/run_tests
-	@$(BUILD)/run_tests $(TESTS)
+	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN)
+	@NVCNN_BUILD=$(BUILD) $(BUILD)/run_tests $(TESTS)
 
 check: test
 

@@ -246,12 +246,23 @@ void net_forward(Net *net) {
     for (int i = 0; i < net->nlayer; i++) net->layer[i].ops->forward(&net->layer[i], net);
 }
 
-void net_backward(Net *net) {
+void net_backward_scaled(Net *net, float loss_scale) {
     memset(net->grads, 0, net->params_total * sizeof(float));
     for (int i = 0; i < net->nnode; i++)
         if (net->node[i].grad) memset(net->node[i].grad, 0, shape_count(net->node[i].shape) * sizeof(float));
-    for (int i = net->nlayer - 1; i >= 0; i--) net->layer[i].ops->backward(&net->layer[i], net);
+    for (int i = net->nlayer - 1; i >= 0; i--) {
+        Layer *l = &net->layer[i];
+        l->ops->backward(l, net);
+        if (loss_scale != 1.0f && i == net->nlayer - 1 && net->logits >= 0) {
+            Node *lg = &net->node[net->logits];
+            size_t n = shape_count(lg->shape);
+            for (size_t k = 0; k < n; k++) lg->grad[k] *= loss_scale;
+        }
+        if (l->nparam > 0 && net->on_grad_ready) net->on_grad_ready(net->on_grad_ready_ctx, net->param[l->param0].off);
+    }
 }
+
+void net_backward(Net *net) { net_backward_scaled(net, 1.0f); }
 
 int net_topk_correct(const Net *net, int k) {
     if (net->logits < 0 || !net->labels) return 0;

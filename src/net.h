@@ -108,6 +108,12 @@ struct Net {
     double loss;         /* mean cross-entropy of the last forward (no weight decay) */
     Rng rng;             /* dropout masks */
     int finalized;
+    /* Called during backward after each layer that owns parameters, with the arena offset from
+     * which every gradient is final (layers run backward in reverse creation order, so the
+     * gradients become final from the end of the arena towards its start). Lets the gradient
+     * allreduce start on finished buckets while backward goes on. NULL: not called. */
+    void (*on_grad_ready)(void *ctx, size_t final_from);
+    void *on_grad_ready_ctx;
 
     /* builder defaults */
     int use_batch_norm;  /* nb_conv: batch norm (1) or bias (0) */
@@ -169,6 +175,9 @@ void nb_softmax_xent(Net *nb, NbT logits);
 void net_forward(Net *net);
 /* Zeroes all gradients, then runs backward in reverse order. Needs the loss layer last. */
 void net_backward(Net *net);
+/* As net_backward, with the loss gradient multiplied by `loss_scale` (loss scaling): every
+ * gradient comes out multiplied by it. */
+void net_backward_scaled(Net *net, float loss_scale);
 /* Number of samples in the batch whose label is among the top-k logits. */
 int net_topk_correct(const Net *net, int k);
 

@@ -1,0 +1,281 @@
+/* config.c: flags (getopt_long: --flag=value and --flag value), defaults, validation. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models.h"
+#include "util.h"
+
+enum {
+    OPT_MODEL = 256, OPT_DATA_DIR, OPT_BATCH_SIZE, OPT_NUM_BATCHES, OPT_NUM_EPOCHS, OPT_DISPLAY_EVERY,
+    OPT_PRECISION, OPT_FP16, OPT_DEVICE, OPT_LOG_DIR, OPT_LEARNING_RATE, OPT_MOMENTUM, OPT_NESTEROV,
+    OPT_NO_NESTEROV, OPT_WEIGHT_DECAY, OPT_LR_DECAY_POLICY, OPT_LR_POLY_POWER, OPT_LR_DECAY_EPOCHS,
+    OPT_LR_DECAY_RATE, OPT_WARMUP_EPOCHS, OPT_LOSS_SCALE, OPT_LARC_ETA, OPT_LARC_MODE, OPT_EVAL,
+    OPT_DISTORT_COLOR, OPT_INPUT_THREADS, OPT_SHUFFLE_BUFFER, OPT_SKIP_CORRUPT, OPT_NUM_CLASSES, OPT_SEED,
+    OPT_BURNIN, OPT_ALLREDUCE, OPT_BUCKET_MB, OPT_SAVE_INTERVAL, OPT_VERBOSE, OPT_PRINT_LAYERS, OPT_HELP
+};
+
+typedef struct FlagDoc {
+    int id;
+    const char *name;
+    int has_arg;
+    const char *def;
+    const char *help;
+} FlagDoc;
+
+static const FlagDoc flags[] = {
+    {OPT_MODEL, "model", 1, "(required)", "model to train (see the list below)"},
+    {OPT_DATA_DIR, "data_dir", 1, "(none: synthetic data)", "TFRecord shards train-* and validation-*"},
+    {OPT_BATCH_SIZE, "batch_size", 1, "64", "images per device per step"},
+    {OPT_NUM_BATCHES, "num_batches", 1, "100 (synthetic)", "steps to run (alias --num_iter)"},
+    {OPT_NUM_BATCHES, "num_iter", 1, "", "alias of --num_batches"},
+    {OPT_NUM_EPOCHS, "num_epochs", 1, "90 (with --data_dir)", "epochs to run (needs --data_dir)"},
+    {OPT_DISPLAY_EVERY, "display_every", 1, "10", "print a row every N steps"},
+    {OPT_PRECISION, "precision", 1, "fp32", "fp32 | tf32 | fp16 | bf16"},
+    {OPT_FP16, "fp16", 0, "", "alias of --precision=fp16"},
+    {OPT_DEVICE, "device", 1, "gpu if present, else cpu", "gpu | cpu"},
+    {OPT_LOG_DIR, "log_dir", 1, "(none)", "checkpoints and logs"},
+    {OPT_LEARNING_RATE, "learning_rate", 1, "model default", "alexnet 0.03, googlenet 0.04, vgg 0.02, inception3 0.2, resnet 0.1 x total batch / 256, others 0.001"},
+    {OPT_MOMENTUM, "momentum", 1, "0.9", "momentum of SGD"},
+    {OPT_NESTEROV, "nesterov", 0, "on", "Nesterov momentum, as nvcnn"},
+    {OPT_NO_NESTEROV, "nonesterov", 0, "", "plain (heavy-ball) momentum"},
+    {OPT_WEIGHT_DECAY, "weight_decay", 1, "1e-4", "L2 weight decay added to the loss"},
+    {OPT_LR_DECAY_POLICY, "lr_decay_policy", 1, "poly", "poly | step"},
+    {OPT_LR_POLY_POWER, "lr_poly_power", 1, "2", "power of the polynomial decay to 0"},
+    {OPT_LR_DECAY_EPOCHS, "lr_decay_epochs", 1, "30", "step policy: epochs between decays"},
+    {OPT_LR_DECAY_RATE, "lr_decay_rate", 1, "0.1", "step policy: factor per decay"},
+    {OPT_WARMUP_EPOCHS, "warmup_epochs", 1, "0", "linear learning-rate warmup"},
+    {OPT_LOSS_SCALE, "loss_scale", 1, "1", "N (static) or dynamic"},
+    {OPT_LARC_ETA, "larc_eta", 1, "(off)", "LARC trust coefficient"},
+    {OPT_LARC_MODE, "larc_mode", 1, "clip", "clip | scale"},
+    {OPT_EVAL, "eval", 0, "off", "evaluate the model in --log_dir on validation-*"},
+    {OPT_DISTORT_COLOR, "distort_color", 0, "off", "random brightness/saturation/hue/contrast"},
+    {OPT_INPUT_THREADS, "input_threads", 1, "cores / ranks per node", "decode workers"},
+    {OPT_SHUFFLE_BUFFER, "shuffle_buffer", 1, "10000", "records in the shuffle buffer"},
+    {OPT_SKIP_CORRUPT, "skip_corrupt", 0, "off", "skip and count corrupt records instead of exiting"},
+    {OPT_NUM_CLASSES, "num_classes", 1, "1000", "classes of the final layer"},
+    {OPT_SEED, "seed", 1, "1234", "seed of initialisation, data order and augmentation"},
+    {OPT_BURNIN, "nstep_burnin", 1, "20", "steps left out of Images/sec"},
+    {OPT_ALLREDUCE, "allreduce", 1, "nccl on GPU, mpi on CPU", "nccl | mpi"},
+    {OPT_BUCKET_MB, "bucket_mb", 1, "25", "gradient allreduce bucket size in MiB"},
+    {OPT_SAVE_INTERVAL, "save_interval", 1, "43200", "seconds between checkpoints"},
+    {OPT_VERBOSE, "verbose", 0, "off", "every rank prints"},
+    {OPT_PRINT_LAYERS, "print_layers", 0, "off", "print one line per layer (shape, params, GFLOPs)"},
+    {OPT_HELP, "help", 0, "", "this help"},
+};
+#define NFLAGS ((int)(sizeof flags / sizeof flags[0]))
+
+const char *precision_name(Precision p) {
+    switch (p) {
+    case PREC_TF32: return "tf32";
+    case PREC_FP16: return "fp16";
+    case PREC_BF16: return "bf16";
+    default: return "fp32";
+    }
+}
+
+void config_print_usage(FILE *f) {
+    fprintf(f, "Usage: nvcnn --model=NAME [flags]   (flags as --flag=value or --flag value)\n\nFlags:\n");
+    for (int i = 0; i < NFLAGS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", flags[i].name, flags[i].has_arg ? "=V" : "");
+        fprintf(f, "  %-22s %s", left, flags[i].help);
+        if (flags[i].def[0]) fprintf(f, " [default: %s]", flags[i].def);
+        fputc('\n', f);
+    }
+    fprintf(f, "\nModels:\n");
+    int n;
+    const ModelInfo *m = model_list(&n);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  %-12s %3dx%-3d  %s\n", m[i].name, m[i].image_size, m[i].image_size, m[i].description);
+}
+
+static void bad_value(const char *flag, const char *value, const char *why) {
+    die_code(EXIT_USAGE, "--%s=%s: %s", flag, value, why);
+}
+
+static long parse_long(const char *flag, const char *v, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || !*v) bad_value(flag, v, "not an integer");
+    if (x < lo || x > hi) {
+        char why[96];
+        if (hi == __LONG_MAX__)
+            snprintf(why, sizeof why, "must be >= %ld", lo);
+        else
+            snprintf(why, sizeof why, "must be in [%ld, %ld]", lo, hi);
+        bad_value(flag, v, why);
+    }
+    return x;
+}
+
+static double parse_double(const char *flag, const char *v, double lo, double hi, int lo_open) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !*v || !isfinite(x)) bad_value(flag, v, "not a number");
+    if (x < lo || x > hi || (lo_open && x == lo)) {
+        char why[96];
+        snprintf(why, sizeof why, "must be %s %g%s", lo_open ? ">" : ">=", lo, hi < 1e300 ? " and in range" : "");
+        bad_value(flag, v, why);
+    }
+    return x;
+}
+
+static int pick(const char *flag, const char *v, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0) return i;
+    char why[160] = "expected one of:";
+    for (int i = 0; i < n; i++) {
+        strncat(why, " ", sizeof why - strlen(why) - 1);
+        strncat(why, names[i], sizeof why - strlen(why) - 1);
+    }
+    bad_value(flag, v, why);
+    return -1;
+}
+
+void config_parse(Config *cfg, int argc, char **argv) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->batch_size = 64;
+    cfg->display_every = 10;
+    cfg->learning_rate = -1;
+    cfg->momentum = 0.9;
+    cfg->nesterov = 1;
+    cfg->weight_decay = 1e-4;
+    cfg->lr_poly_power = 2;
+    cfg->lr_decay_epochs = 30;
+    cfg->lr_decay_rate = 0.1;
+    cfg->loss_scale = 1;
+    cfg->shuffle_buffer = 10000;
+    cfg->num_classes = 1000;
+    cfg->seed = 1234;
+    cfg->nstep_burnin = 20;
+    cfg->bucket_mb = 25;
+    cfg->save_interval = 43200;
+    cfg->argc = argc;
+    cfg->argv = argv;
+
+    struct option longopts[NFLAGS + 1];
+    for (int i = 0; i < NFLAGS; i++) {
+        longopts[i].name = flags[i].name;
+        longopts[i].has_arg = flags[i].has_arg ? required_argument : no_argument;
+        longopts[i].flag = NULL;
+        longopts[i].val = flags[i].id;
+    }
+    memset(&longopts[NFLAGS], 0, sizeof longopts[NFLAGS]);
+
+    opterr = 0;
+    optind = 1;
+    int c, idx;
+    while ((c = getopt_long(argc, argv, ":", longopts, &idx)) != -1) {
+        const char *v = optarg;
+        const char *name = (c >= 256 && idx >= 0 && idx < NFLAGS) ? flags[idx].name : "";
+        switch (c) {
+        case OPT_MODEL: cfg->model = v; break;
+        case OPT_DATA_DIR:
+            if (!*v) bad_value(name, v, "empty path");
+            cfg->data_dir = v;
+            break;
+        case OPT_BATCH_SIZE: cfg->batch_size = (int)parse_long(name, v, 1, 1 << 20); break;
+        case OPT_NUM_BATCHES: cfg->num_batches = parse_long(name, v, 1, __LONG_MAX__); break;
+        case OPT_NUM_EPOCHS: cfg->num_epochs = parse_double(name, v, 0, 1e9, 1); break;
+        case OPT_DISPLAY_EVERY: cfg->display_every = (int)parse_long(name, v, 1, 1 << 30); break;
+        case OPT_PRECISION: {
+            static const char *const p[] = {"fp32", "tf32", "fp16", "bf16"};
+            cfg->precision = (Precision)pick(name, v, p, 4);
+            break;
+        }
+        case OPT_FP16: cfg->precision = PREC_FP16; break;
+        case OPT_DEVICE: {
+            static const char *const d[] = {"cpu", "gpu"};
+            cfg->device = pick(name, v, d, 2) == 0 ? DEVICE_CPU : DEVICE_GPU;
+            break;
+        }
+        case OPT_LOG_DIR:
+            if (!*v) bad_value(name, v, "empty path");
+            cfg->log_dir = v;
+            break;
+        case OPT_LEARNING_RATE:
+            cfg->learning_rate = parse_double(name, v, 0, 1e9, 1);
+            cfg->given_learning_rate = 1;
+            break;
+        case OPT_MOMENTUM: cfg->momentum = parse_double(name, v, 0, 1, 0); break;
+        case OPT_NESTEROV: cfg->nesterov = 1; break;
+        case OPT_NO_NESTEROV: cfg->nesterov = 0; break;
+        case OPT_WEIGHT_DECAY: cfg->weight_decay = parse_double(name, v, 0, 1e9, 0); break;
+        case OPT_LR_DECAY_POLICY: {
+            static const char *const p[] = {"poly", "step"};
+            cfg->lr_decay_policy = (LrPolicy)pick(name, v, p, 2);
+            break;
+        }
+        case OPT_LR_POLY_POWER: cfg->lr_poly_power = parse_double(name, v, 0, 1e9, 0); break;
+        case OPT_LR_DECAY_EPOCHS: cfg->lr_decay_epochs = parse_double(name, v, 0, 1e9, 1); break;
+        case OPT_LR_DECAY_RATE: cfg->lr_decay_rate = parse_double(name, v, 0, 1, 1); break;
+        case OPT_WARMUP_EPOCHS: cfg->warmup_epochs = parse_double(name, v, 0, 1e9, 0); break;
+        case OPT_LOSS_SCALE:
+            cfg->given_loss_scale = 1;
+            if (strcmp(v, "dynamic") == 0) {
+                cfg->dynamic_loss_scale = 1;
+                cfg->loss_scale = 65536;
+            } else {
+                cfg->dynamic_loss_scale = 0;
+                cfg->loss_scale = parse_double(name, v, 0, 1e30, 1);
+            }
+            break;
+        case OPT_LARC_ETA: cfg->larc_eta = parse_double(name, v, 0, 1e9, 1); break;
+        case OPT_LARC_MODE: {
+            static const char *const m[] = {"clip", "scale"};
+            cfg->larc_mode = (LarcMode)pick(name, v, m, 2);
+            cfg->given_larc_mode = 1;
+            break;
+        }
+        case OPT_EVAL: cfg->eval = 1; break;
+        case OPT_DISTORT_COLOR: cfg->distort_color = 1; break;
+        case OPT_INPUT_THREADS: cfg->input_threads = (int)parse_long(name, v, 1, 4096); break;
+        case OPT_SHUFFLE_BUFFER: cfg->shuffle_buffer = (int)parse_long(name, v, 0, 1 << 30); break;
+        case OPT_SKIP_CORRUPT: cfg->skip_corrupt = 1; break;
+        case OPT_NUM_CLASSES: cfg->num_classes = (int)parse_long(name, v, 1, 1 << 24); break;
+        case OPT_SEED: cfg->seed = (uint64_t)parse_long(name, v, 0, __LONG_MAX__); break;
+        case OPT_BURNIN: cfg->nstep_burnin = (int)parse_long(name, v, 0, 1 << 30); break;
+        case OPT_ALLREDUCE: {
+            static const char *const a[] = {"nccl", "mpi"};
+            cfg->allreduce = pick(name, v, a, 2) == 0 ? ALLREDUCE_NCCL : ALLREDUCE_MPI;
+            break;
+        }
+        case OPT_BUCKET_MB: cfg->bucket_mb = parse_double(name, v, 0, 1e6, 1); break;
+        case OPT_SAVE_INTERVAL: cfg->save_interval = (int)parse_long(name, v, 1, 1 << 30); break;
+        case OPT_VERBOSE: cfg->verbose = 1; break;
+        case OPT_PRINT_LAYERS: cfg->print_layers = 1; break;
+        case OPT_HELP:
+            config_print_usage(stdout);
+            exit(0);
+        case ':':
+            die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value)", argv[optind - 1]);
+        case '?':
+        default: {
+            const char *bad = argv[optind - 1];
+            if (optopt && optopt < 256 && bad && bad[0] == '-' && bad[1] != '-')
+                die_code(EXIT_USAGE, "unknown flag -%c (see --help)", optopt);
+            /* a flag given a value it does not take, e.g. --eval=1 */
+            if (bad && strchr(bad, '='))
+                die_code(EXIT_USAGE, "flag %s takes no value (see --help)", bad);
+            die_code(EXIT_USAGE, "unknown flag %s (see --help)", bad ? bad : "?");
+        }
+        }
+    }
+    if (optind < argc) die_code(EXIT_USAGE, "unexpected argument '%s' (flags are --flag=value; see --help)", argv[optind]);
+    if (!cfg->model) die_code(EXIT_USAGE, "--model is required; one of: %s", model_names());
+    if (!model_find(cfg->model))
+        die_code(EXIT_USAGE, "--model=%s: unknown model; valid models: %s", cfg->model, model_names());
+    if (cfg->num_epochs > 0 && !cfg->data_dir && !cfg->eval)
+        die_code(EXIT_USAGE, "--num_epochs=%g needs --data_dir (synthetic data has no epochs; use --num_batches)",
+                 cfg->num_epochs);
+    if (cfg->eval && !cfg->data_dir) die_code(EXIT_USAGE, "--eval needs --data_dir with validation-* shards");
+    if (cfg->eval && !cfg->log_dir) die_code(EXIT_USAGE, "--eval needs --log_dir holding a checkpoint");
+}

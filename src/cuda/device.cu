@@ -1,0 +1,28 @@
+/* device.cu: GPU discovery for the host program. */
+#include <stdio.h>
+
+#include "common.h"
+
+extern "C" {
+#include "gpu.h"
+
+int gpu_count(char *why, size_t whylen) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        if (why) snprintf(why, whylen, "%s", cudaGetErrorString(e));
+        cudaGetLastError(); /* clear the sticky-free error state */
+        return 0;
+    }
+    if (n == 0 && why) snprintf(why, whylen, "no CUDA device found");
+    return n;
+}
+
+void gpu_describe(int device, char *buf, size_t n) {
+    cudaDeviceProp p;
+    CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    snprintf(buf, n, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30));
+}
+
+int gpu_built(void) { return 1; }
+}

@@ -1,0 +1,31 @@
+/* dist.h: ranks and collectives. MPI when built with it (mpirun, srun, or a singleton with no
+ * launcher); otherwise one rank. */
+#ifndef NVCNN_DIST_H
+#define NVCNN_DIST_H
+
+#include <stddef.h>
+
+typedef struct Dist {
+    int rank, size;             /* world */
+    int local_rank, local_size; /* on this node (MPI_Comm_split_type shared) */
+    int mpi;                    /* MPI initialised by us */
+} Dist;
+
+#ifdef NVCNN_MPI
+#include <mpi.h>
+/* Checks an MPI call; on failure prints file, line and MPI's error string and aborts. */
+#define MPI_CHECK(call) mpi_check((call), #call, __FILE__, __LINE__)
+void mpi_check(int err, const char *what, const char *file, int line);
+#endif
+
+void dist_init(Dist *d, int *argc, char ***argv);
+void dist_finalize(Dist *d);
+/* In place: buf = mean over ranks of buf. */
+void dist_allreduce_mean(Dist *d, float *buf, size_t n);
+/* In place: buf = sum over ranks (doubles, for statistics). */
+void dist_allreduce_sum_d(Dist *d, double *buf, size_t n);
+/* Rank 0's bytes to every rank. */
+void dist_bcast(Dist *d, void *buf, size_t bytes);
+void dist_barrier(Dist *d);
+
+#endif

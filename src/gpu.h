@@ -1,0 +1,16 @@
+/* gpu.h: what the host program needs to know about GPUs (implemented in src/cuda/ when built with
+ * CUDA, else by gpu_none.c). */
+#ifndef NVCNN_GPU_H
+#define NVCNN_GPU_H
+
+#include <stddef.h>
+
+/* Usable CUDA devices; 0 when there is no device or no driver. If `why` is given it receives the
+ * reason when the count is 0. */
+int gpu_count(char *why, size_t whylen);
+/* "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" into buf. */
+void gpu_describe(int device, char *buf, size_t n);
+/* 1 if this build has the CUDA backend compiled in. */
+int gpu_built(void);
+
+#endif

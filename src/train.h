@@ -1,0 +1,46 @@
+/* train.h: one data-parallel training step on the CPU reference backend:
+ * forward, backward (with loss scaling), gradient averaging over ranks, weight decay, LARC,
+ * momentum update. Steps whose averaged gradients hold inf/nan are skipped and counted. */
+#ifndef NVCNN_TRAIN_H
+#define NVCNN_TRAIN_H
+
+#include <stdint.h>
+
+#include "dist.h"
+#include "net.h"
+#include "optim.h"
+
+typedef struct TrainerConfig {
+    OptimConfig opt;
+    double loss_scale;      /* 1: off */
+    int dynamic_loss_scale; /* halve on overflow, double after 2000 good steps */
+} TrainerConfig;
+
+typedef struct Trainer {
+    Net *net;
+    Dist *dist;
+    Optimizer opt;
+    double loss_scale;
+    int dynamic;
+    long good_steps;
+    long skipped_steps;
+} Trainer;
+
+/* Broadcasts rank 0's parameters and batch-norm statistics so every replica starts equal. */
+void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c);
+void trainer_free(Trainer *t);
+/* One step on the batch already in the net's input node, with `labels` [batch]. Returns this
+ * rank's loss (mean cross-entropy + weight_decay/2 ||w||^2) before the update. */
+double trainer_step(Trainer *t, const int32_t *labels, double lr);
+/* Forward in inference mode; returns top-1 and top-5 correct counts of the batch's first
+ * `count` samples. */
+void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *top5);
+
+/* nvcnn's input layer: NHWC bytes -> NCHW floats scaled to [-1, 1] (x / 127.5 - 1). */
+void input_from_u8_nhwc(float *dst, const uint8_t *src, int n, int c, int h, int w);
+/* nvcnn's synthetic images: truncated normal, stddev 0.1, through the same scaling. */
+void input_synthetic(float *dst, size_t count, Rng *r);
+/* nvcnn's synthetic labels: uniform in [0, num_classes - 1). */
+void labels_synthetic(int32_t *labels, int n, int num_classes, Rng *r);
+
+#endif
