@@ -63,7 +63,7 @@ endif
 comma := ,
 
 # ---- sources ---------------------------------------------------------------------------------
-PROTO := data/example.proto data/feature.proto
+PROTO := $(wildcard data/*.proto)
 PROTO_C := $(wildcard src/io/proto/*.pb-c.c)
 LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/layers/*.c) \
            $(wildcard src/io/*.c) $(PROTO_C) $(wildcard models/*.c)

@@ -3,7 +3,8 @@
 # are present. Needs root (or sudo) only when something must be installed.
 set -euo pipefail
 pkgs=(build-essential libopenblas-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
-      libprotobuf-c-dev protobuf-c-compiler libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+      libprotobuf-c-dev protobuf-c-compiler libopenmpi-dev openmpi-bin dataset-fashion-mnist
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
