@@ -13,8 +13,8 @@ TEST(core_stats_as_nvcnn) {
     double v[] = {10, 12, 11, 13, 50, 12, 11};
     Stats s = stats_compute(v, 7);
     CHECK_NEAR(s.mean, 17.0, 1e-12);
-    /* ddof=1 std = sqrt(sum((x-17)^2)/6) = sqrt(1078/6) */
-    CHECK_NEAR(s.stderr_, sqrt(1078.0 / 6.0) / sqrt(7.0), 1e-12);
+    /* deviations -7,-5,-6,-4,33,-5,-6: ddof=1 std = sqrt(1276/6) */
+    CHECK_NEAR(s.stderr_, sqrt(1276.0 / 6.0) / sqrt(7.0), 1e-12);
     /* median 12; |dev| = 2,0,1,1,38,0,1 -> sorted 0,0,1,1,1,2,38 -> median 1 */
     CHECK_NEAR(s.jitter, 1.4826, 1e-12);
     double w[] = {4, 8};
