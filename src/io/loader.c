@@ -1,0 +1,597 @@
+/* loader.c: see loader.h.
+ *
+ * Opening. The shards <data_dir>/<subset>-* are sorted by name and their framing is scanned
+ * (headers only, several files at once) into an index of (file, offset, length). The records in
+ * that order, file after file, form the global order; record g goes to rank g % nranks. Every
+ * record is thus read by exactly one rank, the ranks' counts differ by at most one, and a rank
+ * never parses another rank's records (it preads its own at their indexed offsets).
+ *
+ * One epoch of a rank. Without shuffling (shuffle_buffer 0 or 1) the rank's records come in the
+ * global order. With shuffling, the groups of records from each file are first put in a random
+ * order, then the sequence goes through a shuffle buffer of shuffle_buffer slots (fill the
+ * buffer; then repeatedly emit a random slot and refill it with the next record; drain at the end
+ * of the epoch). The buffer holds index entries, not payloads: the result is the same order as a
+ * buffer of records, without holding shuffle_buffer records in memory. Epochs do not mix: the
+ * buffer is drained at the end of each epoch, so epoch e is exactly the samples
+ * [e * rank_records, (e + 1) * rank_records) of the rank's stream (less skipped corrupt records).
+ *
+ * Threads. One reader thread walks the epochs, preads each record, checks both CRCs and hands
+ * (record, batch, slot) tasks to the decode workers through a bounded queue; sample k of the
+ * rank's stream goes to slot k % batch of batch k / batch. Workers parse the Example, check the
+ * label and call augment_image() into the batch's slot. Batches are handed out by loader_next()
+ * strictly in order; a batch buffer comes from the free queue and goes back with loader_release().
+ *
+ * Determinism. Sample k of rank r draws its augmentation randomness from a generator seeded by
+ * (seed, r, k) and uses colour order k % 2, independent of which worker decodes it; orders come
+ * from generators seeded by (seed, r, epoch). So for a given seed the batches are identical run
+ * to run, whatever the number of workers.
+ *
+ * Errors. Framing errors (CRC mismatches, truncation) exit with EXIT_DATA naming the file and
+ * offset, or with skip_corrupt are skipped and counted. Records whose framing is sound but whose
+ * content is unusable (not an Example, no image/encoded, a label out of range, an image that does
+ * not decode) always exit with EXIT_DATA, naming the file and the record's offset: skipping them
+ * would shift labels and images silently. */
+#define _GNU_SOURCE
+#include "io/loader.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/augment.h"
+#include "io/example.h"
+#include "io/tfrecord.h"
+#include "util.h"
+
+#define NUM_BATCH_BUFS 4
+#define FD_CACHE 32
+
+typedef struct RecRef {
+    uint32_t file;
+    uint64_t offset, len;
+} RecRef;
+
+typedef struct BatchBuf {
+    LoaderBatch pub; /* first member: a LoaderBatch * is a BatchBuf * */
+    int pending;     /* tasks issued and not finished */
+    int closed;      /* the reader issued all of its samples */
+    struct BatchBuf *next;
+} BatchBuf;
+
+typedef struct Task {
+    BatchBuf *batch;
+    int slot;
+    uint32_t file;
+    uint64_t offset, seq;
+    uint8_t *rec; /* the whole framed record */
+    size_t len;   /* payload bytes */
+} Task;
+
+struct Loader {
+    LoaderConfig cfg;
+    char **paths;
+    int nfiles;
+    RecRef *mine;
+    size_t nmine, total;
+    size_t *group_start; /* this rank's records grouped by file: [ngroups + 1] */
+    size_t ngroups;
+    size_t skipped_scan, skipped_read;
+    int nworkers;
+    size_t img_bytes;
+
+    pthread_t reader;
+    pthread_t *workers;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_free, cv_task, cv_space, cv_ready;
+    BatchBuf bufs[NUM_BATCH_BUFS];
+    BatchBuf *freeq[NUM_BATCH_BUFS];
+    int nfree;
+    BatchBuf *fifo_head, *fifo_tail;
+    Task *tasks;
+    size_t task_cap, task_head, task_count;
+    int stop, reader_done;
+
+    int fd[FD_CACHE];
+    uint32_t fd_file[FD_CACHE];
+    int fd_next;
+};
+
+/* ---- listing ----------------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int list_matching(const char *dir, const char *subset, char ***paths, int die_on_missing) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (!die_on_missing) return 0;
+        die_code(EXIT_USAGE, "data directory %s: %s", dir, strerror(errno));
+    }
+    size_t plen = strlen(subset);
+    char **v = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, subset, plen) != 0 || e->d_name[plen] != '-') continue;
+        size_t need = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = xmalloc(need);
+        snprintf(p, need, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
+            free(p);
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            v = xrealloc(v, (size_t)cap * sizeof *v);
+        }
+        v[n++] = p;
+    }
+    closedir(d);
+    if (n) qsort(v, (size_t)n, sizeof *v, cmp_str);
+    if (paths)
+        *paths = v;
+    else {
+        for (int i = 0; i < n; i++) free(v[i]);
+        free(v);
+    }
+    return n;
+}
+
+int loader_list_shards(const char *dir, const char *subset, char ***paths) {
+    struct stat st;
+    if (stat(dir, &st) != 0) die_code(EXIT_USAGE, "data directory %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) die_code(EXIT_USAGE, "data directory %s: not a directory", dir);
+    *paths = NULL;
+    return list_matching(dir, subset, paths, 1);
+}
+
+int loader_has_subset(const char *dir, const char *subset) { return list_matching(dir, subset, NULL, 0) > 0; }
+
+/* ---- scanning ---------------------------------------------------------------------------- */
+
+typedef struct ScanJob {
+    char **paths;
+    int nfiles, skip;
+    int next;
+    pthread_mutex_t mu;
+    TfrIndexEntry **ix;
+    long long *count;
+    size_t *skipped;
+    char (*err)[600];
+} ScanJob;
+
+static void *scan_thread(void *arg) {
+    ScanJob *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        int f = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (f >= j->nfiles) return NULL;
+        j->count[f] = tfr_scan(j->paths[f], j->skip, &j->ix[f], &j->skipped[f], j->err[f], sizeof j->err[f]);
+    }
+}
+
+/* Scans every shard and keeps this rank's records. */
+static void build_index(Loader *l) {
+    int nf = l->nfiles;
+    ScanJob j = {.paths = l->paths, .nfiles = nf, .skip = l->cfg.skip_corrupt, .next = 0};
+    pthread_mutex_init(&j.mu, NULL);
+    j.ix = xcalloc((size_t)nf, sizeof *j.ix);
+    j.count = xcalloc((size_t)nf, sizeof *j.count);
+    j.skipped = xcalloc((size_t)nf, sizeof *j.skipped);
+    j.err = xcalloc((size_t)nf, sizeof *j.err);
+    int nt = nf < 8 ? nf : 8;
+    pthread_t th[8];
+    for (int i = 0; i < nt; i++)
+        if (pthread_create(&th[i], NULL, scan_thread, &j) != 0) die("cannot start a thread");
+    for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+
+    size_t total = 0;
+    for (int f = 0; f < nf; f++) {
+        if (j.count[f] < 0) {
+            if (strstr(j.err[f], "byte offset 0 (")) die_code(EXIT_DATA, "%s; not a TFRecord file", j.err[f]);
+            die_code(EXIT_DATA, "%s", j.err[f]);
+        }
+        total += (size_t)j.count[f];
+        l->skipped_scan += j.skipped[f];
+    }
+    int R = l->cfg.nranks, r = l->cfg.rank;
+    size_t mine = total / (size_t)R + ((size_t)r < total % (size_t)R);
+    l->mine = xmalloc((mine ? mine : 1) * sizeof *l->mine);
+    l->group_start = xmalloc(((size_t)nf + 1) * sizeof *l->group_start);
+    size_t g = 0, k = 0;
+    l->ngroups = 0;
+    for (int f = 0; f < nf; f++) {
+        size_t before = k;
+        for (long long i = 0; i < j.count[f]; i++, g++) {
+            if (g % (size_t)R != (size_t)r) continue;
+            l->mine[k].file = (uint32_t)f;
+            l->mine[k].offset = j.ix[f][i].offset;
+            l->mine[k].len = j.ix[f][i].len;
+            k++;
+        }
+        if (k > before) l->group_start[l->ngroups++] = before;
+        free(j.ix[f]);
+    }
+    l->group_start[l->ngroups] = k;
+    l->nmine = k;
+    l->total = total;
+    free(j.ix);
+    free(j.count);
+    free(j.skipped);
+    free(j.err);
+}
+
+/* ---- orders ------------------------------------------------------------------------------ */
+
+static uint64_t mix3(uint64_t a, uint64_t b, uint64_t c) {
+    uint64_t x = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL) * 0xbf58476d1ce4e5b9ULL ^
+                 (c + 0x2545f4914f6cdd1dULL) * 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    x *= 0xd6e8feb86659fd93ULL;
+    x ^= x >> 32;
+    return x;
+}
+
+/* The order of this rank's records in `epoch` (indices into l->mine). */
+static void epoch_order(const Loader *l, int epoch, size_t *out) {
+    size_t n = l->nmine;
+    int S = l->cfg.shuffle_buffer;
+    if (S <= 1) {
+        for (size_t i = 0; i < n; i++) out[i] = i;
+        return;
+    }
+    Rng rng;
+    rng_seed_stream(&rng, l->cfg.seed, mix3(1, (uint64_t)l->cfg.rank, (uint64_t)epoch));
+    /* file groups in a random order */
+    size_t ng = l->ngroups;
+    size_t *perm = xmalloc((ng ? ng : 1) * sizeof *perm);
+    for (size_t i = 0; i < ng; i++) perm[i] = i;
+    for (size_t i = ng; i > 1; i--) {
+        size_t j = rng_below(&rng, (uint32_t)i);
+        size_t t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+    size_t *seq = xmalloc((n ? n : 1) * sizeof *seq);
+    size_t k = 0;
+    for (size_t gi = 0; gi < ng; gi++)
+        for (size_t i = l->group_start[perm[gi]]; i < l->group_start[perm[gi] + 1]; i++) seq[k++] = i;
+    free(perm);
+    /* the shuffle buffer */
+    size_t cap = (size_t)S < n ? (size_t)S : n;
+    size_t *buf = xmalloc((cap ? cap : 1) * sizeof *buf);
+    size_t in = 0, fill = 0, o = 0;
+    while (fill < cap) buf[fill++] = seq[in++];
+    while (fill > 0) {
+        size_t j = rng_below(&rng, (uint32_t)fill);
+        out[o++] = buf[j];
+        if (in < n)
+            buf[j] = seq[in++];
+        else
+            buf[j] = buf[--fill];
+    }
+    free(buf);
+    free(seq);
+}
+
+/* ---- reader thread ----------------------------------------------------------------------- */
+
+static int file_fd(Loader *l, uint32_t f) {
+    for (int i = 0; i < FD_CACHE; i++)
+        if (l->fd[i] >= 0 && l->fd_file[i] == f) return l->fd[i];
+    int slot = l->fd_next;
+    l->fd_next = (l->fd_next + 1) % FD_CACHE;
+    if (l->fd[slot] >= 0) close(l->fd[slot]);
+    l->fd[slot] = open(l->paths[f], O_RDONLY | O_CLOEXEC);
+    if (l->fd[slot] < 0) die("cannot open %s: %s", l->paths[f], strerror(errno));
+    l->fd_file[slot] = f;
+    return l->fd[slot];
+}
+
+/* Reads and checks one record; NULL if it is corrupt and skip_corrupt is set. */
+static uint8_t *read_record(Loader *l, const RecRef *rr) {
+    size_t total = (size_t)rr->len + TFR_HEADER_BYTES + TFR_FOOTER_BYTES;
+    uint8_t *buf = xmalloc(total);
+    int fd = file_fd(l, rr->file);
+    size_t got = 0;
+    while (got < total) {
+        ssize_t k = pread(fd, buf + got, total - got, (off_t)(rr->offset + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) die("%s: read error at byte offset %" PRIu64 ": %s", l->paths[rr->file], rr->offset, strerror(errno));
+        if (k == 0)
+            die_code(EXIT_DATA, "%s: corrupt record at byte offset %" PRIu64 " (file shrank since it was scanned)",
+                     l->paths[rr->file], rr->offset);
+        got += (size_t)k;
+    }
+    const char *what;
+    if (tfr_check_record(buf, rr->len, &what) != 0) {
+        if (!l->cfg.skip_corrupt)
+            die_code(EXIT_DATA, "%s: corrupt record at byte offset %" PRIu64 " (%s)", l->paths[rr->file], rr->offset,
+                     what);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Closes the batch being filled (the reader holds no lock). */
+static void close_batch(Loader *l, BatchBuf *b) {
+    pthread_mutex_lock(&l->mu);
+    b->closed = 1;
+    pthread_cond_broadcast(&l->cv_ready);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void *reader_main(void *arg) {
+    Loader *l = arg;
+    size_t n = l->nmine;
+    size_t *order = xmalloc((n ? n : 1) * sizeof *order);
+    uint64_t seq = 0;
+    BatchBuf *cur = NULL;
+    int B = l->cfg.batch;
+    for (int epoch = 0;; epoch++) {
+        epoch_order(l, epoch, order);
+        uint64_t produced = 0;
+        for (size_t i = 0; i < n; i++) {
+            const RecRef *rr = &l->mine[order[i]];
+            uint8_t *rec = read_record(l, rr);
+            if (!rec) {
+                pthread_mutex_lock(&l->mu);
+                l->skipped_read++;
+                pthread_mutex_unlock(&l->mu);
+                continue;
+            }
+            pthread_mutex_lock(&l->mu);
+            if (!cur) {
+                while (l->nfree == 0 && !l->stop) pthread_cond_wait(&l->cv_free, &l->mu);
+                if (l->stop) {
+                    pthread_mutex_unlock(&l->mu);
+                    free(rec);
+                    goto out;
+                }
+                cur = l->freeq[--l->nfree];
+                cur->pub.count = 0;
+                cur->pub.epoch = epoch;
+                cur->pending = 0;
+                cur->closed = 0;
+                cur->next = NULL;
+                if (l->fifo_tail)
+                    l->fifo_tail->next = cur;
+                else
+                    l->fifo_head = cur;
+                l->fifo_tail = cur;
+            }
+            while (l->task_count == l->task_cap && !l->stop) pthread_cond_wait(&l->cv_space, &l->mu);
+            if (l->stop) {
+                pthread_mutex_unlock(&l->mu);
+                free(rec);
+                goto out;
+            }
+            Task *t = &l->tasks[(l->task_head + l->task_count) % l->task_cap];
+            t->batch = cur;
+            t->slot = cur->pub.count++;
+            t->file = rr->file;
+            t->offset = rr->offset;
+            t->seq = seq++;
+            t->rec = rec;
+            t->len = (size_t)rr->len;
+            l->task_count++;
+            cur->pending++;
+            pthread_cond_signal(&l->cv_task);
+            pthread_mutex_unlock(&l->mu);
+            produced++;
+            if (cur->pub.count == B) {
+                close_batch(l, cur);
+                cur = NULL;
+            }
+        }
+        if (!l->cfg.repeat) break;
+        if (produced == 0)
+            die_code(EXIT_DATA, "rank %d: no readable records in %s/%s-* (all %zu were corrupt)", l->cfg.rank,
+                     l->cfg.data_dir, l->cfg.subset, n);
+    }
+    if (cur) close_batch(l, cur);
+out:
+    free(order);
+    pthread_mutex_lock(&l->mu);
+    l->reader_done = 1;
+    pthread_cond_broadcast(&l->cv_ready);
+    pthread_cond_broadcast(&l->cv_task);
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+/* ---- decode workers ---------------------------------------------------------------------- */
+
+static void run_task(Loader *l, const Task *t) {
+    const char *path = l->paths[t->file];
+    char err[512];
+    ExampleImage ex;
+    if (example_parse_image(t->rec + TFR_HEADER_BYTES, t->len, &ex, err, sizeof err) != 0)
+        die_code(EXIT_DATA, "%s: record at byte offset %" PRIu64 ": %s", path, t->offset, err);
+    int64_t label = ex.label - 1;
+    if (label < 0 || (l->cfg.num_classes > 0 && label >= l->cfg.num_classes))
+        die_code(EXIT_DATA,
+                 "%s: record at byte offset %" PRIu64 ": image/class/label %" PRId64
+                 " is outside [1, %d] (labels are 1-based; %d classes)",
+                 path, t->offset, ex.label, l->cfg.num_classes, l->cfg.num_classes);
+    BBox boxes_local[8];
+    BBox *boxes = ex.nbox <= 8 ? boxes_local : xmalloc((size_t)ex.nbox * sizeof *boxes);
+    for (int i = 0; i < ex.nbox; i++) {
+        boxes[i].xmin = ex.xmin[i];
+        boxes[i].ymin = ex.ymin[i];
+        boxes[i].xmax = ex.xmax[i];
+        boxes[i].ymax = ex.ymax[i];
+    }
+    AugmentParams p = {.out_h = l->cfg.height,
+                       .out_w = l->cfg.width,
+                       .training = l->cfg.training,
+                       .distort_color = l->cfg.distort_color,
+                       .color_order = (int)(t->seq % 2)};
+    Rng rng;
+    rng_seed_stream(&rng, l->cfg.seed, mix3(2, (uint64_t)l->cfg.rank, t->seq));
+    uint8_t *dst = t->batch->pub.images + (size_t)t->slot * l->img_bytes;
+    if (augment_image(ex.encoded, ex.encoded_len, ex.nbox ? boxes : NULL, ex.nbox, &p, &rng, dst, err, sizeof err) != 0)
+        die_code(EXIT_DATA, "%s: record at byte offset %" PRIu64 ": %s", path, t->offset, err);
+    t->batch->pub.labels[t->slot] = (int32_t)label;
+    if (boxes != boxes_local) free(boxes);
+    example_image_free(&ex);
+}
+
+static void *worker_main(void *arg) {
+    Loader *l = arg;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (l->task_count == 0 && !l->stop && !l->reader_done) pthread_cond_wait(&l->cv_task, &l->mu);
+        if (l->stop || (l->task_count == 0 && l->reader_done)) break;
+        Task t = l->tasks[l->task_head];
+        l->task_head = (l->task_head + 1) % l->task_cap;
+        l->task_count--;
+        pthread_cond_signal(&l->cv_space);
+        pthread_mutex_unlock(&l->mu);
+        run_task(l, &t);
+        free(t.rec);
+        pthread_mutex_lock(&l->mu);
+        if (--t.batch->pending == 0 && t.batch->closed) pthread_cond_broadcast(&l->cv_ready);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+/* ---- public ------------------------------------------------------------------------------ */
+
+Loader *loader_open(const LoaderConfig *cfg) {
+    if (!cfg->data_dir || !cfg->data_dir[0]) die_code(EXIT_USAGE, "no data directory given");
+    const char *subset = cfg->subset && cfg->subset[0] ? cfg->subset : "train";
+    if (cfg->batch <= 0) die_code(EXIT_USAGE, "loader: batch size %d must be positive", cfg->batch);
+    if (cfg->height <= 0 || cfg->width <= 0)
+        die_code(EXIT_USAGE, "loader: image size %dx%d must be positive", cfg->height, cfg->width);
+    if (cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks)
+        die_code(EXIT_USAGE, "loader: rank %d of %d is invalid", cfg->rank, cfg->nranks);
+
+    Loader *l = xcalloc(1, sizeof *l);
+    l->cfg = *cfg;
+    l->cfg.subset = subset;
+    l->nfiles = loader_list_shards(cfg->data_dir, subset, &l->paths);
+    if (l->nfiles == 0) die_code(EXIT_USAGE, "no %s-* files in %s", subset, cfg->data_dir);
+    build_index(l);
+    if (l->total == 0)
+        die_code(EXIT_USAGE, "%s/%s-*: the %d file%s hold no records", cfg->data_dir, subset, l->nfiles,
+                 l->nfiles == 1 ? "" : "s");
+    if (l->nmine == 0 && cfg->repeat)
+        die_code(EXIT_USAGE, "%s/%s-*: %zu records cannot feed %d ranks", cfg->data_dir, subset, l->total, cfg->nranks);
+
+    int threads = cfg->threads;
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = (int)(cores > 0 ? cores : 1) / cfg->nranks;
+        if (threads < 1) threads = 1;
+    }
+    l->nworkers = threads;
+    l->img_bytes = (size_t)cfg->height * (size_t)cfg->width * 3;
+
+    for (int i = 0; i < NUM_BATCH_BUFS; i++) {
+        BatchBuf *b = &l->bufs[i];
+        size_t ib = l->img_bytes * (size_t)cfg->batch, lb = sizeof(int32_t) * (size_t)cfg->batch;
+        b->pub.images = cfg->host_alloc ? cfg->host_alloc(ib) : xmalloc_aligned(ib);
+        b->pub.labels = cfg->host_alloc ? cfg->host_alloc(lb) : xmalloc_aligned(lb);
+        if (!b->pub.images || !b->pub.labels) die("cannot allocate %zu bytes for a batch", ib);
+        l->freeq[l->nfree++] = b;
+    }
+    l->task_cap = (size_t)(4 * threads > 64 ? 4 * threads : 64);
+    l->tasks = xcalloc(l->task_cap, sizeof *l->tasks);
+    for (int i = 0; i < FD_CACHE; i++) l->fd[i] = -1;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv_free, NULL);
+    pthread_cond_init(&l->cv_task, NULL);
+    pthread_cond_init(&l->cv_space, NULL);
+    pthread_cond_init(&l->cv_ready, NULL);
+    l->workers = xcalloc((size_t)threads, sizeof *l->workers);
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&l->workers[i], NULL, worker_main, l) != 0) die("cannot start a decode thread");
+    if (pthread_create(&l->reader, NULL, reader_main, l) != 0) die("cannot start the reader thread");
+    return l;
+}
+
+size_t loader_num_records(const Loader *l) { return l->total; }
+size_t loader_rank_records(const Loader *l) { return l->nmine; }
+
+size_t loader_skipped(const Loader *l) {
+    Loader *m = (Loader *)l;
+    pthread_mutex_lock(&m->mu);
+    size_t n = l->skipped_scan + l->skipped_read;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+LoaderBatch *loader_next(Loader *l) {
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        BatchBuf *b = l->fifo_head;
+        if (b && b->closed && b->pending == 0) {
+            l->fifo_head = b->next;
+            if (!l->fifo_head) l->fifo_tail = NULL;
+            pthread_mutex_unlock(&l->mu);
+            return &b->pub;
+        }
+        if (!b && l->reader_done) {
+            pthread_mutex_unlock(&l->mu);
+            return NULL;
+        }
+        pthread_cond_wait(&l->cv_ready, &l->mu);
+    }
+}
+
+void loader_release(Loader *l, LoaderBatch *pb) {
+    if (!pb) return;
+    BatchBuf *b = (BatchBuf *)pb;
+    pthread_mutex_lock(&l->mu);
+    l->freeq[l->nfree++] = b;
+    pthread_cond_signal(&l->cv_free);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void loader_close(Loader *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = 1;
+    pthread_cond_broadcast(&l->cv_free);
+    pthread_cond_broadcast(&l->cv_space);
+    pthread_cond_broadcast(&l->cv_task);
+    pthread_cond_broadcast(&l->cv_ready);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->reader, NULL);
+    for (int i = 0; i < l->nworkers; i++) pthread_join(l->workers[i], NULL);
+    for (size_t i = 0; i < l->task_count; i++) free(l->tasks[(l->task_head + i) % l->task_cap].rec);
+    for (int i = 0; i < NUM_BATCH_BUFS; i++) {
+        if (l->cfg.host_free) {
+            l->cfg.host_free(l->bufs[i].pub.images);
+            l->cfg.host_free(l->bufs[i].pub.labels);
+        } else if (!l->cfg.host_alloc) {
+            free(l->bufs[i].pub.images);
+            free(l->bufs[i].pub.labels);
+        }
+    }
+    for (int i = 0; i < FD_CACHE; i++)
+        if (l->fd[i] >= 0) close(l->fd[i]);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv_free);
+    pthread_cond_destroy(&l->cv_task);
+    pthread_cond_destroy(&l->cv_space);
+    pthread_cond_destroy(&l->cv_ready);
+    for (int i = 0; i < l->nfiles; i++) free(l->paths[i]);
+    free(l->paths);
+    free(l->mine);
+    free(l->group_start);
+    free(l->tasks);
+    free(l->workers);
+    free(l);
+}
