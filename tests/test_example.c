@@ -1,7 +1,7 @@
 /* test_example.c: tf.train.Example parsing: the records TensorFlow wrote into the fixture with
-#define _GNU_SOURCE
  * their exact field values, packed and unpacked repeated fields built byte by byte from the
  * protobuf wire format, the errors, and the builder used by the converter. */
+#define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
