@@ -1,0 +1,424 @@
+/* test_loader.c: the input pipeline over small TFRecord datasets written here: every record read
+ * by exactly one rank, batches in order and complete, epochs, reproducibility under a seed with
+ * any number of workers, the label offset and its range check, corrupt records, and the errors
+ * for missing or bad input (run in a forked child, since they end the process). */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "io/example.h"
+#include "io/image.h"
+#include "io/loader.h"
+#include "io/tfrecord.h"
+#include "util.h"
+
+#define SIDE 6 /* images are SIDE x SIDE */
+
+/* A solid image whose colour encodes id: R = id % 256, G = id / 256, B = 77. */
+static uint8_t *solid_png(int id, size_t *len) {
+    uint8_t px[SIDE * SIDE * 3];
+    for (int i = 0; i < SIDE * SIDE; i++) {
+        px[3 * i] = (uint8_t)(id % 256);
+        px[3 * i + 1] = (uint8_t)(id / 256);
+        px[3 * i + 2] = 77;
+    }
+    uint8_t *out = NULL;
+    if (image_encode_png(px, SIDE, SIDE, 3, &out, len) != 0) die("image_encode_png failed");
+    return out;
+}
+
+/* A noisy 16x12 image, so that crops and flips show. */
+static uint8_t *noise_png(int id, size_t *len) {
+    uint8_t px[12 * 16 * 3];
+    Rng r;
+    rng_seed(&r, (uint64_t)id + 1000);
+    for (size_t i = 0; i < sizeof px; i++) px[i] = (uint8_t)rng_u64(&r);
+    uint8_t *out = NULL;
+    if (image_encode_png(px, 16, 12, 3, &out, len) != 0) die("image_encode_png failed");
+    return out;
+}
+
+/* Writes files <dir>/<subset>-0000k-of-0000n with counts[k] records; record g (global) has
+ * image id g and label label_of(g) (stored as written, i.e. 1-based). */
+static void make_dataset(const char *dir, const char *subset, const int *counts, int nfiles, int noise,
+                         int64_t (*label_of)(int)) {
+    mkdir(dir, 0755);
+    int g = 0;
+    for (int f = 0; f < nfiles; f++) {
+        char path[600], err[256];
+        snprintf(path, sizeof path, "%s/%s-%05d-of-%05d", dir, subset, f, nfiles);
+        TfrWriter *w = tfr_writer_open(path, err, sizeof err);
+        if (!w) die("%s", err);
+        for (int i = 0; i < counts[f]; i++, g++) {
+            size_t ilen, rlen;
+            uint8_t *img = noise ? noise_png(g, &ilen) : solid_png(g, &ilen);
+            ExampleBuilder *b = example_builder_new();
+            example_add_bytes(b, "image/encoded", img, ilen);
+            int64_t label = label_of(g);
+            example_add_int64s(b, "image/class/label", &label, 1);
+            uint8_t *rec = example_serialize(b, &rlen);
+            if (tfr_write(w, rec, rlen) != 0) die("write failed");
+            free(rec);
+            free(img);
+            example_builder_free(b);
+        }
+        if (tfr_writer_close(w) != 0) die("close failed");
+    }
+}
+
+static int64_t label_id(int g) { return g + 1; }
+static int64_t label_mod(int g) { return g % 10 + 1; }
+
+static LoaderConfig base_cfg(const char *dir) {
+    LoaderConfig c = {.data_dir = dir,
+                      .subset = "train",
+                      .batch = 8,
+                      .height = 4,
+                      .width = 4,
+                      .training = 0,
+                      .repeat = 0,
+                      .rank = 0,
+                      .nranks = 1,
+                      .threads = 2,
+                      .shuffle_buffer = 0,
+                      .seed = 1,
+                      .num_classes = 1000};
+    return c;
+}
+
+static const char *dataset_ids(void) {
+    static char dir[600];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "%s/ids", th_tmpdir());
+        const int counts[] = {13, 11, 13}; /* 37 records */
+        make_dataset(dir, "train", counts, 3, 0, label_id);
+    }
+    return dir;
+}
+
+/* Reads a one-pass loader to the end: the ids in delivery order (from the label, checked against
+ * the image colour) and the batch sizes. Returns the number of samples. */
+static int drain(Loader *l, int *ids, int max, int *sizes, int *nbatches) {
+    int n = 0, nb = 0;
+    LoaderBatch *b;
+    while ((b = loader_next(l))) {
+        if (sizes) sizes[nb] = b->count;
+        nb++;
+        for (int i = 0; i < b->count; i++) {
+            int id = b->labels[i];
+            const uint8_t *px = b->images + (size_t)i * 4 * 4 * 3;
+            int ok = 1;
+            for (int p = 0; p < 16; p++) ok &= px[3 * p] == id % 256 && px[3 * p + 1] == id / 256 && px[3 * p + 2] == 77;
+            CHECK_MSG(ok, "image of sample %d does not match its label %d", i, id);
+            if (n < max) ids[n] = id;
+            n++;
+        }
+        loader_release(l, b);
+    }
+    CHECK(loader_next(l) == NULL);
+    if (nbatches) *nbatches = nb;
+    return n;
+}
+
+TEST(loader_rank_shares_disjoint_and_complete) {
+    const char *dir = dataset_ids();
+    for (int R = 1; R <= 4; R++) {
+        int seen[37] = {0};
+        for (int r = 0; r < R; r++) {
+            LoaderConfig c = base_cfg(dir);
+            c.rank = r;
+            c.nranks = R;
+            c.batch = 5;
+            Loader *l = loader_open(&c);
+            CHECK(loader_num_records(l) == 37);
+            size_t want = 37 / R + (r < 37 % R);
+            CHECK_MSG(loader_rank_records(l) == want, "R %d r %d: %zu records", R, r, loader_rank_records(l));
+            int ids[64];
+            int n = drain(l, ids, 64, NULL, NULL);
+            CHECK(n == (int)want);
+            for (int i = 0; i < n && i < 64; i++) {
+                CHECK_MSG(ids[i] == r + i * R, "R %d r %d: sample %d is record %d", R, r, i, ids[i]);
+                if (ids[i] >= 0 && ids[i] < 37) seen[ids[i]]++;
+            }
+            loader_close(l);
+        }
+        for (int g = 0; g < 37; g++) CHECK_MSG(seen[g] == 1, "R %d: record %d read %d times", R, g, seen[g]);
+    }
+}
+
+TEST(loader_one_pass_partial_last_batch) {
+    LoaderConfig c = base_cfg(dataset_ids());
+    Loader *l = loader_open(&c);
+    int ids[64], sizes[16], nb;
+    CHECK(drain(l, ids, 64, sizes, &nb) == 37);
+    CHECK(nb == 5);
+    for (int i = 0; i < 4; i++) CHECK(sizes[i] == 8);
+    CHECK(sizes[4] == 5);
+    for (int i = 0; i < 37; i++) CHECK(ids[i] == i);
+    CHECK(loader_skipped(l) == 0);
+    loader_close(l);
+}
+
+/* Shuffled and repeated: each epoch is a permutation of the rank's records, epochs are tagged,
+ * and batches straddle epoch boundaries. */
+TEST(loader_shuffled_epochs_are_permutations) {
+    LoaderConfig c = base_cfg(dataset_ids());
+    c.repeat = 1;
+    c.shuffle_buffer = 10;
+    c.nranks = 2;
+    c.rank = 1; /* 18 records: 1, 3, ..., 35 */
+    c.batch = 7;
+    Loader *l = loader_open(&c);
+    CHECK(loader_rank_records(l) == 18);
+    int ids[18 * 3], epochs[18 * 3];
+    int n = 0, first_batch_epoch[8], nb = 0;
+    while (n < 18 * 3) {
+        LoaderBatch *b = loader_next(l);
+        CHECK(b && b->count == 7);
+        if (!b) break;
+        first_batch_epoch[nb++] = b->epoch;
+        for (int i = 0; i < b->count && n < 18 * 3; i++, n++) {
+            ids[n] = b->labels[i];
+            epochs[n] = (n / 18);
+        }
+        loader_release(l, b);
+    }
+    loader_close(l);
+    for (int e = 0; e < 3; e++) {
+        int seen[37] = {0}, in_order = 1;
+        for (int i = 0; i < 18; i++) {
+            int id = ids[e * 18 + i];
+            CHECK(id >= 0 && id < 37 && id % 2 == 1);
+            if (id >= 0 && id < 37) seen[id]++;
+            in_order &= id == 1 + 2 * i;
+        }
+        for (int g = 1; g < 37; g += 2) CHECK_MSG(seen[g] == 1, "epoch %d: record %d seen %d times", e, g, seen[g]);
+        CHECK_MSG(!in_order, "epoch %d was not shuffled", e);
+    }
+    /* batch k starts at sample 7k: epoch floor(7k / 18) */
+    for (int k = 0; k < nb; k++) CHECK(first_batch_epoch[k] == epochs[7 * k]);
+    CHECK(memcmp(ids, ids + 18, 18 * sizeof *ids) != 0); /* a new order each epoch */
+}
+
+typedef struct Run {
+    uint8_t *images;
+    int32_t labels[64];
+} Run;
+
+static const char *dataset_noise(void) {
+    static char dir[600];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "%s/noise", th_tmpdir());
+        const int counts[] = {9, 12};
+        make_dataset(dir, "train", counts, 2, 1, label_mod);
+    }
+    return dir;
+}
+
+/* The first 4 batches of 6 of a training-mode run. */
+static void run_training(uint64_t seed, int threads, Run *out) {
+    LoaderConfig c = base_cfg(dataset_noise());
+    c.training = 1;
+    c.distort_color = 1;
+    c.repeat = 1;
+    c.shuffle_buffer = 8;
+    c.batch = 6;
+    c.height = 10;
+    c.width = 10;
+    c.num_classes = 10;
+    c.threads = threads;
+    c.seed = seed;
+    size_t per = 6 * 10 * 10 * 3;
+    out->images = xmalloc(4 * per);
+    Loader *l = loader_open(&c);
+    for (int k = 0; k < 4; k++) {
+        LoaderBatch *b = loader_next(l);
+        CHECK(b && b->count == 6);
+        if (!b) break;
+        memcpy(out->images + k * per, b->images, per);
+        memcpy(out->labels + 6 * k, b->labels, 6 * sizeof(int32_t));
+        loader_release(l, b);
+    }
+    loader_close(l);
+}
+
+TEST(loader_reproducible_under_seed_any_worker_count) {
+    size_t bytes = 4 * 6 * 10 * 10 * 3;
+    Run a, b, c, d;
+    run_training(42, 1, &a);
+    run_training(42, 3, &b);
+    run_training(42, 3, &c);
+    run_training(43, 3, &d);
+    CHECK(memcmp(a.images, b.images, bytes) == 0 && memcmp(a.labels, b.labels, 24 * sizeof(int32_t)) == 0);
+    CHECK(memcmp(b.images, c.images, bytes) == 0 && memcmp(b.labels, c.labels, 24 * sizeof(int32_t)) == 0);
+    CHECK(memcmp(a.images, d.images, bytes) != 0);
+    CHECK(memcmp(a.labels, d.labels, 24 * sizeof(int32_t)) != 0);
+    for (int i = 0; i < 24; i++) CHECK(a.labels[i] >= 0 && a.labels[i] < 10);
+    free(a.images);
+    free(b.images);
+    free(c.images);
+    free(d.images);
+}
+
+static int n_alloc;
+static void *count_alloc(size_t n) {
+    n_alloc++;
+    return malloc(n);
+}
+static void count_free(void *p) {
+    n_alloc--;
+    free(p);
+}
+
+TEST(loader_uses_host_allocator) {
+    LoaderConfig c = base_cfg(dataset_ids());
+    c.host_alloc = count_alloc;
+    c.host_free = count_free;
+    n_alloc = 0;
+    Loader *l = loader_open(&c);
+    CHECK(n_alloc > 0);
+    LoaderBatch *b = loader_next(l);
+    CHECK(b && b->count == 8 && b->labels[3] == 3);
+    loader_release(l, b);
+    loader_close(l);
+    CHECK(n_alloc == 0);
+}
+
+/* ---- errors: run in a child process ------------------------------------------------------ */
+
+typedef struct Child {
+    int status;
+    char msg[2048];
+} Child;
+
+static void open_and_drain(const LoaderConfig *c) {
+    Loader *l = loader_open(c);
+    LoaderBatch *b;
+    while ((b = loader_next(l))) loader_release(l, b);
+    loader_close(l);
+}
+
+static Child in_child(const LoaderConfig *c) {
+    Child r = {.status = -1};
+    char path[600];
+    snprintf(path, sizeof path, "%s/child.err", th_tmpdir());
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(path, "w", stderr)) _exit(99);
+        open_and_drain(c);
+        fflush(stderr);
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        size_t n = fread(r.msg, 1, sizeof r.msg - 1, f);
+        r.msg[n] = 0;
+        fclose(f);
+    }
+    return r;
+}
+
+static int64_t label_zero_at_5(int g) { return g == 5 ? 0 : 1; }
+static int64_t label_big_at_3(int g) { return g == 3 ? 11 : 10; }
+
+TEST(loader_label_offset_and_range_errors) {
+    char dir[600];
+    const int counts[] = {3, 4};
+    snprintf(dir, sizeof dir, "%s/lab0", th_tmpdir());
+    make_dataset(dir, "train", counts, 2, 0, label_zero_at_5);
+    LoaderConfig c = base_cfg(dir);
+    c.num_classes = 10;
+    Child r = in_child(&c);
+    CHECK(r.status == EXIT_DATA);
+    /* record 5 is the third record of the second file */
+    char path[700];
+    snprintf(path, sizeof path, "%s/train-00001-of-00002", dir);
+    TfrIndexEntry *ix;
+    char err[256];
+    CHECK(tfr_scan(path, 0, &ix, NULL, err, sizeof err) == 4);
+    char want[900];
+    snprintf(want, sizeof want, "%s: record at byte offset %llu: image/class/label 0 is outside [1, 10]", path,
+             (unsigned long long)ix[2].offset);
+    free(ix);
+    CHECK_MSG(strstr(r.msg, want) != NULL, "got: %s", r.msg);
+
+    snprintf(dir, sizeof dir, "%s/lab11", th_tmpdir());
+    make_dataset(dir, "train", counts, 2, 0, label_big_at_3);
+    c = base_cfg(dir);
+    c.num_classes = 10;
+    r = in_child(&c);
+    CHECK(r.status == EXIT_DATA && strstr(r.msg, "image/class/label 11 is outside [1, 10]"));
+    CHECK_MSG(strstr(r.msg, "train-00001-of-00002: record at byte offset 0:") != NULL, "got: %s", r.msg);
+    /* label 10 with 10 classes is class 9: fine */
+    c.num_classes = 11;
+    r = in_child(&c);
+    CHECK_MSG(r.status == 0, "status %d: %s", r.status, r.msg);
+}
+
+TEST(loader_bad_input_exit_codes) {
+    LoaderConfig c = base_cfg("/nonexistent/nvcnn-data");
+    Child r = in_child(&c);
+    CHECK(r.status == EXIT_USAGE && strstr(r.msg, "/nonexistent/nvcnn-data"));
+
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/emptydir", th_tmpdir());
+    mkdir(dir, 0755);
+    c = base_cfg(dir);
+    r = in_child(&c);
+    CHECK(r.status == EXIT_USAGE && strstr(r.msg, "no train-* files in"));
+    CHECK(!loader_has_subset(dir, "train") && loader_has_subset(dataset_ids(), "train"));
+    CHECK(!loader_has_subset(dataset_ids(), "validation"));
+
+    /* a file that is not a TFRecord file */
+    char path[700];
+    snprintf(path, sizeof path, "%s/train-00000-of-00001", dir);
+    FILE *f = xfopen(path, "w");
+    fputs("<html>not records</html>\n", f);
+    fclose(f);
+    r = in_child(&c);
+    CHECK(r.status == EXIT_DATA && strstr(r.msg, path) && strstr(r.msg, "not a TFRecord file"));
+    CHECK(strstr(r.msg, "corrupt record at byte offset 0"));
+}
+
+TEST(loader_corrupt_record_exit_or_skip) {
+    char dir[600];
+    const int counts[] = {5, 6};
+    snprintf(dir, sizeof dir, "%s/corrupt", th_tmpdir());
+    make_dataset(dir, "train", counts, 2, 0, label_id);
+    char path[700];
+    snprintf(path, sizeof path, "%s/train-00000-of-00002", dir);
+    TfrIndexEntry *ix;
+    char err[256];
+    CHECK(tfr_scan(path, 0, &ix, NULL, err, sizeof err) == 5);
+    uint64_t off = ix[3].offset;
+    free(ix);
+    /* flip a payload byte of record 3: the framing scan passes, the read catches it */
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    fseek(f, (long)(off + 20), SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, (long)(off + 20), SEEK_SET);
+    fputc(ch ^ 0x40, f);
+    fclose(f);
+    LoaderConfig c = base_cfg(dir);
+    Child r = in_child(&c);
+    char want[900];
+    snprintf(want, sizeof want, "%s: corrupt record at byte offset %llu (data CRC mismatch)", path,
+             (unsigned long long)off);
+    CHECK(r.status == EXIT_DATA);
+    CHECK_MSG(strstr(r.msg, want) != NULL, "got: %s", r.msg);
+    c.skip_corrupt = 1;
+    Loader *l = loader_open(&c);
+    int ids[16];
+    CHECK(drain(l, ids, 16, NULL, NULL) == 10);
+    for (int i = 0; i < 10; i++) CHECK(ids[i] == (i < 3 ? i : i + 1));
+    CHECK(loader_skipped(l) == 1);
+    loader_close(l);
+}
