@@ -6,6 +6,7 @@
 # Switches: CUDA=0 / CUDA=1, MPI=0 / MPI=1 (default: detected), BUILD=dir, DEBUG=1.
 
 BUILD ?= build
+comma := ,
 CC ?= gcc
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CUDA_HOME ?= /usr/local/cuda
@@ -60,8 +61,6 @@ ifeq ($(CUDA),1)
   NVCCFLAGS ?= -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
                -Xcompiler -Wall,-Wextra,-fPIC
 endif
-comma := ,
-
 # ---- sources ---------------------------------------------------------------------------------
 PROTO := $(wildcard data/*.proto)
 PROTO_C := $(wildcard src/io/proto/*.pb-c.c)
