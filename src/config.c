@@ -262,10 +262,14 @@ void config_parse(Config *cfg, int argc, char **argv) {
             const char *bad = argv[optind - 1];
             if (optopt && optopt < 256 && bad && bad[0] == '-' && bad[1] != '-')
                 die_code(EXIT_USAGE, "unknown flag -%c (see --help)", optopt);
-            /* a flag given a value it does not take, e.g. --eval=1 */
-            if (bad && strchr(bad, '='))
-                die_code(EXIT_USAGE, "flag %s takes no value (see --help)", bad);
-            die_code(EXIT_USAGE, "unknown flag %s (see --help)", bad ? bad : "?");
+            if (!bad) die_code(EXIT_USAGE, "unknown flag (see --help)");
+            const char *eq = strchr(bad, '=');
+            size_t len = eq ? (size_t)(eq - bad) : strlen(bad);
+            /* a known flag given a value it does not take, e.g. --eval=1 */
+            for (int i = 0; i < NFLAGS && eq && bad[0] == '-' && bad[1] == '-'; i++)
+                if (!flags[i].has_arg && strlen(flags[i].name) == len - 2 && strncmp(flags[i].name, bad + 2, len - 2) == 0)
+                    die_code(EXIT_USAGE, "flag --%s takes no value (see --help)", flags[i].name);
+            die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)len, bad);
         }
         }
     }

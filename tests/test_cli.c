@@ -50,6 +50,8 @@ TEST(cli_bad_values_exit_2_with_one_line) {
         {"--model=lenet --loss_scale=0", "--loss_scale=0"},
         {"--model=lenet --batch_size", "needs a value"},
         {"--model=lenet stray", "unexpected argument"},
+        {"--model=lenet --verbose=1", "flag --verbose takes no value"},
+        {"--model=lenet --num_batches=1.5", "--num_batches=1.5"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *o;
