@@ -1,0 +1,162 @@
+/* test_softmax_xent.c: softmax cross-entropy against a naive long-double log-sum-exp, large
+ * logits, the logits' gradient against a formula and finite differences, bad labels. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "layer_death.h"
+#include "layers/layers.h"
+#include "testutil.h"
+
+/* -log softmax(z)[label] without any shift: long double has the range for |z| ~ 1000. */
+static long double naive_xent(const float *z, int c, int label) {
+    long double s = 0;
+    for (int j = 0; j < c; j++) s += expl((long double)z[j]);
+    return logl(s) - (long double)z[label];
+}
+
+static Net *xent_net(int n, int c, int32_t *labels) {
+    Net *net = net_new(n, c, 1, 1);
+    softmax_xent_create(net, 0);
+    net_finalize(net, 1);
+    net->labels = labels;
+    return net;
+}
+
+static void check_forward(Net *net, const int32_t *labels, double tol, const char *what) {
+    int n = net->node[0].shape.n, c = net->node[0].shape.c;
+    net->layer[0].ops->forward(&net->layer[0], net);
+    long double total = 0;
+    double maxd = 0;
+    int finite = isfinite(net->loss) != 0;
+    for (int i = 0; i < n; i++) {
+        long double li = naive_xent(net->node[0].data + (size_t)i * c, c, labels[i]);
+        total += li;
+        float got = net->node[1].data[i];
+        finite &= isfinite(got) != 0;
+        maxd = fmax(maxd, fabs((double)li - got) / fmax(1.0, fabs((double)li)));
+    }
+    CHECK_MSG(finite, "%s: non-finite loss", what);
+    CHECK_MSG(maxd < tol, "%s: per-sample loss off by %g", what, maxd);
+    CHECK_REL(net->loss, (double)(total / n), tol, 1e-7);
+}
+
+TEST(softmax_xent_forward_matches_naive) {
+    int32_t labels[5] = {0, 9, 3, 3, 7};
+    Net *net = xent_net(5, 10, labels);
+    CHECK(strcmp(net->layer[0].ops->type, "softmax_xent") == 0);
+    CHECK(net->logits == 0);
+    CHECK(shape_eq(net->node[1].shape, shape4(5, 1, 1, 1)));
+    Rng r;
+    rng_seed(&r, 1);
+    tu_fill_uniform(net->node[0].data, 50, -4, 4, &r);
+    check_forward(net, labels, 1e-6, "uniform logits");
+    /* equal logits: loss log(c) */
+    for (int i = 0; i < 50; i++) net->node[0].data[i] = 0.3f;
+    net->layer[0].ops->forward(&net->layer[0], net);
+    CHECK_NEAR(net->loss, log(10.0), 1e-6);
+    net_free(net);
+}
+
+TEST(softmax_xent_large_logits_stay_finite) {
+    int32_t labels[4] = {1, 0, 2, 5};
+    Net *net = xent_net(4, 6, labels);
+    Rng r;
+    rng_seed(&r, 2);
+    float *z = net->node[0].data;
+    for (int i = 0; i < 24; i++) z[i] = 1000.0f + (float)(rng_uniform(&r) * 10 - 5);
+    z[6 + 0] = 1000.0f; /* label logit of sample 1 far below the others: loss around 1000 */
+    for (int j = 1; j < 6; j++) z[6 + j] = 2000.0f;
+    for (int j = 0; j < 6; j++) z[12 + j] = -1000.0f - (float)j; /* all very negative */
+    check_forward(net, labels, 1e-6, "large logits");
+    CHECK_REL(net->node[1].data[1], 1000.0 + log(5.0), 1e-6, 0);
+    net->node[0].grad = calloc(24, sizeof(float));
+    net->layer[0].ops->backward(&net->layer[0], net);
+    int finite = 1;
+    for (int i = 0; i < 24; i++) finite &= isfinite(net->node[0].grad[i]) != 0;
+    CHECK(finite);
+    net_free(net);
+}
+
+TEST(softmax_xent_gradient_formula_and_accumulation) {
+    const int n = 4, c = 7;
+    int32_t labels[4] = {6, 0, 2, 2};
+    Net *net = xent_net(n, c, labels);
+    Rng r;
+    rng_seed(&r, 3);
+    tu_fill_uniform(net->node[0].data, (size_t)n * c, -3, 3, &r);
+    net->node[0].grad = malloc((size_t)n * c * sizeof(float));
+    for (int i = 0; i < n * c; i++) net->node[0].grad[i] = 0.5f;
+    net->node[1].grad[0] = 123.0f; /* ignored */
+    net->layer[0].ops->forward(&net->layer[0], net);
+    net->layer[0].ops->backward(&net->layer[0], net);
+    double maxd = 0;
+    for (int i = 0; i < n; i++) {
+        const float *z = net->node[0].data + (size_t)i * c;
+        long double s = 0;
+        for (int j = 0; j < c; j++) s += expl((long double)z[j]);
+        for (int j = 0; j < c; j++) {
+            double p = (double)(expl((long double)z[j]) / s);
+            double want = 0.5 + (p - (j == labels[i])) / n;
+            maxd = fmax(maxd, fabs(want - net->node[0].grad[(size_t)i * c + j]));
+        }
+    }
+    CHECK_MSG(maxd < 1e-6, "max difference %g", maxd);
+    net_free(net);
+}
+
+TEST(softmax_xent_logits_gradient_matches_finite_differences) {
+    const int n = 4, c = 9;
+    int32_t labels[4] = {8, 1, 4, 0};
+    Net *net = xent_net(n, c, labels);
+    Rng r;
+    rng_seed(&r, 4);
+    tu_fill_uniform(net->node[0].data, (size_t)n * c, -2, 2, &r);
+    /* mean loss, differentiated numerically over the logits */
+    net->node[0].grad = calloc((size_t)n * c, sizeof(float));
+    net->layer[0].ops->forward(&net->layer[0], net);
+    net->layer[0].ops->backward(&net->layer[0], net);
+    const double eps = 1e-2;
+    double worst = 0;
+    for (int i = 0; i < n * c; i++) {
+        float orig = net->node[0].data[i];
+        net->node[0].data[i] = (float)(orig + eps);
+        net->layer[0].ops->forward(&net->layer[0], net);
+        double lp = net->loss;
+        net->node[0].data[i] = (float)(orig - eps);
+        net->layer[0].ops->forward(&net->layer[0], net);
+        double lm = net->loss;
+        net->node[0].data[i] = orig;
+        double num = (lp - lm) / (2 * eps), an = net->node[0].grad[i];
+        worst = fmax(worst, fabs(num - an) / fmax(fmax(fabs(num), fabs(an)), 1e-2));
+    }
+    CHECK_MSG(worst < 2e-3, "max relative error %g", worst);
+    printf("    softmax_xent: max relative error %.3g\n", worst);
+    net_free(net);
+}
+
+typedef struct BadLabel {
+    int32_t labels[4];
+} BadLabel;
+
+static void forward_with(void *arg) {
+    BadLabel *b = arg;
+    Net *net = xent_net(4, 5, b->labels);
+    net->layer[0].ops->forward(&net->layer[0], net);
+}
+
+TEST(softmax_xent_bad_label_dies) {
+    BadLabel cases[2] = {{{0, 4, 7, 1}}, {{-1, 0, 0, 0}}};
+    const char *want[2][2] = {{"label 7", "index 2"}, {"label -1", "index 0"}};
+    for (int k = 0; k < 2; k++) {
+        char msg[512];
+        int st = ld_run_child(forward_with, &cases[k], msg, sizeof msg);
+        CHECK_MSG(st > 0 && strstr(msg, want[k][0]) && strstr(msg, want[k][1]), "case %d: status %d, message %s", k,
+                  st, msg);
+    }
+    /* a good batch survives the same path */
+    BadLabel ok = {{0, 4, 3, 1}};
+    char msg[512];
+    CHECK(ld_run_child(forward_with, &ok, msg, sizeof msg) == 0);
+}
