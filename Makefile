@@ -38,7 +38,10 @@ endif
 
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -Wall -Wextra -fopenmp -march=x86-64-v2 -pthread
 CPPFLAGS += -Isrc -Imodels -I$(BUILD)/gen -I/usr/include/x86_64-linux-gnu
-LDLIBS := -lopenblas -ljpeg -lpng16 -lprotobuf-c -lz -lm -lpthread
+# OpenBLAS built on OpenMP shares the OpenMP thread pool of the layers' loops; the pthread build's
+# own threads would compete with it for the cores.
+BLAS_DIR ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp))
+LDLIBS := $(if $(BLAS_DIR),-L$(BLAS_DIR) -Wl$(comma)-rpath$(comma)$(BLAS_DIR)) -lopenblas -ljpeg -lpng16 -lprotobuf-c -lz -lm -lpthread
 ifneq ($(wildcard .deps/usr/lib/x86_64-linux-gnu/libprotobuf-c.a),)
   # the GPU host has no protobuf-c: scripts in shared/gpu-host put Debian's into .deps/
   CPPFLAGS += -I.deps/usr/include

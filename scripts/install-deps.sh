@@ -2,7 +2,7 @@
 # Installs the Debian packages nvcnn needs, if any is missing. Idempotent: does nothing when all
 # are present. Needs root (or sudo) only when something must be installed.
 set -euo pipefail
-pkgs=(build-essential libopenblas-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+pkgs=(build-essential libopenblas-dev libopenblas-openmp-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
       libprotobuf-c-dev protobuf-c-compiler libopenmpi-dev openmpi-bin dataset-fashion-mnist
       clang libclang-rt-14-dev)
 missing=()
