@@ -115,14 +115,14 @@ proto:
 	@mkdir -p src/io/proto
 	protoc-c --proto_path=data --c_out=src/io/proto $(notdir $(PROTO))
 
-data: deps all
+data: deps
+	@$(MAKE) --no-print-directory all
 	@bash scripts/make-data.sh
 
-run: deps
-	@$(MAKE) --no-print-directory all
+run: data
 	@bash scripts/run-default.sh
 
-test: deps
+test: data
 	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN)
 	@NVCNN_BUILD=$(BUILD) $(BUILD)/run_tests $(TESTS)
 

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "dist.h"
 #include "gpu.h"
+#include "io/loader.h"
 #include "models.h"
 #include "net.h"
 #include "optim.h"
@@ -51,13 +52,90 @@ static void choose_device(Run *r) {
 
 /* Flags whose features are not in this build yet: refused, never silently ignored. */
 static void refuse_unsupported(const Config *c) {
-    if (c->data_dir) die_code(EXIT_USAGE, "--data_dir: training from TFRecords is not supported yet; omit it for synthetic data");
     if (c->eval) die_code(EXIT_USAGE, "--eval is not supported yet");
     if (c->log_dir) die_code(EXIT_USAGE, "--log_dir: checkpoints and logs are not supported yet");
-    if (c->distort_color) die_code(EXIT_USAGE, "--distort_color applies to real data (--data_dir), not supported yet");
-    if (c->input_threads) die_code(EXIT_USAGE, "--input_threads applies to real data (--data_dir), not supported yet");
-    if (c->skip_corrupt) die_code(EXIT_USAGE, "--skip_corrupt applies to real data (--data_dir), not supported yet");
+    if (!c->data_dir) {
+        if (c->distort_color) die_code(EXIT_USAGE, "--distort_color needs --data_dir (synthetic data is not augmented)");
+        if (c->input_threads) die_code(EXIT_USAGE, "--input_threads needs --data_dir (synthetic data has no input pipeline)");
+        if (c->skip_corrupt) die_code(EXIT_USAGE, "--skip_corrupt needs --data_dir");
+    }
     if (c->allreduce == ALLREDUCE_NCCL) die_code(EXIT_USAGE, "--allreduce=nccl needs the GPU backend; the CPU backend uses MPI");
+}
+
+static Loader *open_loader(const Run *r, const char *subset, int training) {
+    const Config *c = &r->cfg;
+    LoaderConfig lc;
+    memset(&lc, 0, sizeof lc);
+    lc.data_dir = c->data_dir;
+    lc.subset = subset;
+    lc.batch = c->batch_size;
+    lc.height = lc.width = r->model->image_size;
+    lc.training = training;
+    lc.distort_color = training && c->distort_color;
+    lc.repeat = training;
+    lc.rank = r->dist.rank;
+    lc.nranks = r->dist.size;
+    lc.threads = c->input_threads > 0 ? c->input_threads : 0;
+    lc.shuffle_buffer = training ? c->shuffle_buffer : 0;
+    lc.seed = c->seed;
+    lc.skip_corrupt = c->skip_corrupt;
+    lc.num_classes = c->num_classes;
+    return loader_open(&lc);
+}
+
+/* One pass over validation-* in inference mode; prints nvcnn's Validation Top-1/Top-5 lines
+ * (per-step accuracies over all ranks: mean +/- standard error, jitter). */
+static void evaluate(Run *r, Trainer *tr) {
+    const Config *c = &r->cfg;
+    Loader *ld = open_loader(r, "validation", 0);
+    Net *net = tr->net;
+    Node *in = net_node(net, net->input);
+    size_t cap = 64, n = 0;
+    double *t1 = xmalloc(cap * sizeof *t1), *t5 = xmalloc(cap * sizeof *t5);
+    printf("Evaluating on %zu validation images\n", loader_num_records(ld));
+    printf("  Step  Top-1  Top-5\n");
+    for (long step = 0;; step++) {
+        LoaderBatch *b = loader_next(ld);
+        double acc[4] = {0, 0, 0, b ? 0 : 1}; /* top1, top5, count, ranks done */
+        if (b) {
+            int c1, c5;
+            input_from_u8_nhwc(in->data, b->images, c->batch_size, 3, in->shape.h, in->shape.w);
+            trainer_eval(tr, b->labels, b->count, &c1, &c5);
+            acc[0] = c1;
+            acc[1] = c5;
+            acc[2] = b->count;
+            loader_release(ld, b);
+        }
+        dist_allreduce_sum_d(&r->dist, acc, 4);
+        if (acc[2] > 0) {
+            if (n == cap) {
+                cap *= 2;
+                t1 = xrealloc(t1, cap * sizeof *t1);
+                t5 = xrealloc(t5, cap * sizeof *t5);
+            }
+            t1[n] = 100.0 * acc[0] / acc[2];
+            t5[n] = 100.0 * acc[1] / acc[2];
+            if (step == 0 || (step + 1) % c->display_every == 0) printf("%6ld %5.1f%% %5.1f%%\n", step + 1, t1[n], t5[n]);
+            n++;
+        }
+        if ((int)acc[3] == r->dist.size) break;
+    }
+    printf("----------------------------------------------------------------\n");
+    if (n > 0) {
+        Stats s1 = stats_compute(t1, n), s5 = stats_compute(t5, n);
+        printf("Validation Top-1: %.3f %% +/- %.2f (jitter = %.1f)\n", s1.mean, s1.stderr_, s1.jitter);
+        printf("Validation Top-5: %.3f %% +/- %.2f (jitter = %.1f)\n", s5.mean, s5.stderr_, s5.jitter);
+    } else {
+        printf("No validation images\n");
+    }
+    printf("----------------------------------------------------------------\n");
+    size_t skipped = loader_skipped(ld);
+    double sk = (double)skipped;
+    dist_allreduce_sum_d(&r->dist, &sk, 1);
+    if (sk > 0) printf("Skipped corrupt validation records: %.0f\n", sk);
+    free(t1);
+    free(t5);
+    loader_close(ld);
 }
 
 static void print_header(const Run *r, const Net *net) {
@@ -100,12 +178,20 @@ static int train(Run *r) {
     net_finalize(net, c->seed);
     if (c->print_layers) net_print_summary(net, stdout);
 
-    if (c->num_batches > 0)
-        r->nstep = c->num_batches;
-    else
-        r->nstep = 100;
-    r->nrecord = (size_t)r->nstep * (size_t)r->total_batch;
-    long steps_per_epoch = r->nstep;
+    Loader *ld = NULL;
+    if (c->data_dir) {
+        ld = open_loader(r, "train", 1);
+        r->nrecord = loader_num_records(ld);
+        if (r->nrecord == 0) die_code(EXIT_DATA, "%s: the train-* shards hold no records", c->data_dir);
+        double epochs = c->num_epochs > 0 ? c->num_epochs : 90;
+        r->nstep = c->num_batches > 0 ? c->num_batches : (long)(epochs * (double)r->nrecord / r->total_batch);
+        if (r->nstep < 1) r->nstep = 1;
+    } else {
+        r->nstep = c->num_batches > 0 ? c->num_batches : 100;
+        r->nrecord = (size_t)r->nstep * (size_t)r->total_batch;
+    }
+    long steps_per_epoch = (long)(r->nrecord / (size_t)r->total_batch);
+    if (steps_per_epoch < 1) steps_per_epoch = 1;
 
     r->base_lr = c->learning_rate > 0 ? c->learning_rate : model_default_lr(r->model, r->total_batch);
     print_header(r, net);
@@ -139,6 +225,7 @@ static int train(Run *r) {
     input_synthetic(in->data, shape_count(in->shape), &drng);
     int32_t *labels = xmalloc((size_t)c->batch_size * sizeof *labels);
     labels_synthetic(labels, c->batch_size, c->num_classes, &drng);
+    long last_epoch = 0;
 
     int burnin = c->nstep_burnin;
     if (burnin > r->nstep / 2) burnin = (int)(r->nstep / 2);
@@ -152,7 +239,16 @@ static int train(Run *r) {
     for (long step = 0; step < r->nstep; step++) {
         double lr = lr_at(&sched, step);
         double t0 = now_seconds();
-        double loss = trainer_step(&tr, labels, lr);
+        double loss;
+        if (ld) {
+            LoaderBatch *b = loader_next(ld);
+            input_from_u8_nhwc(in->data, b->images, c->batch_size, 3, in->shape.h, in->shape.w);
+            memcpy(labels, b->labels, (size_t)c->batch_size * sizeof *labels);
+            loader_release(ld, b);
+            loss = trainer_step(&tr, labels, lr);
+        } else {
+            loss = trainer_step(&tr, labels, lr);
+        }
         double elapsed = now_seconds() - t0;
         ema = 0.9 * ema + 0.1 * loss;
         ema_w = 0.9 * ema_w + 0.1;
@@ -166,9 +262,20 @@ static int train(Run *r) {
             printf("%6ld %5ld %7.1f %7.3f %7.5f\n", step + 1, epoch + 1, rate, avg, lr);
             fflush(stdout);
         }
+        long epoch_done = (long)((double)(step + 1) * r->total_batch / (double)r->nrecord);
+        if (ld && (epoch_done > last_epoch || step + 1 == r->nstep)) {
+            double sk = (double)loader_skipped(ld);
+            dist_allreduce_sum_d(&r->dist, &sk, 1);
+            if (c->skip_corrupt) printf("Epoch %ld: %.0f corrupt records skipped so far\n", last_epoch + 1, sk);
+            last_epoch = epoch_done;
+        }
     }
     print_speed_summary(rates, nrates, burnin);
     if (tr.skipped_steps) printf("Skipped steps (inf/nan gradients): %ld\n", tr.skipped_steps);
+    if (ld) {
+        loader_close(ld);
+        if (loader_has_subset(c->data_dir, "validation")) evaluate(r, &tr);
+    }
     free(rates);
     free(labels);
     trainer_free(&tr);

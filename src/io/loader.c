@@ -28,9 +28,11 @@
  *
  * Errors. Framing errors (CRC mismatches, truncation) exit with EXIT_DATA naming the file and
  * offset, or with skip_corrupt are skipped and counted. Records whose framing is sound but whose
- * content is unusable (not an Example, no image/encoded, a label out of range, an image that does
- * not decode) always exit with EXIT_DATA, naming the file and the record's offset: skipping them
- * would shift labels and images silently. */
+ * content is unusable (not an Example, no image/encoded, an image that does not decode) exit with
+ * EXIT_DATA naming the file and the record's offset, or with skip_corrupt are skipped (with a
+ * warning line naming them) and counted: the image and its label leave the batch together, and
+ * the gap is closed by loader_next(). A label out of range always exits: it means the data set
+ * and --num_classes disagree. */
 #define _GNU_SOURCE
 #include "io/loader.h"
 
@@ -81,7 +83,7 @@ struct Loader {
     size_t nmine, total;
     size_t *group_start; /* this rank's records grouped by file: [ngroups + 1] */
     size_t ngroups;
-    size_t skipped_scan, skipped_read;
+    size_t skipped_scan, skipped_read, skipped_decode;
     int nworkers;
     size_t img_bytes;
 
@@ -411,12 +413,27 @@ out:
 
 /* ---- decode workers ---------------------------------------------------------------------- */
 
+/* A record whose framing is sound but whose Example or image is unusable: fatal (exit 4, naming
+ * the file and offset), or with skip_corrupt counted and its slot marked empty (label -1);
+ * loader_next() then closes the gap. */
+static void skip_sample(Loader *l, const Task *t, const char *path, const char *err) {
+    if (!l->cfg.skip_corrupt)
+        die_code(EXIT_DATA, "%s: record at byte offset %" PRIu64 ": %s", path, t->offset, err);
+    warn("%s: record at byte offset %" PRIu64 " skipped: %s", path, t->offset, err);
+    t->batch->pub.labels[t->slot] = -1;
+    pthread_mutex_lock(&l->mu);
+    l->skipped_decode++;
+    pthread_mutex_unlock(&l->mu);
+}
+
 static void run_task(Loader *l, const Task *t) {
     const char *path = l->paths[t->file];
     char err[512];
     ExampleImage ex;
-    if (example_parse_image(t->rec + TFR_HEADER_BYTES, t->len, &ex, err, sizeof err) != 0)
-        die_code(EXIT_DATA, "%s: record at byte offset %" PRIu64 ": %s", path, t->offset, err);
+    if (example_parse_image(t->rec + TFR_HEADER_BYTES, t->len, &ex, err, sizeof err) != 0) {
+        skip_sample(l, t, path, err);
+        return;
+    }
     int64_t label = ex.label - 1;
     if (label < 0 || (l->cfg.num_classes > 0 && label >= l->cfg.num_classes))
         die_code(EXIT_DATA,
@@ -439,8 +456,12 @@ static void run_task(Loader *l, const Task *t) {
     Rng rng;
     rng_seed_stream(&rng, l->cfg.seed, mix3(2, (uint64_t)l->cfg.rank, t->seq));
     uint8_t *dst = t->batch->pub.images + (size_t)t->slot * l->img_bytes;
-    if (augment_image(ex.encoded, ex.encoded_len, ex.nbox ? boxes : NULL, ex.nbox, &p, &rng, dst, err, sizeof err) != 0)
-        die_code(EXIT_DATA, "%s: record at byte offset %" PRIu64 ": %s", path, t->offset, err);
+    if (augment_image(ex.encoded, ex.encoded_len, ex.nbox ? boxes : NULL, ex.nbox, &p, &rng, dst, err, sizeof err) != 0) {
+        if (boxes != boxes_local) free(boxes);
+        example_image_free(&ex);
+        skip_sample(l, t, path, err);
+        return;
+    }
     t->batch->pub.labels[t->slot] = (int32_t)label;
     if (boxes != boxes_local) free(boxes);
     example_image_free(&ex);
@@ -527,9 +548,34 @@ size_t loader_rank_records(const Loader *l) { return l->nmine; }
 size_t loader_skipped(const Loader *l) {
     Loader *m = (Loader *)l;
     pthread_mutex_lock(&m->mu);
-    size_t n = l->skipped_scan + l->skipped_read;
+    size_t n = l->skipped_scan + l->skipped_read + l->skipped_decode;
     pthread_mutex_unlock(&m->mu);
     return n;
+}
+
+/* Removes the samples skipped as unusable (label -1): the valid ones move to the front. A
+ * one-pass run returns fewer samples; an endless (training) run refills the batch by repeating
+ * its valid samples in order, so every step sees a full batch. */
+static void close_gaps(Loader *l, LoaderBatch *b) {
+    int n = 0;
+    for (int i = 0; i < b->count; i++) {
+        if (b->labels[i] < 0) continue;
+        if (n != i) {
+            memcpy(b->images + (size_t)n * l->img_bytes, b->images + (size_t)i * l->img_bytes, l->img_bytes);
+            b->labels[n] = b->labels[i];
+        }
+        n++;
+    }
+    if (n == b->count) return;
+    if (l->cfg.repeat && n > 0) {
+        for (int i = n, k = 0; i < b->count; i++, k = (k + 1) % n) {
+            memcpy(b->images + (size_t)i * l->img_bytes, b->images + (size_t)k * l->img_bytes, l->img_bytes);
+            b->labels[i] = b->labels[k];
+        }
+        return;
+    }
+    if (l->cfg.repeat) die_code(EXIT_DATA, "%s/%s-*: every image of a batch was unusable", l->cfg.data_dir, l->cfg.subset);
+    b->count = n;
 }
 
 LoaderBatch *loader_next(Loader *l) {
@@ -540,6 +586,7 @@ LoaderBatch *loader_next(Loader *l) {
             l->fifo_head = b->next;
             if (!l->fifo_head) l->fifo_tail = NULL;
             pthread_mutex_unlock(&l->mu);
+            close_gaps(l, &b->pub);
             return &b->pub;
         }
         if (!b && l->reader_done) {
