@@ -176,7 +176,6 @@ static int train(Run *r) {
     Config *c = &r->cfg;
     Net *net = model_build_net(r->model, c->batch_size, c->num_classes);
     net_finalize(net, c->seed);
-    if (c->print_layers) net_print_summary(net, stdout);
 
     Loader *ld = NULL;
     if (c->data_dir) {
@@ -195,6 +194,10 @@ static int train(Run *r) {
 
     r->base_lr = c->learning_rate > 0 ? c->learning_rate : model_default_lr(r->model, r->total_batch);
     print_header(r, net);
+    if (c->print_layers) {
+        printf("Layers:\n");
+        net_print_summary(net, stdout);
+    }
 
     TrainerConfig tc;
     memset(&tc, 0, sizeof tc);

@@ -1,0 +1,157 @@
+/* test_badinput.c: bad data as a user meets it through ./nvcnn: each case gives one clear
+ * "nvcnn: error:" line naming the file (and offset) and a non-zero exit, never a crash. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "io/example.h"
+#include "io/image.h"
+#include "io/tfrecord.h"
+
+/* A 32x32 RGB JPEG of a gradient. */
+static uint8_t *small_jpeg(size_t *len) {
+    uint8_t px[32 * 32 * 3];
+    for (int i = 0; i < 32 * 32 * 3; i++) px[i] = (uint8_t)(i * 7 % 251);
+    uint8_t *out = NULL;
+    if (image_encode_jpeg(px, 32, 32, 3, 90, &out, len) != 0) return NULL;
+    return out;
+}
+
+/* Writes `n` records to dir/name; record k gets `image` (NULL: no image/encoded) and label. */
+static void write_shard(const char *dir, const char *name, int n, const uint8_t *image, size_t ilen, int64_t label) {
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TfrWriter *w = tfr_writer_open(path, err, sizeof err);
+    if (!w) {
+        th_fail(__FILE__, __LINE__, "%s", err);
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        ExampleBuilder *b = example_builder_new();
+        if (image) example_add_bytes(b, "image/encoded", image, ilen);
+        example_add_int64s(b, "image/class/label", &label, 1);
+        size_t len;
+        uint8_t *buf = example_serialize(b, &len);
+        tfr_write(w, buf, len);
+        free(buf);
+        example_builder_free(b);
+    }
+    tfr_writer_close(w);
+}
+
+static char *mkdir_case(const char *name) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", th_tmpdir(), name);
+    mkdir(path, 0755);
+    return path;
+}
+
+static void expect(const char *args, int code, const char *needle) {
+    char cmd[1024], *o = NULL;
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 %s", args);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == code, "'%s' exited %d, want %d:\n%s", args, rc, code, o);
+    CHECK_MSG(o && strstr(o, needle), "'%s' printed no '%s':\n%s", args, needle, o);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: ") && !strstr(o, "Segmentation") && !strstr(o, "Aborted"),
+              "'%s': no clear error line:\n%s", args, o);
+    free(o);
+}
+
+TEST(badinput_missing_and_empty_data_dir) {
+    char arg[600];
+    snprintf(arg, sizeof arg, "--data_dir=%s/does-not-exist", th_tmpdir());
+    expect(arg, 2, "does-not-exist");
+    char *d = mkdir_case("empty");
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    expect(arg, 2, "no train-* files");
+    expect("--data_dir=", 2, "--data_dir=");
+}
+
+TEST(badinput_no_train_files) {
+    char *d = mkdir_case("only-validation");
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    write_shard(d, "validation-00000-of-00001", 4, jpg, len, 1);
+    char arg[600];
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    expect(arg, 2, "no train-* files");
+    free(jpg);
+}
+
+TEST(badinput_files_that_are_not_tfrecords) {
+    char *d = mkdir_case("not-tfrecords");
+    char path[600];
+    snprintf(path, sizeof path, "%s/train-00000-of-00001", d);
+    FILE *f = fopen(path, "w");
+    fputs("this is a text file, not a TFRecord shard\n", f);
+    fclose(f);
+    char arg[600];
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    expect(arg, 4, "train-00000-of-00001");
+    expect(arg, 4, "not a TFRecord");
+}
+
+TEST(badinput_truncated_shard) {
+    char *d = mkdir_case("truncated");
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    write_shard(d, "train-00000-of-00001", 6, jpg, len, 1);
+    char path[600];
+    snprintf(path, sizeof path, "%s/train-00000-of-00001", d);
+    struct stat st;
+    stat(path, &st);
+    CHECK(truncate(path, st.st_size - 10) == 0);
+    char arg[600];
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    expect(arg, 4, "byte offset");
+    free(jpg);
+}
+
+TEST(badinput_records_without_image) {
+    char *d = mkdir_case("no-image");
+    write_shard(d, "train-00000-of-00001", 8, NULL, 0, 1);
+    char arg[600];
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    expect(arg, 4, "image/encoded");
+}
+
+TEST(badinput_undecodable_jpeg_and_skip_corrupt) {
+    char *d = mkdir_case("bad-jpeg");
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    write_shard(d, "train-00000-of-00002", 8, jpg, len, 2);
+    uint8_t junk[64];
+    memcpy(junk, "\xff\xd8\xff\xe0", 4); /* a JPEG start, then nothing decodable */
+    memset(junk + 4, 0x5a, sizeof junk - 4);
+    write_shard(d, "train-00001-of-00002", 1, junk, sizeof junk, 3);
+    char arg[700];
+    snprintf(arg, sizeof arg, "--data_dir=%s --shuffle_buffer=0", d);
+    expect(arg, 4, "train-00001-of-00002");
+    /* with --skip_corrupt the record is skipped, counted and the run finishes */
+    char cmd[1024], *o = NULL;
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=3 --num_batches=4 --data_dir=%s "
+             "--skip_corrupt",
+             d);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
+    CHECK_MSG(o && strstr(o, "corrupt records skipped") && !strstr(o, ": 0 corrupt records skipped"), "no skipped count:\n%s", o);
+    CHECK_MSG(o && strstr(o, "skipped: "), "no warning naming the record:\n%s", o);
+    free(o);
+    free(jpg);
+}
+
+TEST(badinput_label_out_of_range) {
+    char *d = mkdir_case("bad-label");
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 11); /* 1-based 11 with 10 classes */
+    char arg[600];
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    expect(arg, 4, "label 11");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 0); /* 0 is below the 1-based range */
+    expect(arg, 4, "label 0");
+    free(jpg);
+}
