@@ -17,7 +17,7 @@ enum {
     OPT_NO_NESTEROV, OPT_WEIGHT_DECAY, OPT_LR_DECAY_POLICY, OPT_LR_POLY_POWER, OPT_LR_DECAY_EPOCHS,
     OPT_LR_DECAY_RATE, OPT_WARMUP_EPOCHS, OPT_LOSS_SCALE, OPT_LARC_ETA, OPT_LARC_MODE, OPT_EVAL,
     OPT_DISTORT_COLOR, OPT_INPUT_THREADS, OPT_SHUFFLE_BUFFER, OPT_SKIP_CORRUPT, OPT_NUM_CLASSES, OPT_SEED,
-    OPT_BURNIN, OPT_ALLREDUCE, OPT_BUCKET_MB, OPT_SAVE_INTERVAL, OPT_VERBOSE, OPT_PRINT_LAYERS, OPT_HELP
+    OPT_BURNIN, OPT_CROP_AREA_MIN, OPT_ALLREDUCE, OPT_BUCKET_MB, OPT_SAVE_INTERVAL, OPT_VERBOSE, OPT_PRINT_LAYERS, OPT_HELP
 };
 
 typedef struct FlagDoc {
@@ -55,6 +55,7 @@ static const FlagDoc flags[] = {
     {OPT_LARC_MODE, "larc_mode", 1, "clip", "clip | scale"},
     {OPT_EVAL, "eval", 0, "off", "evaluate the model in --log_dir on validation-*"},
     {OPT_DISTORT_COLOR, "distort_color", 0, "off", "random brightness/saturation/hue/contrast"},
+    {OPT_CROP_AREA_MIN, "crop_area_min", 1, "0.05", "smallest training crop, as a fraction of the image area (1: no crop)"},
     {OPT_INPUT_THREADS, "input_threads", 1, "cores / ranks per node", "decode workers"},
     {OPT_SHUFFLE_BUFFER, "shuffle_buffer", 1, "10000", "records in the shuffle buffer"},
     {OPT_SKIP_CORRUPT, "skip_corrupt", 0, "off", "skip and count corrupt records instead of exiting"},
@@ -153,6 +154,7 @@ void config_parse(Config *cfg, int argc, char **argv) {
     cfg->lr_decay_rate = 0.1;
     cfg->loss_scale = 1;
     cfg->shuffle_buffer = 10000;
+    cfg->crop_area_min = 0.05;
     cfg->num_classes = 1000;
     cfg->seed = 1234;
     cfg->nstep_burnin = 20;
@@ -237,6 +239,7 @@ void config_parse(Config *cfg, int argc, char **argv) {
         }
         case OPT_EVAL: cfg->eval = 1; break;
         case OPT_DISTORT_COLOR: cfg->distort_color = 1; break;
+        case OPT_CROP_AREA_MIN: cfg->crop_area_min = parse_double(name, v, 0, 1, 1); break;
         case OPT_INPUT_THREADS: cfg->input_threads = (int)parse_long(name, v, 1, 4096); break;
         case OPT_SHUFFLE_BUFFER: cfg->shuffle_buffer = (int)parse_long(name, v, 0, 1 << 30); break;
         case OPT_SKIP_CORRUPT: cfg->skip_corrupt = 1; break;

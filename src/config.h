@@ -36,6 +36,7 @@ typedef struct Config {
     LarcMode larc_mode;
     int eval;
     int distort_color;
+    double crop_area_min;      /* training crop area range [crop_area_min, 1] */
     int input_threads;         /* 0: cores / ranks on the node */
     int shuffle_buffer;
     int skip_corrupt;

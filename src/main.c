@@ -72,6 +72,7 @@ static Loader *open_loader(const Run *r, const char *subset, int training) {
     lc.height = lc.width = r->model->image_size;
     lc.training = training;
     lc.distort_color = training && c->distort_color;
+    lc.crop_area_min = (float)c->crop_area_min;
     lc.repeat = training;
     lc.rank = r->dist.rank;
     lc.nranks = r->dist.size;

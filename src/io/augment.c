@@ -56,7 +56,8 @@ static int covers(const CropBox *c, const float (*b)[4], int nb, float min_cov) 
     return 0;
 }
 
-CropBox sample_distorted_crop(int W, int H, const BBox *boxes, int nbox, Rng *rng) {
+CropBox sample_distorted_crop(int W, int H, const BBox *boxes, int nbox, float min_area, Rng *rng) {
+    if (!(min_area > 0)) min_area = CROP_MIN_AREA;
     CropBox whole = {0, 0, W, H};
     float local[16][4];
     float (*b)[4] = nbox > 16 ? xmalloc((size_t)nbox * sizeof *b) : local;
@@ -83,7 +84,7 @@ CropBox sample_distorted_crop(int W, int H, const BBox *boxes, int nbox, Rng *rn
     for (int a = 0; a < CROP_ATTEMPTS && !found; a++) {
         float aspect = uniformf(rng, CROP_MIN_ASPECT, CROP_MAX_ASPECT);
         CropBox t;
-        if (random_crop(W, H, CROP_MIN_AREA, CROP_MAX_AREA, aspect, rng, &t) && covers(&t, (const float (*)[4])b, nb, CROP_MIN_OBJECT_COVERED)) {
+        if (random_crop(W, H, min_area, CROP_MAX_AREA, aspect, rng, &t) && covers(&t, (const float (*)[4])b, nb, CROP_MIN_OBJECT_COVERED)) {
             c = t;
             found = 1;
         }
@@ -244,7 +245,7 @@ int augment_image(const uint8_t *encoded, size_t len, const BBox *boxes, int nbo
                   Rng *rng, uint8_t *out_hwc, char *err, size_t errlen) {
     int W, H;
     if (image_dims(encoded, len, &W, &H, err, errlen) != 0) return -1;
-    CropBox c = p->training ? sample_distorted_crop(W, H, boxes, nbox, rng) : central_crop(W, H);
+    CropBox c = p->training ? sample_distorted_crop(W, H, boxes, nbox, p->min_area, rng) : central_crop(W, H);
     uint8_t *region;
     int rw, rh;
     if (image_decode_region(encoded, len, c.x, c.y, c.w, c.h, p->out_w, p->out_h, &region, &rw, &rh, err, errlen) != 0)

@@ -25,6 +25,7 @@ typedef struct AugmentParams {
     int training;
     int distort_color;
     int color_order; /* 0: brightness, saturation, hue, contrast; 1: brightness, contrast, saturation, hue */
+    float min_area;  /* smallest crop area as a fraction of the image; 0: nvcnn's 0.05 */
 } AugmentParams;
 
 /* Decodes (JPEG or PNG; grayscale and CMYK come out RGB) and augments into out_hwc

@@ -13,7 +13,7 @@ typedef struct CropBox {
 /* TensorFlow's sample_distorted_bounding_box as nvcnn calls it: min_object_covered 0.1, aspect
  * ratio [3/4, 4/3], area [0.05, 1], 100 attempts, the whole image if none fits. With no boxes
  * the whole image is the box. */
-CropBox sample_distorted_crop(int W, int H, const BBox *boxes, int nbox, Rng *rng);
+CropBox sample_distorted_crop(int W, int H, const BBox *boxes, int nbox, float min_area, Rng *rng);
 /* TensorFlow's central_crop(image, 0.875). */
 CropBox central_crop(int W, int H);
 /* Bilinear resize (align_corners = False, no half-pixel offset), RGB. */

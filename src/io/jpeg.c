@@ -105,28 +105,76 @@ int image_dims(const uint8_t *data, size_t len, int *w, int *h, char *err, size_
     return 0;
 }
 
+/* libpng errors longjmp back here with the message. */
+typedef struct PErr {
+    jmp_buf jb;
+    char msg[200];
+} PErr;
+
+static void png_err(png_structp png, png_const_charp m) {
+    PErr *e = png_get_error_ptr(png);
+    snprintf(e->msg, sizeof e->msg, "%s", m);
+    longjmp(e->jb, 1);
+}
+
+static void png_warn(png_structp png, png_const_charp m) {
+    (void)png;
+    (void)m;
+}
+
+typedef struct PngSrc {
+    const uint8_t *d;
+    size_t n, off;
+} PngSrc;
+
+static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
+    PngSrc *s = png_get_io_ptr(png);
+    if (s->off + n > s->n) png_error(png, "premature end of data");
+    memcpy(out, s->d + s->off, n);
+    s->off += n;
+}
+
+/* As TensorFlow's decode_png(channels=3): palette and low bit depths expanded, 16-bit scaled to
+ * 8, gray replicated to RGB, alpha dropped. */
 static int decode_png(const uint8_t *data, size_t len, uint8_t **out, int *w, int *h, char *err, size_t errlen) {
-    png_image im;
-    memset(&im, 0, sizeof im);
-    im.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_memory(&im, data, len)) return fail(err, errlen, "PNG: %s", im.message);
-    im.format = PNG_FORMAT_RGB; /* palette, gray, 16-bit expanded; alpha composited on black */
-    size_t bytes = PNG_IMAGE_SIZE(im);
-    uint8_t *buf = malloc(bytes ? bytes : 1);
-    if (!buf) {
-        png_image_free(&im);
-        return fail(err, errlen, "PNG: %s", "out of memory");
-    }
-    png_color black = {0, 0, 0};
-    if (!png_image_finish_read(&im, &black, buf, 0, NULL)) {
+    PErr pe;
+    pe.msg[0] = 0;
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &pe, png_err, png_warn);
+    if (!png) return fail(err, errlen, "PNG: %s", "out of memory");
+    png_infop info = png_create_info_struct(png);
+    uint8_t *volatile buf = NULL;
+    png_bytep *volatile rows = NULL;
+    if (!info || setjmp(pe.jb)) {
+        png_destroy_read_struct(&png, info ? &info : NULL, NULL);
         free(buf);
-        int r = fail(err, errlen, "PNG: %s", im.message);
-        png_image_free(&im);
-        return r;
+        free(rows);
+        return fail(err, errlen, "PNG: %s", pe.msg[0] ? pe.msg : "out of memory");
     }
+    PngSrc src = {data, len, 0};
+    png_set_read_fn(png, &src, png_read_mem);
+    png_read_info(png, info);
+    png_uint_32 W = png_get_image_width(png, info), H = png_get_image_height(png, info);
+    if (W == 0 || H == 0 || (uint64_t)W * H > (1ull << 28)) png_error(png, "image size out of range");
+    int color = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
+    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+    if (depth == 16) png_set_scale_16(png);
+    png_set_strip_alpha(png);
+    if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_rowbytes(png, info) != (size_t)W * 3) png_error(png, "unexpected row layout");
+    buf = malloc((size_t)W * H * 3);
+    rows = malloc(H * sizeof *rows);
+    if (!buf || !rows) png_error(png, "out of memory");
+    for (png_uint_32 r = 0; r < H; r++) rows[r] = buf + (size_t)r * W * 3;
+    png_read_image(png, rows);
+    png_destroy_read_struct(&png, &info, NULL);
+    free(rows);
     *out = buf;
-    *w = (int)im.width;
-    *h = (int)im.height;
+    *w = (int)W;
+    *h = (int)H;
     return 0;
 }
 

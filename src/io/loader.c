@@ -452,7 +452,8 @@ static void run_task(Loader *l, const Task *t) {
                        .out_w = l->cfg.width,
                        .training = l->cfg.training,
                        .distort_color = l->cfg.distort_color,
-                       .color_order = (int)(t->seq % 2)};
+                       .color_order = (int)(t->seq % 2),
+                       .min_area = l->cfg.crop_area_min};
     Rng rng;
     rng_seed_stream(&rng, l->cfg.seed, mix3(2, (uint64_t)l->cfg.rank, t->seq));
     uint8_t *dst = t->batch->pub.images + (size_t)t->slot * l->img_bytes;

@@ -20,6 +20,7 @@ typedef struct LoaderConfig {
     int height, width;      /* output image size */
     int training;           /* 1: distorted crop + flip (+ color); 0: central crop 87.5% */
     int distort_color;
+    float crop_area_min;    /* training crops: smallest area fraction; 0: nvcnn's 0.05 */
     int repeat;             /* 1: endless epochs (training); 0: one pass, then NULL */
     int rank, nranks;
     int threads;            /* decode workers; <= 0: cores / ranks on the node */

@@ -1,0 +1,204 @@
+/* test_image.c: JPEG and PNG decoding against reference decodes written by other
+ * implementations (scripts/make_fixtures_image.py: TensorFlow's decode_jpeg with nvcnn's settings,
+ * Pillow for CMYK and PNG), region and scaled decodes, corrupt input, encoders. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "io/image.h"
+
+static uint8_t *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n + 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+/* Binary PPM (P6, maxval 255). */
+static uint8_t *read_ppm(const char *path, int *w, int *h) {
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    if (!b) return NULL;
+    int maxv, off = 0;
+    if (sscanf((char *)b, "P6 %d %d %d%n", w, h, &maxv, &off) != 3 || maxv != 255) {
+        free(b);
+        return NULL;
+    }
+    off++; /* one whitespace byte after maxval */
+    uint8_t *px = malloc((size_t)*w * *h * 3);
+    memcpy(px, b + off, (size_t)*w * *h * 3);
+    free(b);
+    return px;
+}
+
+typedef struct Diff {
+    int max;
+    double mean;
+} Diff;
+
+static Diff compare_fixture(const char *name) {
+    Diff d = {999, 999};
+    char p[256], r[256];
+    snprintf(p, sizeof p, "data/fixtures/%s", name);
+    snprintf(r, sizeof r, "data/fixtures/%s.ppm", name);
+    size_t len;
+    uint8_t *data = slurp(p, &len);
+    int rw, rh;
+    uint8_t *ref = read_ppm(r, &rw, &rh);
+    CHECK_MSG(data && ref, "fixture %s missing", name);
+    if (!data || !ref) return d;
+    uint8_t *img;
+    int w, h;
+    char err[256];
+    int rc = image_decode_rgb(data, len, &img, &w, &h, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s: %s", name, err);
+    if (rc == 0) {
+        CHECK_MSG(w == rw && h == rh, "%s: %dx%d, reference %dx%d", name, w, h, rw, rh);
+        if (w == rw && h == rh) {
+            double s = 0;
+            d.max = 0;
+            for (int i = 0; i < w * h * 3; i++) {
+                int e = abs((int)img[i] - (int)ref[i]);
+                if (e > d.max) d.max = e;
+                s += e;
+            }
+            d.mean = s / (w * h * 3);
+        }
+        free(img);
+    }
+    free(data);
+    free(ref);
+    return d;
+}
+
+TEST(image_jpeg_matches_tensorflow_integer_fast_decode) {
+    const char *names[] = {"img_420.jpg", "img_444.jpg", "img_422_odd.jpg", "img_progressive.jpg", "img_gray.jpg"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        Diff d = compare_fixture(names[i]);
+        printf("    %-20s max |diff| %d, mean %.3f (of 255)\n", names[i], d.max, d.mean);
+        CHECK_MSG(d.max <= 2, "%s: max difference %d > 2", names[i], d.max);
+    }
+}
+
+TEST(image_cmyk_jpeg_comes_out_rgb) {
+    /* Pillow's CMYK->RGB (Adobe inverted) against ours; Pillow decodes with the accurate DCT and
+     * fancy upsampling, so allow the difference of the fast DCT */
+    Diff d = compare_fixture("img_cmyk.jpg");
+    printf("    img_cmyk.jpg max |diff| %d, mean %.3f\n", d.max, d.mean);
+    CHECK_MSG(d.mean < 2.0 && d.max <= 12, "CMYK: max %d mean %.3f", d.max, d.mean);
+}
+
+TEST(image_png_variants_decode_exactly) {
+    const char *names[] = {"img_rgb.png", "img_rgba.png", "img_palette.png", "img_gray.png", "img_gray16.png"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        Diff d = compare_fixture(names[i]);
+        CHECK_MSG(d.max == 0, "%s: max difference %d", names[i], d.max);
+    }
+}
+
+TEST(image_region_and_scaled_decode_match_full_decode) {
+    size_t len;
+    uint8_t *data = slurp("data/fixtures/img_large.jpg", &len);
+    CHECK(data != NULL);
+    if (!data) return;
+    char err[256];
+    int w, h;
+    CHECK(image_dims(data, len, &w, &h, err, sizeof err) == 0 && w == 500 && h == 375);
+    uint8_t *full, *reg;
+    int fw, fh, rw, rh;
+    CHECK(image_decode_rgb(data, len, &full, &fw, &fh, err, sizeof err) == 0);
+    /* unscaled region: exactly the full decode's pixels (crop_scanline widens to iMCU edges) */
+    int x = 37, y = 51, cw = 203, ch = 150;
+    CHECK(image_decode_region(data, len, x, y, cw, ch, cw, ch, &reg, &rw, &rh, err, sizeof err) == 0);
+    CHECK(rw == cw && rh == ch);
+    int maxd = 0;
+    for (int r = 0; r < rh && rw == cw; r++)
+        for (int c = 0; c < rw * 3; c++) {
+            int e = abs((int)reg[r * rw * 3 + c] - (int)full[((y + r) * fw) * 3 + x * 3 + c]);
+            if (e > maxd) maxd = e;
+        }
+    printf("    region 203x150 vs full decode: max |diff| %d\n", maxd);
+    CHECK_MSG(maxd <= 1, "region differs from the full decode by %d", maxd);
+    free(reg);
+    /* 1/2 DCT scale: compare with 2x2 box averages of the full decode */
+    CHECK(image_decode_region(data, len, 0, 0, 500, 374, 224, 160, &reg, &rw, &rh, err, sizeof err) == 0);
+    /* rows 0..373 at 1/2 scale: ceil(374 / 2) = 187 rows, or 188 where the region's end rounds up */
+    CHECK_MSG(rw == 250 && (rh == 187 || rh == 188), "scaled region %dx%d", rw, rh);
+    double s = 0;
+    int n = 0;
+    for (int r = 0; r + 1 < rh && rw == 250; r++)
+        for (int c = 0; c < rw; c++)
+            for (int k = 0; k < 3; k++) {
+                int a = full[((2 * r) * fw + 2 * c) * 3 + k] + full[((2 * r) * fw + 2 * c + 1) * 3 + k] +
+                        full[((2 * r + 1) * fw + 2 * c) * 3 + k] + full[((2 * r + 1) * fw + 2 * c + 1) * 3 + k];
+                s += fabs(a / 4.0 - reg[(r * rw + c) * 3 + k]);
+                n++;
+            }
+    double mean = s / (n ? n : 1);
+    printf("    1/2-scale decode vs 2x2 box average of the full decode: mean |diff| %.2f\n", mean);
+    CHECK_MSG(mean < 4.0, "scaled decode mean difference %.2f", mean);
+    free(reg);
+    free(full);
+    free(data);
+}
+
+TEST(image_corrupt_and_truncated_input_fail_cleanly) {
+    size_t len;
+    uint8_t *data = slurp("data/fixtures/img_420.jpg", &len);
+    CHECK(data != NULL);
+    if (!data) return;
+    char err[256];
+    uint8_t *img = NULL;
+    int w, h;
+    for (size_t cut = 2; cut < len; cut += len / 7) {
+        err[0] = 0;
+        int rc = image_decode_rgb(data, cut, &img, &w, &h, err, sizeof err);
+        CHECK_MSG(rc == -1 && err[0], "truncated at %zu: rc %d", cut, rc);
+        if (rc == 0) free(img);
+    }
+    uint8_t *bad = malloc(len);
+    memcpy(bad, data, len);
+    for (size_t i = len / 3; i < len / 3 + 40; i++) bad[i] ^= 0x55;
+    int rc = image_decode_rgb(bad, len, &img, &w, &h, err, sizeof err);
+    if (rc == 0) free(img); /* a flipped entropy segment may still decode; it must not crash */
+    uint8_t junk[16] = {'h', 'e', 'l', 'l', 'o'};
+    CHECK(image_decode_rgb(junk, sizeof junk, &img, &w, &h, err, sizeof err) == -1 && strstr(err, "not a JPEG"));
+    CHECK(image_sniff(data, len) == IMG_JPEG && image_sniff(junk, sizeof junk) == IMG_UNKNOWN);
+    free(bad);
+    free(data);
+}
+
+TEST(image_encoders_round_trip) {
+    uint8_t px[20 * 10 * 3];
+    for (int i = 0; i < 20 * 10 * 3; i++) px[i] = (uint8_t)((i * 13) % 256);
+    uint8_t *enc, *dec;
+    size_t n;
+    int w, h;
+    char err[128];
+    CHECK(image_encode_png(px, 20, 10, 3, &enc, &n) == 0 && image_sniff(enc, n) == IMG_PNG);
+    CHECK(image_decode_rgb(enc, n, &dec, &w, &h, err, sizeof err) == 0 && w == 20 && h == 10);
+    CHECK(memcmp(dec, px, sizeof px) == 0);
+    free(enc);
+    free(dec);
+    uint8_t g[16 * 8];
+    for (int i = 0; i < 16 * 8; i++) g[i] = (uint8_t)(40 + (i % 16) * 8 + (i / 16) * 4); /* smooth */
+    CHECK(image_encode_jpeg(g, 16, 8, 1, 95, &enc, &n) == 0 && image_sniff(enc, n) == IMG_JPEG);
+    CHECK(image_decode_rgb(enc, n, &dec, &w, &h, err, sizeof err) == 0 && w == 16 && h == 8);
+    int maxd = 0;
+    for (int i = 0; i < 16 * 8; i++)
+        for (int k = 0; k < 3; k++) maxd = abs(dec[3 * i + k] - g[i]) > maxd ? abs(dec[3 * i + k] - g[i]) : maxd;
+    CHECK_MSG(maxd <= 6, "gray JPEG round trip max difference %d", maxd);
+    free(enc);
+    free(dec);
+}
