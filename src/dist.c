@@ -69,7 +69,96 @@ void dist_bcast(Dist *d, void *buf, size_t bytes) {
 void dist_barrier(Dist *d) {
     if (d->size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
+#endif
+
+/* ---- bucketed allreduce ---- */
+struct GradSync {
+    Dist *d;
+    float *buf;
+    size_t n;
+    int nb;          /* buckets; bucket i covers [lo[i], hi[i]), i = 0 is the arena's end */
+    size_t *lo, *hi;
+    int next;        /* next bucket to launch */
+#ifdef NVCNN_MPI
+    MPI_Comm comm;   /* a private communicator: no interference with other collectives */
+    MPI_Request *req;
+#endif
+};
+
+GradSync *gradsync_new(Dist *d, float *buf, size_t n, size_t bucket_bytes) {
+    GradSync *g = xcalloc(1, sizeof *g);
+    g->d = d;
+    g->buf = buf;
+    g->n = n;
+    size_t per = bucket_bytes / sizeof(float);
+    if (per < 1) per = 1;
+    if (per > (size_t)INT_MAX / 2) per = (size_t)INT_MAX / 2;
+    g->nb = n ? (int)((n + per - 1) / per) : 0;
+    g->lo = xmalloc((size_t)(g->nb ? g->nb : 1) * sizeof *g->lo);
+    g->hi = xmalloc((size_t)(g->nb ? g->nb : 1) * sizeof *g->hi);
+    for (int i = 0; i < g->nb; i++) {
+        g->hi[i] = n - (size_t)i * per;
+        g->lo[i] = g->hi[i] > per ? g->hi[i] - per : 0;
+    }
+#ifdef NVCNN_MPI
+    g->req = xmalloc((size_t)(g->nb ? g->nb : 1) * sizeof *g->req);
+    for (int i = 0; i < g->nb; i++) g->req[i] = MPI_REQUEST_NULL;
+    if (d->size > 1) MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g->comm));
+#endif
+    return g;
+}
+
+int gradsync_buckets(const GradSync *g) { return g->nb; }
+
+void gradsync_begin(GradSync *g) { g->next = 0; }
+
+static void launch(GradSync *g, int i) {
+#ifdef NVCNN_MPI
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g->buf + g->lo[i], (int)(g->hi[i] - g->lo[i]), MPI_FLOAT, MPI_SUM, g->comm,
+                             &g->req[i]));
 #else
+    (void)g;
+    (void)i;
+#endif
+}
+
+void gradsync_ready(GradSync *g, size_t final_from) {
+    if (g->d->size == 1) return;
+    while (g->next < g->nb && g->lo[g->next] >= final_from) launch(g, g->next++);
+#ifdef NVCNN_MPI
+    /* let MPI progress the buckets in flight while backward goes on */
+    if (g->next > 0) {
+        int done;
+        MPI_CHECK(MPI_Testall(g->next, g->req, &done, MPI_STATUSES_IGNORE));
+    }
+#endif
+}
+
+void gradsync_finish(GradSync *g) {
+    if (g->d->size == 1) return;
+    while (g->next < g->nb) launch(g, g->next++);
+#ifdef NVCNN_MPI
+    MPI_CHECK(MPI_Waitall(g->nb, g->req, MPI_STATUSES_IGNORE));
+#endif
+    /* a division, not a multiplication by 1/size: exact whenever the mean is representable */
+    const float size = (float)g->d->size;
+    float *b = g->buf;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < g->n; i++) b[i] /= size;
+}
+
+void gradsync_free(GradSync *g) {
+    if (!g) return;
+#ifdef NVCNN_MPI
+    if (g->d->size > 1) MPI_Comm_free(&g->comm);
+    free(g->req);
+#endif
+    free(g->lo);
+    free(g->hi);
+    free(g);
+}
+
+#ifndef NVCNN_MPI
 void dist_init(Dist *d, int *argc, char ***argv) {
     (void)argc;
     (void)argv;

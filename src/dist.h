@@ -28,4 +28,18 @@ void dist_allreduce_sum_d(Dist *d, double *buf, size_t n);
 void dist_bcast(Dist *d, void *buf, size_t bytes);
 void dist_barrier(Dist *d);
 
+/* Bucketed gradient averaging over one contiguous arena (Horovod's tensor fusion, PyTorch DDP's
+ * buckets). The arena is cut into buckets of `bucket_bytes` from its END, because backward
+ * produces the last layers' gradients first. gradsync_ready(final_from) is called during backward
+ * with the offset from which every gradient is final: each bucket lying wholly at or above it is
+ * launched at once as a non-blocking allreduce, so communication overlaps the rest of backward.
+ * gradsync_finish() launches what is left, waits for all, and divides by the number of ranks. */
+typedef struct GradSync GradSync;
+GradSync *gradsync_new(Dist *d, float *buf, size_t n, size_t bucket_bytes);
+void gradsync_begin(GradSync *g); /* a new step: no bucket launched yet */
+void gradsync_ready(GradSync *g, size_t final_from);
+void gradsync_finish(GradSync *g);
+int gradsync_buckets(const GradSync *g);
+void gradsync_free(GradSync *g);
+
 #endif

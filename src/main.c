@@ -209,6 +209,7 @@ static int train(Run *r) {
     tc.opt.larc_scale = c->larc_mode == LARC_SCALE;
     tc.loss_scale = c->loss_scale;
     tc.dynamic_loss_scale = c->dynamic_loss_scale;
+    tc.bucket_mb = c->bucket_mb;
     Trainer tr;
     trainer_init(&tr, net, &r->dist, &tc);
 

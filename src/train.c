@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void on_grad_ready(void *ctx, size_t final_from) { gradsync_ready(ctx, final_from); }
+
 void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c) {
     memset(t, 0, sizeof *t);
     t->net = net;
@@ -14,9 +16,22 @@ void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c) {
     optim_init(&t->opt, &c->opt, net->params_total);
     dist_bcast(dist, net->params, net->params_total * sizeof(float));
     dist_bcast(dist, net->state, net->state_total * sizeof(float));
+    double mb = c->bucket_mb > 0 ? c->bucket_mb : 25;
+    t->sync = gradsync_new(dist, net->grads, net->params_total, (size_t)(mb * 1048576.0));
+    if (dist->size > 1) {
+        net->on_grad_ready = on_grad_ready;
+        net->on_grad_ready_ctx = t->sync;
+    }
 }
 
-void trainer_free(Trainer *t) { optim_free(&t->opt); }
+void trainer_free(Trainer *t) {
+    optim_free(&t->opt);
+    gradsync_free(t->sync);
+    if (t->net->on_grad_ready_ctx == t->sync) {
+        t->net->on_grad_ready = NULL;
+        t->net->on_grad_ready_ctx = NULL;
+    }
+}
 
 static int all_finite(const float *g, size_t n) {
     int ok = 1;
@@ -32,8 +47,9 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr) {
     net_forward(net);
     double l2 = t->opt.c.weight_decay != 0 ? optim_l2(net) : 0;
     double loss = net->loss + t->opt.c.weight_decay * l2;
+    gradsync_begin(t->sync);
     net_backward_scaled(net, (float)t->loss_scale);
-    dist_allreduce_mean(t->dist, net->grads, net->params_total);
+    gradsync_finish(t->sync);
     if (t->loss_scale != 1.0) {
         const float inv = (float)(1.0 / t->loss_scale);
         float *g = net->grads;

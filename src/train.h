@@ -14,6 +14,7 @@ typedef struct TrainerConfig {
     OptimConfig opt;
     double loss_scale;      /* 1: off */
     int dynamic_loss_scale; /* halve on overflow, double after 2000 good steps */
+    double bucket_mb;       /* gradient allreduce bucket size (MiB); 0: 25 */
 } TrainerConfig;
 
 typedef struct Trainer {
@@ -24,6 +25,7 @@ typedef struct Trainer {
     int dynamic;
     long good_steps;
     long skipped_steps;
+    GradSync *sync;         /* bucketed gradient averaging, overlapped with backward */
 } Trainer;
 
 /* Broadcasts rank 0's parameters and batch-norm statistics so every replica starts equal. */

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Input-pipeline throughput: nvcnn --model=trivial (one FC layer: the step costs almost nothing)
+# on ImageNet-like JPEGs (500x375, quality 90) converted by nvcnn-mkrecords, training decode +
+# augment to 224x224, for 1, 2, 4, ... decode threads up to the number of cores.
+# Usage: scripts/bench_input.sh [images] [steps]     (default 2000 images, 40 steps of 64)
+# Run `make` first. Prints a table: threads, images/sec, images/sec per thread.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+images=${1:-2000}
+steps=${2:-40}
+work=${BENCH_DIR:-/tmp/nvcnn-bench-input}
+cores=$(nproc)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$work"
+if [ ! -s "$work/records/train-00000-of-00004" ]; then
+  cc -O2 -std=gnu11 -Isrc scripts/bench_gen_images.c build/libnvcnn.a -o "$work/gen" \
+    -lopenblas -ljpeg -lpng16 -lprotobuf-c -lz -lm -fopenmp -lpthread
+  rm -rf "$work/images" && "$work/gen" "$work/images" "$images" 10
+  ./nvcnn-mkrecords --input_dir="$work/images" --output_dir="$work/records" --shards=4 >/dev/null
+fi
+echo "input pipeline: $images JPEGs 500x375 q90 -> 224x224 training crops, batch 64, $cores cores"
+printf "%8s %12s %18s\n" threads images/sec "per thread"
+t=1
+while :; do
+  out=$(./nvcnn --model=trivial --device=cpu --data_dir="$work/records" --num_classes=10 --batch_size=64 \
+        --num_batches="$steps" --nstep_burnin=5 --display_every=100000 --input_threads=$t 2>&1)
+  rate=$(sed -n 's/^Images\/sec: \([0-9.]*\).*/\1/p' <<<"$out")
+  printf "%8d %12s %18s\n" "$t" "$rate" "$(awk -v r="$rate" -v t="$t" 'BEGIN{printf "%.1f", r/t}')"
+  [ "$t" -ge "$cores" ] && break
+  t=$((t * 2)); [ "$t" -gt "$cores" ] && t=$cores
+done

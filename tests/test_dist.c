@@ -1,0 +1,98 @@
+/* test_dist.c: data-parallel training across processes (CPU backend, Open MPI on this machine).
+ * Launches the programs of tests/mpi/ and ./nvcnn under mpirun. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* "timeout 180 mpirun -np N [--oversubscribe] [--allow-run-as-root] " or NULL (skip). */
+static const char *mpirun(int np, char *buf, size_t n) {
+#ifndef NVCNN_MPI
+    (void)np;
+    (void)buf;
+    (void)n;
+    return NULL;
+#else
+    if (th_run("command -v mpirun", NULL) != 0) return NULL;
+    snprintf(buf, n, "timeout 180 mpirun -np %d --oversubscribe %s", np, geteuid() == 0 ? "--allow-run-as-root" : "");
+    return buf;
+#endif
+}
+
+static const char *build_dir(void) {
+    const char *b = getenv("NVCNN_BUILD");
+    return b && *b ? b : "build";
+}
+
+TEST(dist_bucketed_average_of_known_values_is_exact) {
+    for (int np = 2; np <= 4; np++) {
+        char mr[200], cmd[600], *o = NULL;
+        if (!mpirun(np, mr, sizeof mr)) {
+            th_skip("no MPI in this build or no mpirun");
+            return;
+        }
+        snprintf(cmd, sizeof cmd, "%s %s/tests/mpi/mpi_avg", mr, build_dir());
+        int rc = th_run(cmd, &o);
+        CHECK_MSG(rc == 0, "np %d: exit %d\n%s", np, rc, o);
+        int ranks = 0, b[5];
+        double errors = -1;
+        const char *l = o ? strstr(o, "avg ranks") : NULL;
+        CHECK_MSG(l && sscanf(l, "avg ranks %d errors %lf buckets %d %d %d %d %d", &ranks, &errors, &b[0], &b[1], &b[2],
+                              &b[3], &b[4]) == 7,
+                  "np %d: output:\n%s", np, o);
+        CHECK(ranks == np && errors == 0);
+        /* 10007 floats: buckets of 1, 16, 1000, 10000 floats and one bucket */
+        CHECK(b[0] == 10007 && b[1] == 626 && b[2] == 11 && b[3] == 2 && b[4] == 1);
+        free(o);
+    }
+}
+
+TEST(dist_two_ranks_stay_identical_and_equal_one_process) {
+    const char *bucket[] = {"0.02", "25"};
+    for (int k = 0; k < 2; k++) {
+        char mr[200], cmd[600], *o = NULL;
+        if (!mpirun(2, mr, sizeof mr)) {
+            th_skip("no MPI in this build or no mpirun");
+            return;
+        }
+        snprintf(cmd, sizeof cmd, "%s %s/tests/mpi/mpi_train %s 6", mr, build_dir(), bucket[k]);
+        int rc = th_run(cmd, &o);
+        CHECK_MSG(rc == 0, "exit %d\n%s", rc, o);
+        int ranks = 0, identical = 0;
+        double maxrel = 1;
+        const char *l = o ? strstr(o, "train ranks") : NULL;
+        CHECK_MSG(l && sscanf(l, "train ranks %d identical %d maxrel %lf", &ranks, &identical, &maxrel) == 3, "output:\n%s", o);
+        CHECK(ranks == 2);
+        CHECK_MSG(identical == 1, "parameters differ between ranks (bucket %s MiB)", bucket[k]);
+        printf("    2 ranks vs 1 process with twice the batch (bucket %s MiB): max relative difference %.2e\n", bucket[k], maxrel);
+        CHECK_MSG(maxrel <= 1e-5, "max relative difference %g > 1e-5", maxrel);
+        free(o);
+    }
+}
+
+TEST(dist_nvcnn_under_mpirun_prints_once) {
+    char mr[200], cmd[600], *o = NULL;
+    if (!mpirun(2, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=3 --num_classes=10", mr);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d\n%s", rc, o);
+    CHECK(o && strstr(o, "Num ranks:   2\n"));
+    CHECK(o && strstr(o, "             8 total\n"));
+    /* only rank 0 prints: one header, one summary */
+    const char *p = o ? strstr(o, "Num ranks:") : NULL;
+    CHECK(p && !strstr(p + 1, "Num ranks:"));
+    CHECK(o && strstr(o, "Images/sec: ") && !strstr(strstr(o, "Images/sec: ") + 1, "Images/sec: "));
+    free(o);
+    /* --verbose: every rank prints */
+    snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=2 --verbose", mr);
+    rc = th_run(cmd, &o);
+    CHECK(rc == 0);
+    p = o ? strstr(o, "Num ranks:") : NULL;
+    CHECK(p && strstr(p + 1, "Num ranks:"));
+    free(o);
+}
