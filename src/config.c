@@ -62,7 +62,7 @@ static const FlagDoc flags[] = {
     {OPT_NUM_CLASSES, "num_classes", 1, "1000", "classes of the final layer"},
     {OPT_SEED, "seed", 1, "1234", "seed of initialisation, data order and augmentation"},
     {OPT_BURNIN, "nstep_burnin", 1, "20", "steps left out of Images/sec"},
-    {OPT_ALLREDUCE, "allreduce", 1, "nccl on GPU, mpi on CPU", "nccl | mpi"},
+    {OPT_ALLREDUCE, "allreduce", 1, "nccl on GPU, mpi on CPU", "nccl | mpi | none (measurement only: no averaging, replicas drift)"},
     {OPT_BUCKET_MB, "bucket_mb", 1, "25", "gradient allreduce bucket size in MiB"},
     {OPT_SAVE_INTERVAL, "save_interval", 1, "43200", "seconds between checkpoints"},
     {OPT_VERBOSE, "verbose", 0, "off", "every rank prints"},
@@ -247,8 +247,9 @@ void config_parse(Config *cfg, int argc, char **argv) {
         case OPT_SEED: cfg->seed = (uint64_t)parse_long(name, v, 0, __LONG_MAX__); break;
         case OPT_BURNIN: cfg->nstep_burnin = (int)parse_long(name, v, 0, 1 << 30); break;
         case OPT_ALLREDUCE: {
-            static const char *const a[] = {"nccl", "mpi"};
-            cfg->allreduce = pick(name, v, a, 2) == 0 ? ALLREDUCE_NCCL : ALLREDUCE_MPI;
+            static const char *const a[] = {"nccl", "mpi", "none"};
+            static const AllreduceKind k[] = {ALLREDUCE_NCCL, ALLREDUCE_MPI, ALLREDUCE_NONE};
+            cfg->allreduce = k[pick(name, v, a, 3)];
             break;
         }
         case OPT_BUCKET_MB: cfg->bucket_mb = parse_double(name, v, 0, 1e6, 1); break;

@@ -9,7 +9,7 @@ typedef enum { DEVICE_AUTO = 0, DEVICE_CPU, DEVICE_GPU } DeviceKind;
 typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_FP16, PREC_BF16 } Precision;
 typedef enum { LR_POLY = 0, LR_STEP } LrPolicy;
 typedef enum { LARC_CLIP = 0, LARC_SCALE } LarcMode;
-typedef enum { ALLREDUCE_AUTO = 0, ALLREDUCE_NCCL, ALLREDUCE_MPI } AllreduceKind;
+typedef enum { ALLREDUCE_AUTO = 0, ALLREDUCE_NCCL, ALLREDUCE_MPI, ALLREDUCE_NONE } AllreduceKind;
 
 typedef struct Config {
     const char *model;

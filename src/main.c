@@ -210,6 +210,7 @@ static int train(Run *r) {
     tc.loss_scale = c->loss_scale;
     tc.dynamic_loss_scale = c->dynamic_loss_scale;
     tc.bucket_mb = c->bucket_mb;
+    tc.no_allreduce = c->allreduce == ALLREDUCE_NONE;
     Trainer tr;
     trainer_init(&tr, net, &r->dist, &tc);
 
@@ -277,6 +278,13 @@ static int train(Run *r) {
     }
     print_speed_summary(rates, nrates, burnin);
     if (tr.skipped_steps) printf("Skipped steps (inf/nan gradients): %ld\n", tr.skipped_steps);
+    if (r->dist.size > 1) {
+        double t[2] = {tr.backward_seconds, tr.exposed_seconds};
+        dist_allreduce_sum_d(&r->dist, t, 2);
+        printf("Backward: %.2f ms/step; allreduce %s: %.2f ms/step exposed (after backward), %d bucket(s) of %g MiB\n",
+               1e3 * t[0] / r->dist.size / (double)r->nstep, tc.no_allreduce ? "off" : "on",
+               1e3 * t[1] / r->dist.size / (double)r->nstep, tr.sync ? gradsync_buckets(tr.sync) : 0, c->bucket_mb);
+    }
     if (ld) {
         loader_close(ld);
         if (loader_has_subset(c->data_dir, "validation")) evaluate(r, &tr);

@@ -17,8 +17,8 @@ void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c) {
     dist_bcast(dist, net->params, net->params_total * sizeof(float));
     dist_bcast(dist, net->state, net->state_total * sizeof(float));
     double mb = c->bucket_mb > 0 ? c->bucket_mb : 25;
-    t->sync = gradsync_new(dist, net->grads, net->params_total, (size_t)(mb * 1048576.0));
-    if (dist->size > 1) {
+    t->sync = c->no_allreduce ? NULL : gradsync_new(dist, net->grads, net->params_total, (size_t)(mb * 1048576.0));
+    if (dist->size > 1 && t->sync) {
         net->on_grad_ready = on_grad_ready;
         net->on_grad_ready_ctx = t->sync;
     }
@@ -47,9 +47,13 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr) {
     net_forward(net);
     double l2 = t->opt.c.weight_decay != 0 ? optim_l2(net) : 0;
     double loss = net->loss + t->opt.c.weight_decay * l2;
-    gradsync_begin(t->sync);
+    double t0 = now_seconds();
+    if (t->sync) gradsync_begin(t->sync);
     net_backward_scaled(net, (float)t->loss_scale);
-    gradsync_finish(t->sync);
+    double t1 = now_seconds();
+    if (t->sync) gradsync_finish(t->sync);
+    t->backward_seconds += t1 - t0;
+    t->exposed_seconds += now_seconds() - t1;
     if (t->loss_scale != 1.0) {
         const float inv = (float)(1.0 / t->loss_scale);
         float *g = net->grads;

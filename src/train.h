@@ -15,6 +15,7 @@ typedef struct TrainerConfig {
     double loss_scale;      /* 1: off */
     int dynamic_loss_scale; /* halve on overflow, double after 2000 good steps */
     double bucket_mb;       /* gradient allreduce bucket size (MiB); 0: 25 */
+    int no_allreduce;       /* measurement only: ranks do not average (replicas drift apart) */
 } TrainerConfig;
 
 typedef struct Trainer {
@@ -25,7 +26,9 @@ typedef struct Trainer {
     int dynamic;
     long good_steps;
     long skipped_steps;
-    GradSync *sync;         /* bucketed gradient averaging, overlapped with backward */
+    GradSync *sync;         /* bucketed gradient averaging, overlapped with backward; NULL: none */
+    double backward_seconds; /* summed over steps: backward, with the buckets launched inside */
+    double exposed_seconds;  /* summed over steps: waiting for the allreduce after backward */
 } Trainer;
 
 /* Broadcasts rank 0's parameters and batch-norm statistics so every replica starts equal. */
