@@ -3,16 +3,22 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "config.h"
 #include "dist.h"
+#include "events.h"
 #include "gpu.h"
 #include "io/loader.h"
 #include "models.h"
 #include "net.h"
 #include "optim.h"
+#include "signals.h"
 #include "train.h"
 #include "util.h"
 
@@ -52,8 +58,6 @@ static void choose_device(Run *r) {
 
 /* Flags whose features are not in this build yet: refused, never silently ignored. */
 static void refuse_unsupported(const Config *c) {
-    if (c->eval) die_code(EXIT_USAGE, "--eval is not supported yet");
-    if (c->log_dir) die_code(EXIT_USAGE, "--log_dir: checkpoints and logs are not supported yet");
     if (!c->data_dir) {
         if (c->distort_color) die_code(EXIT_USAGE, "--distort_color needs --data_dir (synthetic data is not augmented)");
         if (c->input_threads) die_code(EXIT_USAGE, "--input_threads needs --data_dir (synthetic data has no input pipeline)");
@@ -62,7 +66,12 @@ static void refuse_unsupported(const Config *c) {
     if (c->allreduce == ALLREDUCE_NCCL) die_code(EXIT_USAGE, "--allreduce=nccl needs the GPU backend; the CPU backend uses MPI");
 }
 
-static Loader *open_loader(const Run *r, const char *subset, int training) {
+static Loader *open_loader_from(const Run *r, const char *subset, int training, uint64_t start);
+static Loader *open_loader(const Run *r, const char *subset, int training) { return open_loader_from(r, subset, training, 0); }
+/* The training loader, resuming after `start` samples of this rank's stream. */
+static Loader *open_loader_at(const Run *r, uint64_t start) { return open_loader_from(r, "train", 1, start); }
+
+static Loader *open_loader_from(const Run *r, const char *subset, int training, uint64_t start) {
     const Config *c = &r->cfg;
     LoaderConfig lc;
     memset(&lc, 0, sizeof lc);
@@ -73,6 +82,7 @@ static Loader *open_loader(const Run *r, const char *subset, int training) {
     lc.training = training;
     lc.distort_color = training && c->distort_color;
     lc.crop_area_min = (float)c->crop_area_min;
+    lc.start_sample = start;
     lc.repeat = training;
     lc.rank = r->dist.rank;
     lc.nranks = r->dist.size;
@@ -86,7 +96,7 @@ static Loader *open_loader(const Run *r, const char *subset, int training) {
 
 /* One pass over validation-* in inference mode; prints nvcnn's Validation Top-1/Top-5 lines
  * (per-step accuracies over all ranks: mean +/- standard error, jitter). */
-static void evaluate(Run *r, Trainer *tr) {
+static void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
     const Config *c = &r->cfg;
     Loader *ld = open_loader(r, "validation", 0);
     Net *net = tr->net;
@@ -121,9 +131,12 @@ static void evaluate(Run *r, Trainer *tr) {
         }
         if ((int)acc[3] == r->dist.size) break;
     }
+    *top1 = *top5 = NAN;
     printf("----------------------------------------------------------------\n");
     if (n > 0) {
         Stats s1 = stats_compute(t1, n), s5 = stats_compute(t5, n);
+        *top1 = s1.mean;
+        *top5 = s5.mean;
         printf("Validation Top-1: %.3f %% +/- %.2f (jitter = %.1f)\n", s1.mean, s1.stderr_, s1.jitter);
         printf("Validation Top-5: %.3f %% +/- %.2f (jitter = %.1f)\n", s5.mean, s5.stderr_, s5.jitter);
     } else {
@@ -173,6 +186,118 @@ static void print_speed_summary(const double *rates, long n, int burnin) {
     printf("----------------------------------------------------------------\n");
 }
 
+/* Creates --log_dir if needed and checks that it can be written: a clear error now rather than
+ * a lost checkpoint hours later. */
+static void prepare_log_dir(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(path, 0755) != 0 && errno != EEXIST) die_code(EXIT_USAGE, "--log_dir=%s: cannot create %s: %s", dir, path, strerror(errno));
+            *p = '/';
+        }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) die_code(EXIT_USAGE, "--log_dir=%s: cannot create it: %s", dir, strerror(errno));
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) die_code(EXIT_USAGE, "--log_dir=%s: not a directory", dir);
+    snprintf(path, sizeof path, "%s/.nvcnn-write-test.%d", dir, (int)getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) die_code(EXIT_USAGE, "--log_dir=%s: not writable: %s", dir, strerror(errno));
+    fclose(f);
+    unlink(path);
+}
+
+static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step, CkptMeta *m) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->model, sizeof m->model, "%s", r->model->name);
+    m->num_classes = r->cfg.num_classes;
+    Shape in = net->node[net->input].shape;
+    m->in_c = in.c;
+    m->in_h = in.h;
+    m->in_w = in.w;
+    m->precision = (int32_t)r->cfg.precision;
+    m->step = step;
+    m->epoch = (double)step * r->total_batch / (double)r->nrecord;
+    m->seed = r->cfg.seed;
+    m->world_size = r->dist.size;
+    m->loss_scale = tr->loss_scale;
+    m->good_steps = tr->good_steps;
+    m->skipped_steps = tr->skipped_steps;
+    m->data_position = (uint64_t)step * (uint64_t)r->total_batch;
+    memcpy(m->rng, net->rng.s, sizeof m->rng);
+}
+
+/* Rank 0 writes a checkpoint of the state after `step` steps. Returns 0 on success. */
+static int save_checkpoint(const Run *r, const Net *net, const Trainer *tr, long step, char *path, size_t plen) {
+    if (r->dist.rank != 0 || !r->cfg.log_dir) return 0;
+    CkptMeta m;
+    fill_meta(r, net, tr, step, &m);
+    char err[512];
+    if (ckpt_save(r->cfg.log_dir, net, tr->opt.velocity, &m, path, plen, err, sizeof err) != 0) {
+        warn("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Restores the newest checkpoint of --log_dir (rank 0 reads it, every rank receives it).
+ * Returns the step to resume from (0: none). A checkpoint of another model or shape ends the run
+ * with a clear error. */
+static long restore_checkpoint(Run *r, Net *net, Trainer *tr) {
+    if (!r->cfg.log_dir) return 0;
+    char path[4096] = "", err[1024] = "";
+    double st[3] = {0, 0, 0}; /* found, ok, step */
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    if (r->dist.rank == 0 && ckpt_latest(r->cfg.log_dir, path, sizeof path)) {
+        st[0] = 1;
+        if (ckpt_load(path, r->model->name, net, tr->opt.velocity, &m, err, sizeof err) == 0) {
+            st[1] = 1;
+            st[2] = (double)m.step;
+        }
+    }
+    dist_bcast(&r->dist, st, sizeof st);
+    if (st[0] && !st[1]) die_code(EXIT_USAGE, "cannot resume from --log_dir=%s: %s", r->cfg.log_dir, r->dist.rank == 0 ? err : "see rank 0");
+    if (!st[0]) return 0;
+    dist_bcast(&r->dist, &m, sizeof m);
+    dist_bcast(&r->dist, net->params, net->params_total * sizeof(float));
+    dist_bcast(&r->dist, net->state, net->state_total * sizeof(float));
+    dist_bcast(&r->dist, tr->opt.velocity, net->params_total * sizeof(float));
+    tr->loss_scale = m.loss_scale;
+    tr->good_steps = m.good_steps;
+    tr->skipped_steps = m.skipped_steps;
+    memcpy(net->rng.s, m.rng, sizeof m.rng);
+    printf("Restored from checkpoint %s at step %lld\n", path, (long long)m.step);
+    if (m.world_size != r->dist.size)
+        printf("(saved with %d rank(s), resumed with %d: the data order continues from image %llu)\n", m.world_size,
+               r->dist.size, (unsigned long long)m.data_position);
+    return (long)m.step;
+}
+
+/* --eval: the newest checkpoint of --log_dir on validation-*. */
+static int eval_only(Run *r) {
+    Config *c = &r->cfg;
+    Net *net = model_build_net(r->model, c->batch_size, c->num_classes);
+    net_finalize(net, c->seed);
+    TrainerConfig tc;
+    memset(&tc, 0, sizeof tc);
+    tc.loss_scale = 1;
+    tc.no_allreduce = 1;
+    Trainer tr;
+    trainer_init(&tr, net, &r->dist, &tc);
+    if (!loader_has_subset(c->data_dir, "validation")) die_code(EXIT_USAGE, "--eval: no validation-* files in %s", c->data_dir);
+    Loader *count = open_loader(r, "validation", 0);
+    r->nrecord = loader_num_records(count);
+    loader_close(count);
+    print_header(r, net);
+    if (!restore_checkpoint(r, net, &tr)) die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
+    double t1, t5;
+    evaluate(r, &tr, &t1, &t5);
+    trainer_free(&tr);
+    net_free(net);
+    return 0;
+}
+
 static int train(Run *r) {
     Config *c = &r->cfg;
     Net *net = model_build_net(r->model, c->batch_size, c->num_classes);
@@ -213,6 +338,14 @@ static int train(Run *r) {
     tc.no_allreduce = c->allreduce == ALLREDUCE_NONE;
     Trainer tr;
     trainer_init(&tr, net, &r->dist, &tc);
+    long step0 = restore_checkpoint(r, net, &tr);
+    EventLog *elog = NULL;
+    if (c->log_dir && r->dist.rank == 0) {
+        char err[512];
+        elog = events_open(c->log_dir, err, sizeof err);
+        if (!elog) die_code(EXIT_USAGE, "--log_dir=%s: %s", c->log_dir, err);
+    }
+    signals_install();
 
     LrSchedule sched = {0};
     sched.base = r->base_lr;
@@ -231,7 +364,13 @@ static int train(Run *r) {
     input_synthetic(in->data, shape_count(in->shape), &drng);
     int32_t *labels = xmalloc((size_t)c->batch_size * sizeof *labels);
     labels_synthetic(labels, c->batch_size, c->num_classes, &drng);
-    long last_epoch = 0;
+    long last_epoch = (long)((double)step0 * r->total_batch / (double)r->nrecord);
+    if (ld && step0 > 0) {
+        loader_close(ld);
+        ld = open_loader_at(r, (uint64_t)step0 * (uint64_t)c->batch_size);
+    }
+    double last_save = now_seconds();
+    int stopped = 0;
 
     int burnin = c->nstep_burnin;
     if (burnin > r->nstep / 2) burnin = (int)(r->nstep / 2);
@@ -242,7 +381,8 @@ static int train(Run *r) {
     printf("Training\n");
     printf("  Step Epoch Img/sec   Loss   LR\n");
     fflush(stdout);
-    for (long step = 0; step < r->nstep; step++) {
+    if (step0 >= r->nstep) printf("The checkpoint is at step %ld: nothing left to train (--num_batches=%ld)\n", step0, r->nstep);
+    for (long step = step0; step < r->nstep; step++) {
         double lr = lr_at(&sched, step);
         double t0 = now_seconds();
         double loss;
@@ -259,14 +399,45 @@ static int train(Run *r) {
         ema = 0.9 * ema + 0.1 * loss;
         ema_w = 0.9 * ema_w + 0.1;
         double rate = (double)r->total_batch / elapsed;
-        if (step >= burnin) rates[nrates++] = rate;
-        if (step == 0 || (step + 1) % c->display_every == 0 || step + 1 == r->nstep) {
-            double avg = ema / ema_w;
-            dist_allreduce_sum_d(&r->dist, &avg, 1);
-            avg /= r->dist.size;
+        if (step - step0 >= burnin) rates[nrates++] = rate;
+        if (step == step0 || (step + 1) % c->display_every == 0 || step + 1 == r->nstep) {
+            double v[3] = {ema / ema_w, net_topk_correct(net, 1), net_topk_correct(net, 5)};
+            dist_allreduce_sum_d(&r->dist, v, 3);
+            double avg = v[0] / r->dist.size;
             long epoch = (long)((double)step * r->total_batch / (double)r->nrecord);
             printf("%6ld %5ld %7.1f %7.3f %7.5f\n", step + 1, epoch + 1, rate, avg, lr);
             fflush(stdout);
+            events_log(elog, step + 1, (double)(step + 1) * r->total_batch / (double)r->nrecord, avg, lr, rate,
+                       100.0 * v[1] / r->total_batch, 100.0 * v[2] / r->total_batch, NAN, NAN);
+        }
+        /* signals and periodic checkpoints: every rank agrees before acting */
+        double sig[2] = {0, 0};
+        int f = signals_take();
+        sig[0] = (f & SIG_STOP) ? 1 : 0;
+        sig[1] = ((f & SIG_CHECKPOINT) || (c->log_dir && now_seconds() - last_save >= c->save_interval)) ? 1 : 0;
+        if (r->dist.size > 1) {
+            if (r->dist.rank != 0) sig[1] = (f & SIG_CHECKPOINT) ? 1 : 0;
+            dist_allreduce_sum_d(&r->dist, sig, 2);
+        }
+        if ((sig[0] || sig[1]) && step + 1 < r->nstep) {
+            char path[4096] = "";
+            int ok = save_checkpoint(r, net, &tr, step + 1, path, sizeof path) == 0;
+            last_save = now_seconds();
+            if (sig[0]) {
+                int s = signals_stop_signal();
+                const char *name = s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "a stop signal";
+                if (!c->log_dir)
+                    printf("Received %s: stopping after step %ld (no --log_dir: no checkpoint written)\n", name, step + 1);
+                else if (ok)
+                    printf("Received %s: checkpoint written to %s at step %ld; exiting\n", name, path, step + 1);
+                else
+                    printf("Received %s: stopping after step %ld; the checkpoint could NOT be written\n", name, step + 1);
+                stopped = 1;
+                r->nstep = step + 1;
+                break;
+            } else if (ok && c->log_dir) {
+                printf("Checkpoint written to %s at step %ld\n", path, step + 1);
+            }
         }
         long epoch_done = (long)((double)(step + 1) * r->total_batch / (double)r->nrecord);
         if (ld && (epoch_done > last_epoch || step + 1 == r->nstep)) {
@@ -276,19 +447,29 @@ static int train(Run *r) {
             last_epoch = epoch_done;
         }
     }
+    if (!stopped && r->nstep > step0) {
+        char path[4096] = "";
+        if (c->log_dir && save_checkpoint(r, net, &tr, r->nstep, path, sizeof path) == 0 && r->dist.rank == 0)
+            printf("Checkpoint written to %s at step %ld\n", path, r->nstep);
+    }
     print_speed_summary(rates, nrates, burnin);
     if (tr.skipped_steps) printf("Skipped steps (inf/nan gradients): %ld\n", tr.skipped_steps);
     if (r->dist.size > 1) {
         double t[2] = {tr.backward_seconds, tr.exposed_seconds};
         dist_allreduce_sum_d(&r->dist, t, 2);
         printf("Backward: %.2f ms/step; allreduce %s: %.2f ms/step exposed (after backward), %d bucket(s) of %g MiB\n",
-               1e3 * t[0] / r->dist.size / (double)r->nstep, tc.no_allreduce ? "off" : "on",
-               1e3 * t[1] / r->dist.size / (double)r->nstep, tr.sync ? gradsync_buckets(tr.sync) : 0, c->bucket_mb);
+               1e3 * t[0] / r->dist.size / (double)(r->nstep - step0 > 0 ? r->nstep - step0 : 1), tc.no_allreduce ? "off" : "on",
+               1e3 * t[1] / r->dist.size / (double)(r->nstep - step0 > 0 ? r->nstep - step0 : 1), tr.sync ? gradsync_buckets(tr.sync) : 0, c->bucket_mb);
     }
     if (ld) {
         loader_close(ld);
-        if (loader_has_subset(c->data_dir, "validation")) evaluate(r, &tr);
+        if (!stopped && loader_has_subset(c->data_dir, "validation")) {
+            double t1, t5;
+            evaluate(r, &tr, &t1, &t5);
+            events_log(elog, r->nstep, (double)r->nstep * r->total_batch / (double)r->nrecord, NAN, NAN, NAN, NAN, NAN, t1, t5);
+        }
     }
+    events_close(elog);
     free(rates);
     free(labels);
     trainer_free(&tr);
@@ -316,7 +497,9 @@ int main(int argc, char **argv) {
     omp_set_num_threads(r.threads);
     openblas_set_num_threads(r.threads);
 
-    int rc = train(&r);
+    if (r.cfg.log_dir && r.dist.rank == 0) prepare_log_dir(r.cfg.log_dir);
+    dist_barrier(&r.dist);
+    int rc = r.cfg.eval ? eval_only(&r) : train(&r);
     dist_finalize(&r.dist);
     return rc;
 }

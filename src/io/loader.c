@@ -336,13 +336,16 @@ static void *reader_main(void *arg) {
     Loader *l = arg;
     size_t n = l->nmine;
     size_t *order = xmalloc((n ? n : 1) * sizeof *order);
-    uint64_t seq = 0;
+    /* resuming: start where sample number start_sample of this rank's stream would be */
+    uint64_t seq = n ? l->cfg.start_sample : 0;
     BatchBuf *cur = NULL;
     int B = l->cfg.batch;
-    for (int epoch = 0;; epoch++) {
+    int epoch0 = n ? (int)(seq / n) : 0;
+    size_t i0 = n ? (size_t)(seq % n) : 0;
+    for (int epoch = epoch0;; epoch++) {
         epoch_order(l, epoch, order);
         uint64_t produced = 0;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = epoch == epoch0 ? i0 : 0; i < n; i++) {
             const RecRef *rr = &l->mine[order[i]];
             uint8_t *rec = read_record(l, rr);
             if (!rec) {
@@ -396,7 +399,7 @@ static void *reader_main(void *arg) {
             }
         }
         if (!l->cfg.repeat) break;
-        if (produced == 0)
+        if (produced == 0 && !(epoch == epoch0 && i0 > 0))
             die_code(EXIT_DATA, "rank %d: no readable records in %s/%s-* (all %zu were corrupt)", l->cfg.rank,
                      l->cfg.data_dir, l->cfg.subset, n);
     }

@@ -22,6 +22,7 @@ typedef struct LoaderConfig {
     int distort_color;
     float crop_area_min;    /* training crops: smallest area fraction; 0: nvcnn's 0.05 */
     int repeat;             /* 1: endless epochs (training); 0: one pass, then NULL */
+    uint64_t start_sample;  /* resume: samples of this rank's stream already consumed */
     int rank, nranks;
     int threads;            /* decode workers; <= 0: cores / ranks on the node */
     int shuffle_buffer;     /* records; 0 or 1: no shuffling */

@@ -1,0 +1,350 @@
+/* ckpt.c: see ckpt.h. */
+#define _GNU_SOURCE
+#include "ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/tfrecord.h"
+
+static const char MAGIC[8] = {'N', 'V', 'C', 'N', 'N', 'C', 'K', 'P'};
+
+/* ---- a growable byte buffer for the header ---- */
+typedef struct Buf {
+    uint8_t *p;
+    size_t n, cap;
+} Buf;
+
+static void put(Buf *b, const void *d, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 256;
+        b->p = xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+static void put_u32(Buf *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(Buf *b, uint64_t v) { put(b, &v, 8); }
+static void put_str(Buf *b, const char *s) {
+    uint32_t n = (uint32_t)strlen(s);
+    put_u32(b, n);
+    put(b, s, n);
+}
+
+typedef struct Rd {
+    const uint8_t *p;
+    size_t n, off;
+    int bad;
+} Rd;
+
+static void get(Rd *r, void *d, size_t n) {
+    if (r->bad || r->off + n > r->n) {
+        r->bad = 1;
+        memset(d, 0, n);
+        return;
+    }
+    memcpy(d, r->p + r->off, n);
+    r->off += n;
+}
+static uint32_t get_u32(Rd *r) {
+    uint32_t v;
+    get(r, &v, 4);
+    return v;
+}
+static uint64_t get_u64(Rd *r) {
+    uint64_t v;
+    get(r, &v, 8);
+    return v;
+}
+static void get_str(Rd *r, char *s, size_t cap) {
+    uint32_t n = get_u32(r);
+    if (r->bad || n >= cap || r->off + n > r->n) {
+        r->bad = 1;
+        s[0] = 0;
+        return;
+    }
+    memcpy(s, r->p + r->off, n);
+    s[n] = 0;
+    r->off += n;
+}
+
+static void header(Buf *b, const Net *net, const CkptMeta *m) {
+    put(b, m->model, sizeof m->model);
+    put(b, &m->num_classes, 4);
+    put(b, &m->in_c, 4);
+    put(b, &m->in_h, 4);
+    put(b, &m->in_w, 4);
+    put(b, &m->precision, 4);
+    put(b, &m->step, 8);
+    put(b, &m->epoch, 8);
+    put_u64(b, m->seed);
+    put(b, &m->world_size, 4);
+    put(b, &m->loss_scale, 8);
+    put(b, &m->good_steps, 8);
+    put(b, &m->skipped_steps, 8);
+    put_u64(b, m->data_position);
+    put(b, m->rng, sizeof m->rng);
+    put_u32(b, (uint32_t)net->nparam);
+    for (int i = 0; i < net->nparam; i++) {
+        put_str(b, net->param[i].name);
+        put_u64(b, net->param[i].count);
+    }
+    put_u32(b, (uint32_t)net->nbuf);
+    for (int i = 0; i < net->nbuf; i++) {
+        put_str(b, net->buf[i].name);
+        put_u64(b, net->buf[i].count);
+    }
+}
+
+static int write_all(int fd, const void *d, size_t n, uint32_t *crc) {
+    const uint8_t *p = d;
+    *crc = crc32c_extend(*crc, d, n);
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* "ckpt-<digits>.nvcnn" -> step. */
+static int step_of(const char *name, long long *step) {
+    size_t len = strlen(name);
+    if (len < 12 || strncmp(name, "ckpt-", 5) != 0 || strcmp(name + len - 6, ".nvcnn") != 0) return 0;
+    long long s = 0;
+    for (size_t i = 5; i < len - 6; i++) {
+        if (name[i] < '0' || name[i] > '9') return 0;
+        s = s * 10 + (name[i] - '0');
+    }
+    *step = s;
+    return 1;
+}
+
+/* Steps of the checkpoints in dir, newest first. */
+static int list_steps(const char *dir, long long **steps) {
+    DIR *d = opendir(dir);
+    *steps = NULL;
+    if (!d) return 0;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long long s;
+        if (!step_of(e->d_name, &s)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            *steps = xrealloc(*steps, (size_t)cap * sizeof **steps);
+        }
+        (*steps)[n++] = s;
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) {
+            long long t = (*steps)[j];
+            (*steps)[j] = (*steps)[j - 1];
+            (*steps)[j - 1] = t;
+        }
+    return n;
+}
+
+int ckpt_save(const char *dir, const Net *net, const float *velocity, const CkptMeta *meta, char *path_out,
+              size_t path_len, char *err, size_t errlen) {
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/ckpt-%" PRId64 ".nvcnn", dir, meta->step);
+    snprintf(tmp, sizeof tmp, "%s/.ckpt-%" PRId64 ".nvcnn.tmp.%d", dir, meta->step, (int)getpid());
+    Buf h = {0};
+    header(&h, net, meta);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot write a checkpoint in %s: %s", dir, strerror(errno));
+        free(h.p);
+        return -1;
+    }
+    uint32_t crc = 0, version = CKPT_VERSION, hb = (uint32_t)h.n;
+    int bad = write_all(fd, MAGIC, 8, &crc) || write_all(fd, &version, 4, &crc) || write_all(fd, &hb, 4, &crc) ||
+              write_all(fd, h.p, h.n, &crc) ||
+              write_all(fd, net->params, net->params_total * sizeof(float), &crc) ||
+              write_all(fd, net->state, net->state_total * sizeof(float), &crc);
+    if (!bad) {
+        if (velocity)
+            bad = write_all(fd, velocity, net->params_total * sizeof(float), &crc);
+        else {
+            float *z = xcalloc(net->params_total ? net->params_total : 1, sizeof(float));
+            bad = write_all(fd, z, net->params_total * sizeof(float), &crc);
+            free(z);
+        }
+    }
+    uint32_t c = crc;
+    if (!bad) bad = write_all(fd, &c, 4, &crc);
+    if (!bad) bad = fsync(fd) != 0;
+    int e = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    free(h.p);
+    if (bad || rename(tmp, path) != 0) {
+        if (!bad) e = errno;
+        unlink(tmp);
+        snprintf(err, errlen, "cannot write checkpoint %s: %s", path, strerror(e));
+        return -1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    long long *steps;
+    int n = list_steps(dir, &steps);
+    for (int i = CKPT_KEEP; i < n; i++) {
+        char old[4096];
+        snprintf(old, sizeof old, "%s/ckpt-%lld.nvcnn", dir, steps[i]);
+        unlink(old);
+    }
+    free(steps);
+    if (path_out) snprintf(path_out, path_len, "%s", path);
+    return 0;
+}
+
+int ckpt_latest(const char *dir, char *path, size_t path_len) {
+    long long *steps;
+    int n = list_steps(dir, &steps);
+    if (n > 0) snprintf(path, path_len, "%s/ckpt-%lld.nvcnn", dir, steps[0]);
+    free(steps);
+    return n > 0;
+}
+
+int ckpt_load(const char *path, const char *model, Net *net, float *velocity, CkptMeta *meta, char *err,
+              size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || st.st_size < 20) {
+        fclose(f);
+        snprintf(err, errlen, "%s: not a checkpoint (too short)", path);
+        return -1;
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *b = malloc(n);
+    if (!b || fread(b, 1, n, f) != n) {
+        free(b);
+        fclose(f);
+        snprintf(err, errlen, "%s: read error", path);
+        return -1;
+    }
+    fclose(f);
+    int rc = -1;
+    if (memcmp(b, MAGIC, 8) != 0) {
+        snprintf(err, errlen, "%s: not an nvcnn checkpoint (bad magic)", path);
+        goto out;
+    }
+    uint32_t version, stored;
+    memcpy(&version, b + 8, 4);
+    if (version != CKPT_VERSION) {
+        snprintf(err, errlen, "%s: checkpoint format version %u; this nvcnn reads version %u", path, version, CKPT_VERSION);
+        goto out;
+    }
+    memcpy(&stored, b + n - 4, 4);
+    if (crc32c(b, n - 4) != stored) {
+        snprintf(err, errlen, "%s: checksum mismatch (truncated or corrupt checkpoint)", path);
+        goto out;
+    }
+    uint32_t hb;
+    memcpy(&hb, b + 12, 4);
+    Rd r = {b + 16, n - 20 < hb ? n - 20 : hb, 0, 0};
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    get(&r, m.model, sizeof m.model);
+    m.model[sizeof m.model - 1] = 0;
+    get(&r, &m.num_classes, 4);
+    get(&r, &m.in_c, 4);
+    get(&r, &m.in_h, 4);
+    get(&r, &m.in_w, 4);
+    get(&r, &m.precision, 4);
+    get(&r, &m.step, 8);
+    get(&r, &m.epoch, 8);
+    m.seed = get_u64(&r);
+    get(&r, &m.world_size, 4);
+    get(&r, &m.loss_scale, 8);
+    get(&r, &m.good_steps, 8);
+    get(&r, &m.skipped_steps, 8);
+    m.data_position = get_u64(&r);
+    get(&r, m.rng, sizeof m.rng);
+    if (r.bad) {
+        snprintf(err, errlen, "%s: truncated header", path);
+        goto out;
+    }
+    if (model && strcmp(m.model, model) != 0) {
+        snprintf(err, errlen, "%s is a checkpoint of model %s, not %s", path, m.model, model);
+        goto out;
+    }
+    Shape in = net->node[net->input].shape;
+    if (m.in_c != in.c || m.in_h != in.h || m.in_w != in.w) {
+        snprintf(err, errlen, "%s: input %dx%dx%d, this net's is %dx%dx%d", path, m.in_c, m.in_h, m.in_w, in.c, in.h, in.w);
+        goto out;
+    }
+    uint32_t np = get_u32(&r);
+    if (np != (uint32_t)net->nparam) {
+        snprintf(err, errlen, "%s: %u parameter tensors, this net has %d (another model or shape)", path, np, net->nparam);
+        goto out;
+    }
+    for (uint32_t i = 0; i < np; i++) {
+        char name[64];
+        get_str(&r, name, sizeof name);
+        uint64_t cnt = get_u64(&r);
+        if (r.bad) break;
+        if (strcmp(name, net->param[i].name) != 0 || cnt != net->param[i].count) {
+            snprintf(err, errlen, "%s: tensor %u is %s with %" PRIu64 " elements, this net's is %s with %zu%s", path, i,
+                     name, cnt, net->param[i].name, net->param[i].count,
+                     m.num_classes != (int32_t)net->node[net->logits].shape.c ? " (another --num_classes)" : "");
+            goto out;
+        }
+    }
+    uint32_t nbuf = get_u32(&r);
+    if (!r.bad && nbuf != (uint32_t)net->nbuf) {
+        snprintf(err, errlen, "%s: %u state tensors, this net has %d", path, nbuf, net->nbuf);
+        goto out;
+    }
+    for (uint32_t i = 0; i < nbuf && !r.bad; i++) {
+        char name[64];
+        get_str(&r, name, sizeof name);
+        uint64_t cnt = get_u64(&r);
+        if (!r.bad && (strcmp(name, net->buf[i].name) != 0 || cnt != net->buf[i].count)) {
+            snprintf(err, errlen, "%s: state tensor %s with %" PRIu64 " elements, this net's is %s with %zu", path, name,
+                     cnt, net->buf[i].name, net->buf[i].count);
+            goto out;
+        }
+    }
+    if (r.bad) {
+        snprintf(err, errlen, "%s: truncated header", path);
+        goto out;
+    }
+    size_t pbytes = net->params_total * sizeof(float), sbytes = net->state_total * sizeof(float);
+    size_t need = 16 + (size_t)hb + 2 * pbytes + sbytes + 4;
+    if (need != n) {
+        snprintf(err, errlen, "%s: %zu bytes, expected %zu", path, n, need);
+        goto out;
+    }
+    const uint8_t *p = b + 16 + hb;
+    memcpy(net->params, p, pbytes);
+    memcpy(net->state, p + pbytes, sbytes);
+    if (velocity) memcpy(velocity, p + pbytes + sbytes, pbytes);
+    if (meta) *meta = m;
+    rc = 0;
+out:
+    free(b);
+    return rc;
+}

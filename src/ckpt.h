@@ -1,0 +1,51 @@
+/* ckpt.h: checkpoints in a log directory.
+ *
+ * File "ckpt-<step>.nvcnn", little-endian, format version 1 (docs/checkpoints.md):
+ *   "NVCNNCKP" | u32 version | u32 header bytes | header | params | state | velocity | u32 CRC32C
+ * The header holds the model name, number of classes, input shape, precision, step, epoch, seed,
+ * world size, loss-scale state, data position, the dropout RNG, and the name and element count of
+ * every parameter and state tensor, so a checkpoint of another model or shape is refused with an
+ * error naming the difference. The CRC32C covers every byte before it.
+ * Writes go to a temporary file in the same directory, are fsynced, renamed into place, and the
+ * directory is fsynced: a kill at any moment leaves the previous checkpoint readable. The three
+ * newest checkpoints are kept.
+ */
+#ifndef NVCNN_CKPT_H
+#define NVCNN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+
+#define CKPT_VERSION 1u
+#define CKPT_KEEP 3
+
+typedef struct CkptMeta {
+    char model[32];
+    int32_t num_classes;
+    int32_t in_c, in_h, in_w;
+    int32_t precision;
+    int64_t step;          /* steps completed */
+    double epoch;          /* epochs completed (fractional) */
+    uint64_t seed;
+    int32_t world_size;    /* at save time; a checkpoint loads with any number of ranks */
+    double loss_scale;
+    int64_t good_steps, skipped_steps;
+    uint64_t data_position; /* samples consumed per rank */
+    uint64_t rng[4];        /* the net's dropout RNG */
+} CkptMeta;
+
+/* Writes dir/ckpt-<meta->step>.nvcnn atomically and removes all but the CKPT_KEEP newest.
+ * Returns 0, or -1 with a message in err (nothing is left half-written). */
+int ckpt_save(const char *dir, const Net *net, const float *velocity, const CkptMeta *meta, char *path_out,
+              size_t path_len, char *err, size_t errlen);
+/* The newest checkpoint in dir into path (1), or 0 if there is none. */
+int ckpt_latest(const char *dir, char *path, size_t path_len);
+/* Verifies the file and checks that it matches `net` (model, classes, shapes, every tensor's name
+ * and size); then fills params, state, velocity (if not NULL) and meta. Returns 0, or -1 with a
+ * one-line reason in err; the net is untouched on failure. `model` is the expected model name. */
+int ckpt_load(const char *path, const char *model, Net *net, float *velocity, CkptMeta *meta, char *err,
+              size_t errlen);
+
+#endif

@@ -1,0 +1,108 @@
+/* events.c: see events.h. */
+#define _GNU_SOURCE
+#include "events.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/proto/event.pb-c.h"
+#include "io/tfrecord.h"
+#include "util.h"
+
+struct EventLog {
+    FILE *ev, *csv;
+    char path[4096];
+};
+
+static double wall_time(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+}
+
+static void write_event(EventLog *e, const Tensorboard__Event *ev) {
+    size_t n = tensorboard__event__get_packed_size(ev);
+    uint8_t *msg = xmalloc(n ? n : 1), *rec = xmalloc(n + 16);
+    tensorboard__event__pack(ev, msg);
+    tfr_frame(msg, n, rec);
+    if (fwrite(rec, 1, n + 16, e->ev) != n + 16 || fflush(e->ev) != 0) warn("cannot write %s: %s", e->path, strerror(errno));
+    free(msg);
+    free(rec);
+}
+
+EventLog *events_open(const char *dir, char *err, size_t errlen) {
+    EventLog *e = xcalloc(1, sizeof *e);
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(e->path, sizeof e->path, "%s/events.out.tfevents.%ld.%s", dir, (long)time(NULL), host);
+    e->ev = fopen(e->path, "ab");
+    char csv[4200];
+    snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+    int fresh = access(csv, F_OK) != 0;
+    e->csv = e->ev ? fopen(csv, "a") : NULL;
+    if (!e->ev || !e->csv) {
+        snprintf(err, errlen, "cannot write logs in %s: %s", dir, strerror(errno));
+        if (e->ev) fclose(e->ev);
+        free(e);
+        return NULL;
+    }
+    if (fresh) fprintf(e->csv, "step,epoch,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n");
+    fflush(e->csv);
+    Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
+    ev.wall_time = wall_time();
+    ev.what_case = TENSORBOARD__EVENT__WHAT_FILE_VERSION;
+    ev.file_version = (char *)"brain.Event:2";
+    write_event(e, &ev);
+    return e;
+}
+
+const char *events_path(const EventLog *e) { return e->path; }
+
+void events_log(EventLog *e, int64_t step, double epoch, double loss, double lr, double img_per_sec, double top1,
+                double top5, double eval_top1, double eval_top5) {
+    if (!e) return;
+    const char *tags[] = {"loss", "learning_rate", "images_per_sec", "train/top1", "train/top5", "eval/top1", "eval/top5"};
+    double vals[] = {loss, lr, img_per_sec, top1, top5, eval_top1, eval_top5};
+    Tensorboard__SummaryValue v[7], *vp[7];
+    size_t nv = 0;
+    for (int i = 0; i < 7; i++) {
+        if (isnan(vals[i])) continue;
+        tensorboard__summary_value__init(&v[nv]);
+        v[nv].tag = (char *)tags[i];
+        v[nv].simple_value = (float)vals[i];
+        vp[nv] = &v[nv];
+        nv++;
+    }
+    Tensorboard__Summary s = TENSORBOARD__SUMMARY__INIT;
+    s.n_value = nv;
+    s.value = vp;
+    Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
+    ev.wall_time = wall_time();
+    ev.step = step;
+    ev.what_case = TENSORBOARD__EVENT__WHAT_SUMMARY;
+    ev.summary = &s;
+    write_event(e, &ev);
+    fprintf(e->csv, "%" PRId64 ",%.6f", step, epoch);
+    for (int i = 0; i < 7; i++) {
+        if (isnan(vals[i]))
+            fputs(",", e->csv);
+        else
+            fprintf(e->csv, ",%.6g", vals[i]);
+    }
+    fputc('\n', e->csv);
+    fflush(e->csv);
+}
+
+void events_close(EventLog *e) {
+    if (!e) return;
+    fclose(e->ev);
+    fclose(e->csv);
+    free(e);
+}

@@ -1,0 +1,384 @@
+/* test_ckpt.c: checkpoints (format, refusal, corruption, atomicity under kill -9), exact resume,
+ * signals, logs, --log_dir and --eval through the binary. */
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "harness.h"
+#include "io/proto/event.pb-c.h"
+#include "io/tfrecord.h"
+#include "models.h"
+#include "testutil.h"
+#include "train.h"
+
+/* A small net with batch norm and dropout: conv-bn-relu, pool, flatten, fc-relu, dropout, fc. */
+static Net *small_net(int classes) {
+    Net *nb = net_new(4, 3, 12, 12);
+    NbT x = nb_conv(nb, nb_input(nb), 6, 3, 3, 1, 1, PAD_SAME);
+    x = nb_pool(nb, x, POOL_MAX, 2, 2, 2, 2, PAD_VALID);
+    x = nb_flatten(nb, x);
+    x = nb_fc(nb, x, 16, ACT_RELU);
+    x = nb_dropout(nb, x, 0.5f);
+    nb_softmax_xent(nb, nb_fc(nb, x, classes, ACT_LINEAR));
+    return nb;
+}
+
+static void batch_for(Net *net, long step, int32_t *labels) {
+    Rng r;
+    rng_seed_stream(&r, 555, (uint64_t)step);
+    tu_fill_uniform(net->node[0].data, shape_count(net->node[0].shape), -1, 1, &r);
+    for (int i = 0; i < net->batch; i++) labels[i] = (int32_t)rng_below(&r, 5);
+}
+
+static Dist one_rank(void) {
+    Dist d = {0, 1, 0, 1, 0};
+    return d;
+}
+
+static CkptMeta meta_for(const Net *net, const Trainer *t, long step) {
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.model, sizeof m.model, "small");
+    m.num_classes = 5;
+    m.in_c = 3;
+    m.in_h = 12;
+    m.in_w = 12;
+    m.step = step;
+    m.loss_scale = t->loss_scale;
+    m.good_steps = t->good_steps;
+    memcpy(m.rng, net->rng.s, sizeof m.rng);
+    return m;
+}
+
+static TrainerConfig tcfg(void) {
+    TrainerConfig c;
+    memset(&c, 0, sizeof c);
+    c.opt.momentum = 0.9;
+    c.opt.nesterov = 1;
+    c.opt.weight_decay = 1e-4;
+    c.loss_scale = 1;
+    return c;
+}
+
+TEST(ckpt_exact_resume_is_bitwise) {
+    const int N = 5;
+    Dist d = one_rank();
+    TrainerConfig tc = tcfg();
+    int32_t lab[4];
+    /* 2N steps in one run */
+    Net *a = small_net(5);
+    net_finalize(a, 3);
+    Trainer ta;
+    trainer_init(&ta, a, &d, &tc);
+    for (long s = 0; s < 2 * N; s++) {
+        batch_for(a, s, lab);
+        trainer_step(&ta, lab, 0.05);
+    }
+    /* N steps, save, a fresh process state (new net and trainer), load, N steps */
+    Net *b = small_net(5);
+    net_finalize(b, 3);
+    Trainer tb;
+    trainer_init(&tb, b, &d, &tc);
+    for (long s = 0; s < N; s++) {
+        batch_for(b, s, lab);
+        trainer_step(&tb, lab, 0.05);
+    }
+    char err[512], path[4096];
+    CkptMeta m = meta_for(b, &tb, N);
+    CHECK_MSG(ckpt_save(th_tmpdir(), b, tb.opt.velocity, &m, path, sizeof path, err, sizeof err) == 0, "%s", err);
+    trainer_free(&tb);
+    net_free(b);
+    Net *c = small_net(5);
+    net_finalize(c, 99); /* different init: everything must come from the checkpoint */
+    Trainer tcc;
+    trainer_init(&tcc, c, &d, &tc);
+    CkptMeta got;
+    CHECK_MSG(ckpt_load(path, "small", c, tcc.opt.velocity, &got, err, sizeof err) == 0, "%s", err);
+    memcpy(c->rng.s, got.rng, sizeof got.rng);
+    CHECK(got.step == N);
+    for (long s = N; s < 2 * N; s++) {
+        batch_for(c, s, lab);
+        trainer_step(&tcc, lab, 0.05);
+    }
+    CHECK(memcmp(a->params, c->params, a->params_total * sizeof(float)) == 0);
+    CHECK(memcmp(a->state, c->state, a->state_total * sizeof(float)) == 0);
+    CHECK(memcmp(ta.opt.velocity, tcc.opt.velocity, a->params_total * sizeof(float)) == 0);
+    trainer_free(&ta);
+    trainer_free(&tcc);
+    net_free(a);
+    net_free(c);
+}
+
+TEST(ckpt_refuses_other_models_shapes_and_corruption) {
+    char dir[600], path[4096], err[1024];
+    snprintf(dir, sizeof dir, "%s/refuse", th_tmpdir());
+    mkdir(dir, 0755);
+    Net *n5 = small_net(5);
+    net_finalize(n5, 1);
+    Trainer t;
+    Dist d = one_rank();
+    TrainerConfig tc = tcfg();
+    trainer_init(&t, n5, &d, &tc);
+    CkptMeta m = meta_for(n5, &t, 7);
+    CHECK(ckpt_save(dir, n5, t.opt.velocity, &m, path, sizeof path, err, sizeof err) == 0);
+    CHECK(ckpt_latest(dir, path, sizeof path) && strstr(path, "ckpt-7.nvcnn"));
+    /* another model name */
+    CHECK(ckpt_load(path, "resnet50", n5, NULL, NULL, err, sizeof err) == -1 && strstr(err, "model small, not resnet50"));
+    /* another number of classes: a different final layer */
+    Net *n7 = small_net(7);
+    net_finalize(n7, 1);
+    CHECK(ckpt_load(path, "small", n7, NULL, NULL, err, sizeof err) == -1 && strstr(err, "elements"));
+    /* another shape: a lenet */
+    Net *le = model_build_net(model_find("lenet"), 2, 10);
+    net_finalize(le, 1);
+    CHECK(ckpt_load(path, NULL, le, NULL, NULL, err, sizeof err) == -1 && strstr(err, "input"));
+    /* corruption: one flipped byte anywhere is caught by the checksum */
+    FILE *f = fopen(path, "r+b");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    for (long off = 20; off < size; off += size / 5) {
+        fseek(f, off, SEEK_SET);
+        int ch = fgetc(f);
+        fseek(f, off, SEEK_SET);
+        fputc(ch ^ 0x10, f);
+        fflush(f);
+        CHECK_MSG(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == -1 && strstr(err, "checksum"), "flip at %ld: %s", off, err);
+        fseek(f, off, SEEK_SET);
+        fputc(ch, f);
+        fflush(f);
+    }
+    fclose(f);
+    CHECK(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == 0);
+    /* truncation */
+    CHECK(truncate(path, size - 100) == 0);
+    CHECK(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == -1 && strstr(err, "checksum"));
+    CHECK(truncate(path, 10) == 0);
+    CHECK(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == -1 && strstr(err, "too short"));
+    /* only the newest CKPT_KEEP are kept */
+    for (int s = 10; s < 15; s++) {
+        m.step = s;
+        CHECK(ckpt_save(dir, n5, t.opt.velocity, &m, NULL, 0, err, sizeof err) == 0);
+    }
+    char p[4200];
+    snprintf(p, sizeof p, "%s/ckpt-11.nvcnn", dir);
+    CHECK(access(p, F_OK) != 0);
+    snprintf(p, sizeof p, "%s/ckpt-12.nvcnn", dir);
+    CHECK(access(p, F_OK) == 0);
+    trainer_free(&t);
+    net_free(n5);
+    net_free(n7);
+    net_free(le);
+}
+
+TEST(ckpt_kill_9_while_writing_leaves_a_readable_checkpoint) {
+    char dir[600], err[1024], path[4096];
+    snprintf(dir, sizeof dir, "%s/kill9", th_tmpdir());
+    mkdir(dir, 0755);
+    Net *net = model_build_net(model_find("lenet"), 2, 10); /* 13 MB checkpoints: writes take a while */
+    net_finalize(net, 1);
+    CkptMeta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.model, sizeof m.model, "lenet");
+    m.in_c = 3;
+    m.in_h = m.in_w = 28;
+    m.step = 1;
+    CHECK(ckpt_save(dir, net, NULL, &m, NULL, 0, err, sizeof err) == 0);
+    int checked = 0;
+    for (int trial = 0; trial < 6; trial++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            for (long s = 2 + trial * 1000;; s++) {
+                m.step = s;
+                net->params[0] = (float)s;
+                if (ckpt_save(dir, net, NULL, &m, NULL, 0, err, sizeof err) != 0) _exit(3);
+            }
+        }
+        usleep(20000 + 37000 * trial);
+        kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+        CHECK(WIFSIGNALED(st));
+        CHECK(ckpt_latest(dir, path, sizeof path));
+        CkptMeta got;
+        CHECK_MSG(ckpt_load(path, "lenet", net, NULL, &got, err, sizeof err) == 0, "after kill: %s", err);
+        CHECK(net->params[0] == (float)got.step || got.step == 1);
+        checked++;
+    }
+    CHECK(checked == 6);
+    net_free(net);
+}
+
+/* ---- through the binary ---- */
+
+/* Starts ./nvcnn with args, output to a file; returns the pid. */
+static pid_t spawn(const char *args, const char *out) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "exec ./nvcnn %s", args);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static char *slurp_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return calloc(1, 1);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = calloc((size_t)n + 1, 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) b[0] = 0;
+    fclose(f);
+    return b;
+}
+
+/* Waits until the output file contains `needle` (up to 60 s). */
+static int wait_for(const char *path, const char *needle) {
+    for (int i = 0; i < 600; i++) {
+        char *t = slurp_text(path);
+        int found = strstr(t, needle) != NULL;
+        free(t);
+        if (found) return 1;
+        usleep(100000);
+    }
+    return 0;
+}
+
+static int params_equal(const char *p1, const char *p2) {
+    Net *a = model_build_net(model_find("lenet"), 2, 10), *b = model_build_net(model_find("lenet"), 2, 10);
+    net_finalize(a, 1);
+    net_finalize(b, 2);
+    char err[1024];
+    int ok = ckpt_load(p1, "lenet", a, NULL, NULL, err, sizeof err) == 0 && ckpt_load(p2, "lenet", b, NULL, NULL, err, sizeof err) == 0 &&
+             memcmp(a->params, b->params, a->params_total * sizeof(float)) == 0;
+    net_free(a);
+    net_free(b);
+    return ok;
+}
+
+TEST(ckpt_sigterm_then_resume_equals_an_uninterrupted_run) {
+    char a[600], b[600], args[1400], out[700];
+    snprintf(a, sizeof a, "%s/run-a", th_tmpdir());
+    snprintf(b, sizeof b, "%s/run-b", th_tmpdir());
+    const char *common = "--model=lenet --device=cpu --num_classes=10 --batch_size=128 --num_batches=24 --display_every=1";
+    snprintf(args, sizeof args, "%s --log_dir=%s", common, a);
+    char run[1500];
+    snprintf(run, sizeof run, "./nvcnn %s", args);
+    CHECK(th_run(run, NULL) == 0);
+    /* the same run, stopped by SIGTERM after a few steps, then resumed with the same flags */
+    snprintf(args, sizeof args, "%s --log_dir=%s", common, b);
+    snprintf(out, sizeof out, "%s/b.out", th_tmpdir());
+    pid_t pid = spawn(args, out);
+    CHECK(wait_for(out, "\n     4     1 "));
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    char *t = slurp_text(out);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s", st, t);
+    CHECK_MSG(strstr(t, "Received SIGTERM: checkpoint written to ") && strstr(t, "; exiting"), "%s", t);
+    free(t);
+    char cmd[1500], *o = NULL;
+    snprintf(cmd, sizeof cmd, "./nvcnn %s", args);
+    CHECK(th_run(cmd, &o) == 0);
+    CHECK_MSG(o && strstr(o, "Restored from checkpoint ") && strstr(o, " at step "), "%s", o);
+    free(o);
+    char pa[700], pb[700];
+    snprintf(pa, sizeof pa, "%s/ckpt-24.nvcnn", a);
+    snprintf(pb, sizeof pb, "%s/ckpt-24.nvcnn", b);
+    CHECK_MSG(params_equal(pa, pb), "resumed parameters differ from the uninterrupted run's");
+}
+
+TEST(ckpt_sigusr1_writes_a_checkpoint_and_carries_on) {
+    char d[600], args[1400], out[700];
+    snprintf(d, sizeof d, "%s/usr1", th_tmpdir());
+    snprintf(args, sizeof args, "--model=lenet --device=cpu --num_classes=10 --batch_size=128 --num_batches=14 --display_every=1 --log_dir=%s", d);
+    snprintf(out, sizeof out, "%s/usr1.out", th_tmpdir());
+    pid_t pid = spawn(args, out);
+    CHECK(wait_for(out, "\n     3     1 "));
+    kill(pid, SIGUSR1);
+    int st;
+    waitpid(pid, &st, 0);
+    char *t = slurp_text(out);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    CHECK_MSG(strstr(t, "Checkpoint written to ") && strstr(t, "    14     1 "), "%s", t);
+    /* two checkpoints: the one asked for and the final one */
+    const char *first = strstr(t, "Checkpoint written to ");
+    CHECK(first && strstr(first + 1, "Checkpoint written to "));
+    free(t);
+}
+
+TEST(ckpt_log_dir_events_and_metrics) {
+    char d[600], cmd[1400], *o = NULL;
+    snprintf(d, sizeof d, "%s/logs/nested", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=8 --num_batches=5 --display_every=2 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 0);
+    free(o);
+    char csv[700];
+    snprintf(csv, sizeof csv, "%s/metrics.csv", d);
+    char *t = slurp_text(csv);
+    CHECK_MSG(strncmp(t, "step,epoch,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n", 75) == 0, "%s", t);
+    CHECK(strstr(t, "\n1,") && strstr(t, "\n2,") && strstr(t, "\n4,") && strstr(t, "\n5,"));
+    free(t);
+    /* the event file: TFRecord framing with valid CRCs, Event protos with the scalars */
+    snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.* 2>/dev/null | head -1", d);
+    char *name = NULL;
+    th_run(cmd, &name);
+    if (name) name[strcspn(name, "\n")] = 0;
+    char e[256];
+    TfrReader *r = name ? tfr_open(name, 0, e, sizeof e) : NULL;
+    CHECK_MSG(r != NULL, "no event file in %s", d);
+    int records = 0, scalars = 0, version = 0;
+    TfrRecord rec;
+    while (r && tfr_next(r, &rec) == 1) {
+        Tensorboard__Event *ev = tensorboard__event__unpack(NULL, rec.len, rec.data);
+        CHECK(ev != NULL);
+        if (!ev) break;
+        if (ev->what_case == TENSORBOARD__EVENT__WHAT_FILE_VERSION) version = strcmp(ev->file_version, "brain.Event:2") == 0;
+        if (ev->what_case == TENSORBOARD__EVENT__WHAT_SUMMARY)
+            for (size_t i = 0; i < ev->summary->n_value; i++) {
+                if (strcmp(ev->summary->value[i]->tag, "loss") == 0 && ev->step == 1) {
+                    CHECK(ev->summary->value[i]->simple_value > 1 && ev->summary->value[i]->simple_value < 4);
+                }
+                scalars++;
+            }
+        tensorboard__event__free_unpacked(ev, NULL);
+        records++;
+    }
+    CHECK(version && records == 5 && scalars == 4 * 5);
+    if (r) tfr_close(r);
+    free(name);
+}
+
+TEST(ckpt_unwritable_log_dir_and_other_model_are_refused) {
+    char f[600], cmd[1400], *o = NULL;
+    snprintf(f, sizeof f, "%s/a-file", th_tmpdir());
+    FILE *fp = fopen(f, "w");
+    fclose(fp);
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_batches=1 --log_dir=%s/sub", f);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: --log_dir=") && strstr(o, "a-file"), "%s", o);
+    free(o);
+    char d[600];
+    snprintf(d, sizeof d, "%s/other-model", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 --log_dir=%s", d);
+    CHECK(th_run(cmd, NULL) == 0);
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=trivial --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "checkpoint of model lenet, not trivial"), "%s", o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=7 --batch_size=4 --num_batches=2 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "--num_classes"), "%s", o);
+    free(o);
+}
