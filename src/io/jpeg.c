@@ -215,6 +215,12 @@ int image_decode_region(const uint8_t *data, size_t len, int x, int y, int cw, i
     jpeg_mem_src(&ci, data, (unsigned long)len);
     jpeg_read_header(&ci, TRUE);
     const int W = (int)ci.image_width, H = (int)ci.image_height;
+    if ((uint64_t)W * (uint64_t)H > (1ull << 28)) {
+        jpeg_destroy_decompress(&ci);
+        char dims[64];
+        snprintf(dims, sizeof dims, "%dx%d", W, H);
+        return fail(err, errlen, "JPEG: a %s image is too large to decode", dims);
+    }
     if (x < 0 || y < 0 || cw <= 0 || ch <= 0 || x + cw > W || y + ch > H) {
         jpeg_destroy_decompress(&ci);
         return fail(err, errlen, "%s", "region outside the image");
