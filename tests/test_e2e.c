@@ -8,15 +8,20 @@
 
 #include "harness.h"
 
+/* The training flags of `make run` (scripts/run-default.sh) */
+#define E2E_FLAGS "--learning_rate=0.05"
+
 TEST(e2e_fashion_mnist_lenet_two_epochs) {
     if (access("data/fashion-mnist/train-00000-of-00008", R_OK) != 0) {
         th_fail(__FILE__, __LINE__, "data/fashion-mnist is missing: run `make data`");
         return;
     }
-    char *o = NULL;
-    int rc = th_run("./nvcnn --model=lenet --device=cpu --data_dir=data/fashion-mnist --num_classes=10 --num_epochs=2 "
-                    "--batch_size=64 --learning_rate=0.05 --display_every=500",
-                    &o);
+    char *o = NULL, cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --data_dir=data/fashion-mnist --num_classes=10 --num_epochs=2 "
+             "--batch_size=64 " E2E_FLAGS " --display_every=500 --log_dir=%s/fm",
+             th_tmpdir());
+    int rc = th_run(cmd, &o);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
     const char *v = o ? strstr(o, "Validation Top-1: ") : NULL;
     CHECK_MSG(v != NULL, "no validation line in:\n%s", o);
@@ -27,5 +32,17 @@ TEST(e2e_fashion_mnist_lenet_two_epochs) {
     }
     CHECK(o && strstr(o, "Num images:  60000\n") != NULL);
     CHECK(o && strstr(o, "Validation Top-5: ") != NULL);
+    /* --eval of the checkpoint the run left gives the same accuracy */
+    char *e = NULL;
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --data_dir=data/fashion-mnist --num_classes=10 --batch_size=64 --eval "
+             "--log_dir=%s/fm",
+             th_tmpdir());
+    rc = th_run(cmd, &e);
+    CHECK_MSG(rc == 0, "--eval exit %d:\n%s", rc, e);
+    const char *ve = e ? strstr(e, "Validation Top-1: ") : NULL;
+    CHECK_MSG(ve && v && strncmp(ve, v, strcspn(v, "\n")) == 0, "--eval gave:\n%s", e);
+    CHECK(e && strstr(e, "Restored from checkpoint ") && strstr(e, "Num images:  10000\n"));
+    free(e);
     free(o);
 }
