@@ -232,15 +232,8 @@ static pid_t spawn(const char *args, const char *out) {
 }
 
 static char *slurp_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = calloc((size_t)n + 1, 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n) b[0] = 0;
-    fclose(f);
-    return b;
+    char *t = (char *)tu_read_file(path, NULL);
+    return t ? t : calloc(1, 1);
 }
 
 /* Waits until the output file contains `needle` (up to 60 s). */

@@ -6,29 +6,13 @@
 #include <string.h>
 
 #include "harness.h"
+#include "testutil.h"
 #include "io/image.h"
-
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
 
 /* Binary PPM (P6, maxval 255). */
 static uint8_t *read_ppm(const char *path, int *w, int *h) {
     size_t len;
-    uint8_t *b = slurp(path, &len);
+    uint8_t *b = tu_read_file(path, &len);
     if (!b) return NULL;
     int maxv, off = 0;
     if (sscanf((char *)b, "P6 %d %d %d%n", w, h, &maxv, &off) != 3 || maxv != 255) {
@@ -53,7 +37,7 @@ static Diff compare_fixture(const char *name) {
     snprintf(p, sizeof p, "data/fixtures/%s", name);
     snprintf(r, sizeof r, "data/fixtures/%s.ppm", name);
     size_t len;
-    uint8_t *data = slurp(p, &len);
+    uint8_t *data = tu_read_file(p, &len);
     int rw, rh;
     uint8_t *ref = read_ppm(r, &rw, &rh);
     CHECK_MSG(data && ref, "fixture %s missing", name);
@@ -109,7 +93,7 @@ TEST(image_png_variants_decode_exactly) {
 
 TEST(image_region_and_scaled_decode_match_full_decode) {
     size_t len;
-    uint8_t *data = slurp("data/fixtures/img_large.jpg", &len);
+    uint8_t *data = tu_read_file("data/fixtures/img_large.jpg", &len);
     CHECK(data != NULL);
     if (!data) return;
     char err[256];
@@ -155,7 +139,7 @@ TEST(image_region_and_scaled_decode_match_full_decode) {
 
 TEST(image_corrupt_and_truncated_input_fail_cleanly) {
     size_t len;
-    uint8_t *data = slurp("data/fixtures/img_420.jpg", &len);
+    uint8_t *data = tu_read_file("data/fixtures/img_420.jpg", &len);
     CHECK(data != NULL);
     if (!data) return;
     char err[256];

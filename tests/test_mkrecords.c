@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "testutil.h"
 #include "io/example.h"
 #include "io/image.h"
 #include "io/tfrecord.h"
@@ -62,18 +63,6 @@ static void write_idx(const char *dir, char *img_path, char *lab_path, size_t pl
     fwrite(lhdr, 1, 8, f);
     fwrite(lab, 1, NIMG, f);
     fclose(f);
-}
-
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = xmalloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
 }
 
 /* Reads every record of <dir>/<subset>-0000k-of-0000n, calling fn on each; returns the count and
@@ -178,7 +167,7 @@ TEST(mkrecords_idx_round_trip_png_and_jpeg) {
         size_t l1, l2;
         snprintf(p1, sizeof p1, "%s/out-png/train-%05d-of-00003", dir, s);
         snprintf(p2, sizeof p2, "%s/again/train-%05d-of-00003", dir, s);
-        uint8_t *a = slurp(p1, &l1), *b = slurp(p2, &l2);
+        uint8_t *a = tu_read_file(p1, &l1), *b = tu_read_file(p2, &l2);
         CHECK(a && b && l1 == l2 && memcmp(a, b, l1) == 0);
         free(a);
         free(b);
@@ -227,7 +216,7 @@ static void check_tree_record(const ExampleMsg *m, void *arg) {
     char path[1200];
     snprintf(path, sizeof path, "%s/%.*s/%.*s", c->root, (int)tl, (const char *)text, (int)fl, (const char *)fname);
     size_t len;
-    uint8_t *file = slurp(path, &len);
+    uint8_t *file = tu_read_file(path, &len);
     CHECK_MSG(file && len == el && memcmp(file, enc, len) == 0, "%s differs from its record", path);
     free(file);
     int64_t want = (tl == 5 && memcmp(text, "apple", 5) == 0) ? 1 : (tl == 4 && memcmp(text, "kiwi", 4) == 0) ? 2 : 3;
@@ -330,7 +319,7 @@ TEST(mkrecords_errors_and_help) {
     write_idx(dir, img, lab, sizeof img);
     snprintf(trunc, sizeof trunc, "%s/short-idx1-ubyte", dir);
     size_t len;
-    uint8_t *b = slurp(lab, &len);
+    uint8_t *b = tu_read_file(lab, &len);
     FILE *f = xfopen(trunc, "wb");
     fwrite(b, 1, len - 3, f);
     fclose(f);

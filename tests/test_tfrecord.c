@@ -7,24 +7,12 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "testutil.h"
 #include "io/tfrecord.h"
 #include "util.h"
 
 #define FIXTURE "data/fixtures/tf-examples.tfrecord"
 #define FIXTURE_EXPECTED "data/fixtures/tf-examples.expected"
-
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = xmalloc((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    *len = got;
-    return b;
-}
 
 static void spit(const char *path, const uint8_t *b, size_t n) {
     FILE *f = xfopen(path, "wb");
@@ -97,7 +85,7 @@ TEST(tfrecord_reads_tensorflow_fixture) {
     tfr_close(r);
     /* the header CRC TensorFlow wrote equals ours */
     size_t flen;
-    uint8_t *b = slurp(FIXTURE, &flen);
+    uint8_t *b = tu_read_file(FIXTURE, &flen);
     CHECK(b && flen == off[2] + len[2] + 16);
     uint8_t *framed = xmalloc(len[0] + 16);
     tfr_frame(b + 12, len[0], framed);
@@ -184,7 +172,7 @@ TEST(tfrecord_corruption_detected_at_offset_and_skipped) {
     const size_t sizes[] = {40, 300, 25, 60};
     write_file(good, sizes, 4);
     size_t flen;
-    uint8_t *orig = slurp(good, &flen);
+    uint8_t *orig = tu_read_file(good, &flen);
     const uint64_t rec1 = 40 + 16, rec2 = rec1 + 300 + 16;
     struct {
         uint64_t at;
@@ -236,7 +224,7 @@ TEST(tfrecord_truncation_detected) {
     const size_t sizes[] = {40, 300, 25};
     write_file(good, sizes, 3);
     size_t flen;
-    uint8_t *orig = slurp(good, &flen);
+    uint8_t *orig = tu_read_file(good, &flen);
     const uint64_t rec2 = 40 + 16 + 300 + 16;
     /* cut inside the header, inside the payload, inside the data CRC */
     const uint64_t cuts[] = {rec2 + 1, rec2 + 11, rec2 + 12, rec2 + 20, flen - 1};

@@ -5,6 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+uint8_t *tu_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = xmalloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = n > 0 ? fread(b, 1, (size_t)n, f) : 0;
+    fclose(f);
+    b[got] = 0;
+    if (len) *len = got;
+    return b;
+}
+
 void tu_fill_uniform(float *x, size_t n, float lo, float hi, Rng *r) {
     for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)rng_uniform(r);
 }

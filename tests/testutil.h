@@ -5,6 +5,9 @@
 
 #include "net.h"
 
+/* The whole file, NUL-terminated (malloc'd); NULL if it cannot be read. *len may be NULL. */
+uint8_t *tu_read_file(const char *path, size_t *len);
+
 /* Uniform in [lo, hi). */
 void tu_fill_uniform(float *x, size_t n, float lo, float hi, Rng *r);
 
