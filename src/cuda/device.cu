@@ -10,7 +10,15 @@ int gpu_count(char *why, size_t whylen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        if (why) snprintf(why, whylen, "%s", cudaGetErrorString(e));
+        if (why) {
+            if (e == cudaErrorNoDevice)
+                snprintf(why, whylen, "no CUDA device");
+            else if (e == cudaErrorInsufficientDriver)
+                snprintf(why, whylen, "no NVIDIA driver, or one older than this build's CUDA %d.%d", CUDART_VERSION / 1000,
+                         CUDART_VERSION % 1000 / 10);
+            else
+                snprintf(why, whylen, "%s", cudaGetErrorString(e));
+        }
         cudaGetLastError(); /* clear the sticky-free error state */
         return 0;
     }
