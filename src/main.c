@@ -400,7 +400,7 @@ static int train(Run *r) {
         ema_w = 0.9 * ema_w + 0.1;
         double rate = (double)r->total_batch / elapsed;
         if (step - step0 >= burnin) rates[nrates++] = rate;
-        if (step == step0 || (step + 1) % c->display_every == 0 || step + 1 == r->nstep) {
+        if (step == step0 || (step + 1) % c->display_every == 0) {
             double v[3] = {ema / ema_w, net_topk_correct(net, 1), net_topk_correct(net, 5)};
             dist_allreduce_sum_d(&r->dist, v, 3);
             double avg = v[0] / r->dist.size;

@@ -321,7 +321,8 @@ TEST(ckpt_log_dir_events_and_metrics) {
     snprintf(csv, sizeof csv, "%s/metrics.csv", d);
     char *t = slurp_text(csv);
     CHECK_MSG(strncmp(t, "step,epoch,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n", 75) == 0, "%s", t);
-    CHECK(strstr(t, "\n1,") && strstr(t, "\n2,") && strstr(t, "\n4,") && strstr(t, "\n5,"));
+    /* rows at the displayed steps: 1, 2, 4 */
+    CHECK(strstr(t, "\n1,") && strstr(t, "\n2,") && strstr(t, "\n4,") && !strstr(t, "\n3,") && !strstr(t, "\n5,"));
     free(t);
     /* the event file: TFRecord framing with valid CRCs, Event protos with the scalars */
     snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.* 2>/dev/null | head -1", d);
@@ -348,7 +349,7 @@ TEST(ckpt_log_dir_events_and_metrics) {
         tensorboard__event__free_unpacked(ev, NULL);
         records++;
     }
-    CHECK(version && records == 5 && scalars == 4 * 5);
+    CHECK_MSG(version && records == 4 && scalars == 3 * 5, "version %d, %d records, %d scalars", version, records, scalars);
     if (r) tfr_close(r);
     free(name);
 }

@@ -100,7 +100,6 @@ TEST(cli_synthetic_training_output_format) {
                            "Batch size:  8 per device\n             8 total\n", "Devices:     cpu",
                            "Data format: NCHW\n", "Data type:   fp32\n", "Training\n",
                            "  Step Epoch Img/sec   Loss   LR\n", "     1     1 ", "     5     1 ", "    10     1 ",
-                           "    12     1 ",
                            "----------------------------------------------------------------\nImages/sec: ",
                            " +/- ", " (jitter = ",
                            ")\n----------------------------------------------------------------\n"};
@@ -112,8 +111,8 @@ TEST(cli_synthetic_training_output_format) {
     }
     /* lenet with 1000 classes: 5*5*3*32+32 + 5*5*32*64+64 + 7*7*64*512+512 + 512*1000+1000 */
     CHECK(strstr(o, "Parameters:  2172840\n") != NULL);
-    /* rows at steps 1, 5, 10, 12 only */
-    CHECK(strstr(o, "\n     2     1 ") == NULL);
+    /* rows at steps 1, 5 and 10 only */
+    CHECK(strstr(o, "\n     2     1 ") == NULL && strstr(o, "\n    12     1 ") == NULL);
     free(o);
 }
 
