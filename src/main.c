@@ -86,7 +86,7 @@ static Loader *open_loader_from(const Run *r, const char *subset, int training, 
     lc.repeat = training;
     lc.rank = r->dist.rank;
     lc.nranks = r->dist.size;
-    lc.threads = c->input_threads > 0 ? c->input_threads : 0;
+    lc.threads = c->input_threads > 0 ? c->input_threads : r->threads; /* cores / ranks on this node */
     lc.shuffle_buffer = training ? c->shuffle_buffer : 0;
     lc.seed = c->seed;
     lc.skip_corrupt = c->skip_corrupt;
