@@ -9,7 +9,7 @@
 #include "harness.h"
 
 /* The training flags of `make run` (scripts/run-default.sh) */
-#define E2E_FLAGS "--learning_rate=0.05"
+#define E2E_FLAGS "--learning_rate=0.05 --lr_poly_power=1 --crop_area_min=0.75"
 
 TEST(e2e_fashion_mnist_lenet_two_epochs) {
     if (access("data/fashion-mnist/train-00000-of-00008", R_OK) != 0) {
