@@ -98,7 +98,8 @@ TEST(conv_backward_matches_finite_differences) {
         Rng r;
         rng_seed(&r, 9 + i);
         tu_fill_uniform(net_node(net, 0)->data, shape_count(net_node(net, 0)->shape), -1, 1, &r);
-        GradCheck g = tu_gradcheck_layer(net, 0, 1e-2, 40, 1e-2, 21 + i);
+        /* conv is linear in x and W: a large step has no truncation error and less float rounding noise */
+        GradCheck g = tu_gradcheck_layer(net, 0, 5e-2, 40, 1e-2, 21 + i);
         CHECK_MSG(g.max_rel_err < 2e-3, "case %zu: max relative error %g over %d", i, g.max_rel_err, g.checked);
         if (g.max_rel_err > worst) worst = g.max_rel_err;
         net_free(net);

@@ -39,12 +39,13 @@ static void check_tensor(Net *net, Layer *l, const float *R, uint64_t seed, floa
     for (int k = 0; k < count; k++) {
         size_t i = ((int)n <= maxn) ? (size_t)k : (size_t)rng_below(pick, (uint32_t)n);
         float orig = x[i];
-        x[i] = (float)(orig + eps);
+        float xp = (float)(orig + eps), xm = (float)(orig - eps);
+        x[i] = xp;
         double lp = layer_loss(net, l, R, seed);
-        x[i] = (float)(orig - eps);
+        x[i] = xm;
         double lm = layer_loss(net, l, R, seed);
         x[i] = orig;
-        double num = (lp - lm) / (2 * eps);
+        double num = (lp - lm) / ((double)xp - (double)xm); /* the step actually taken in float */
         double an = g[i];
         double m = fabs(an) > fabs(num) ? fabs(an) : fabs(num);
         if (m < floor) m = floor;
