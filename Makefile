@@ -86,6 +86,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# the per-pixel image loops are hot in the decode workers: let the compiler unroll them
+$(BUILD)/src/io/augment.o: CFLAGS_BASE += -O3
+
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter -I% -D%,$(CPPFLAGS)) $(NVCCFLAGS) -c $< -o $@

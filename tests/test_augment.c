@@ -72,6 +72,42 @@ TEST(augment_resize_bilinear_as_tensorflow_legacy) {
     for (size_t i = 0; i < sizeof o; i++) CHECK(o[i] == 123);
 }
 
+TEST(augment_resize_within_one_level_of_exact_bilinear) {
+    /* against bilinear in double precision with TensorFlow's legacy mapping, on random images,
+     * up- and down-scaling, odd sizes, one-pixel sources */
+    static const int sz[][4] = {{350, 260, 224, 224}, {500, 375, 224, 224}, {97, 61, 224, 224}, {1, 1, 5, 3},
+                                {2, 9, 7, 4},         {449, 449, 224, 224}, {33, 17, 31, 19},  {8, 8, 1, 1}};
+    Rng r;
+    rng_seed(&r, 77);
+    int worst = 0;
+    for (size_t k = 0; k < sizeof sz / sizeof sz[0]; k++) {
+        int sw = sz[k][0], sh = sz[k][1], dw = sz[k][2], dh = sz[k][3];
+        uint8_t *src = xmalloc((size_t)sw * sh * 3), *dst = xmalloc((size_t)dw * dh * 3 + 1);
+        for (int i = 0; i < sw * sh * 3; i++) src[i] = (uint8_t)rng_below(&r, 256);
+        dst[dw * dh * 3] = 0xA5;
+        resize_bilinear_rgb(src, sw, sh, dst, dw, dh);
+        CHECK_MSG(dst[dw * dh * 3] == 0xA5, "case %zu wrote past the output", k);
+        for (int y = 0; y < dh; y++)
+            for (int x = 0; x < dw; x++)
+                for (int c = 0; c < 3; c++) {
+                    double fy = y * (double)sh / dh, fx = x * (double)sw / dw;
+                    int y0 = (int)fy, x0 = (int)fx;
+                    int y1 = y0 + 1 < sh ? y0 + 1 : y0, x1 = x0 + 1 < sw ? x0 + 1 : x0;
+                    double ty = fy - y0, tx = fx - x0;
+#define PX(yy, xx) (double)src[((size_t)(yy) * sw + (xx)) * 3 + c]
+                    double e = (1 - ty) * ((1 - tx) * PX(y0, x0) + tx * PX(y0, x1)) +
+                               ty * ((1 - tx) * PX(y1, x0) + tx * PX(y1, x1));
+#undef PX
+                    int d = abs((int)dst[((size_t)y * dw + x) * 3 + c] - (int)lround(e));
+                    if (d > worst) worst = d;
+                }
+        free(src);
+        free(dst);
+    }
+    printf("    resize: max |diff| %d level(s) from exact bilinear\n", worst);
+    CHECK_MSG(worst <= 1, "max difference %d levels", worst);
+}
+
 static uint8_t *asym_png(size_t *len) {
     /* left half dark, right half bright, a vertical gradient: asymmetric under a flip */
     uint8_t px[40 * 40 * 3];

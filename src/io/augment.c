@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __SSE4_1__
+#include <smmintrin.h>
+#endif
+
 #include "io/augment_internal.h"
 #include "io/image.h"
 
@@ -100,60 +104,83 @@ CropBox central_crop(int W, int H) {
     return c;
 }
 
-/* Horizontal pass of one source row into o[dw*3] (weights in 1/ONE). */
-static void hrow(const uint8_t *s, const int *xo, const int *xw, int dw, int one, int *o) {
-    for (int x = 0; x < dw; x++) {
-        const uint8_t *p = s + xo[x] * 3, *q = p + (xw[x] ? 3 : 0);
-        int w1 = xw[x], w0 = one - w1;
-        o[3 * x] = p[0] * w0 + q[0] * w1;
-        o[3 * x + 1] = p[1] * w0 + q[1] * w1;
-        o[3 * x + 2] = p[2] * w0 + q[2] * w1;
+/* Bilinear resize with TensorFlow's legacy mapping (src = dst * in / out, no half-pixel offset).
+ * Vertical pass first: each output row blends its two source rows into a 16-bit row (weights in
+ * 1/256, at most 255 * 256), which vectorises; the horizontal pass then reads that row once per
+ * output pixel (weights in 1/2048). Error against exact bilinear: under one level. */
+enum { YONE = 256, XONE = 2048, SHIFT = 19 }; /* YONE * XONE == 1 << SHIFT */
+
+static void vblend(const uint8_t *restrict s0, const uint8_t *restrict s1, uint32_t wy, int n,
+                   uint16_t *restrict v) {
+    const uint16_t w1 = (uint16_t)wy, w0 = (uint16_t)(YONE - wy);
+    int i = 0;
+#ifdef __SSE4_1__
+    const __m128i z = _mm_setzero_si128(), m0 = _mm_set1_epi16((short)w0), m1 = _mm_set1_epi16((short)w1);
+    for (; i + 16 <= n; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(s0 + i)), b = _mm_loadu_si128((const __m128i *)(s1 + i));
+        __m128i lo = _mm_add_epi16(_mm_mullo_epi16(_mm_unpacklo_epi8(a, z), m0), _mm_mullo_epi16(_mm_unpacklo_epi8(b, z), m1));
+        __m128i hi = _mm_add_epi16(_mm_mullo_epi16(_mm_unpackhi_epi8(a, z), m0), _mm_mullo_epi16(_mm_unpackhi_epi8(b, z), m1));
+        _mm_storeu_si128((__m128i *)(v + i), lo);
+        _mm_storeu_si128((__m128i *)(v + i + 8), hi);
+    }
+#endif
+    for (; i < n; i++) v[i] = (uint16_t)(s0[i] * w0 + s1[i] * w1);
+}
+
+static void hblend(const uint16_t *restrict v, const int *restrict xo, const uint32_t *restrict xw, int dw,
+                   uint8_t *restrict d) {
+    int x = 0;
+#ifdef __SSE4_1__
+    /* one pixel per iteration in 32-bit lanes; the 4-byte store's last byte is overwritten by the
+     * next pixel, so the last pixel goes through the scalar loop. v has 8 elements of slack. */
+    const __m128i round = _mm_set1_epi32(1 << (SHIFT - 1)), one = _mm_set1_epi32(XONE);
+    for (; x < dw - 1; x++) {
+        const uint16_t *p = v + xo[x];
+        __m128i w1 = _mm_set1_epi32((int)xw[x]), w0 = _mm_sub_epi32(one, w1);
+        __m128i a = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p));
+        __m128i b = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(p + 3)));
+        __m128i r = _mm_add_epi32(_mm_add_epi32(_mm_mullo_epi32(a, w0), _mm_mullo_epi32(b, w1)), round);
+        r = _mm_srli_epi32(r, SHIFT);
+        r = _mm_packus_epi16(_mm_packs_epi32(r, r), r);
+        int32_t px = _mm_cvtsi128_si32(r);
+        memcpy(d + 3 * x, &px, 4);
+    }
+#endif
+    for (; x < dw; x++) {
+        const uint16_t *p = v + xo[x];
+        const uint32_t w1 = xw[x], w0 = XONE - w1;
+        const int q = w1 ? 3 : 0;
+        d[3 * x] = (uint8_t)((p[0] * w0 + p[q] * w1 + (1u << (SHIFT - 1))) >> SHIFT);
+        d[3 * x + 1] = (uint8_t)((p[1] * w0 + p[q + 1] * w1 + (1u << (SHIFT - 1))) >> SHIFT);
+        d[3 * x + 2] = (uint8_t)((p[2] * w0 + p[q + 2] * w1 + (1u << (SHIFT - 1))) >> SHIFT);
     }
 }
 
-/* Fixed-point bilinear, weights in 1/2048; each source row's horizontal pass is computed once
- * and kept while output rows still need it. */
 void resize_bilinear_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh) {
-    enum { ONE = 2048 };
-    int *xo = xmalloc((size_t)dw * 2 * sizeof *xo), *xw = xo + dw;
+    int *xo = xmalloc((size_t)dw * sizeof *xo);
+    uint32_t *xw = xmalloc((size_t)dw * sizeof *xw);
+    uint16_t *v = xcalloc((size_t)sw * 3 + 8, sizeof *v); /* slack for 8-wide loads */
     const double xs = (double)sw / dw, ys = (double)sh / dh;
     for (int x = 0; x < dw; x++) {
         double fx = x * xs;
         int x0 = (int)fx;
         if (x0 > sw - 1) x0 = sw - 1;
-        xo[x] = x0;
-        xw[x] = x0 + 1 <= sw - 1 ? (int)lround((fx - x0) * ONE) : 0;
+        xo[x] = 3 * x0;
+        xw[x] = x0 + 1 <= sw - 1 ? (uint32_t)lround((fx - x0) * XONE) : 0;
     }
-    int *buf[2];
-    buf[0] = xmalloc((size_t)dw * 3 * 2 * sizeof(int));
-    buf[1] = buf[0] + dw * 3;
-    int tag[2] = {-1, -1};
     for (int y = 0; y < dh; y++) {
         double fy = y * ys;
         int y0 = (int)fy;
         if (y0 > sh - 1) y0 = sh - 1;
         int y1 = y0 + 1 < sh ? y0 + 1 : y0;
-        int wy = y1 != y0 ? (int)lround((fy - y0) * ONE) : 0;
-        int need[2] = {y0, y1}, slot[2];
-        for (int k = 0; k < 2; k++) {
-            if (tag[0] == need[k])
-                slot[k] = 0;
-            else if (tag[1] == need[k])
-                slot[k] = 1;
-            else {
-                /* overwrite the buffer that the other needed row does not use */
-                int other = need[1 - k];
-                slot[k] = tag[0] == other ? 1 : 0;
-                hrow(src + (size_t)need[k] * sw * 3, xo, xw, dw, ONE, buf[slot[k]]);
-                tag[slot[k]] = need[k];
-            }
-        }
-        const int *a = buf[slot[0]], *b = buf[slot[1]];
-        uint8_t *d = dst + (size_t)y * dw * 3;
-        const long w1 = wy, w0 = ONE - wy;
-        for (int i = 0; i < dw * 3; i++) d[i] = (uint8_t)(((long)a[i] * w0 + (long)b[i] * w1 + ONE * ONE / 2) / (ONE * ONE));
+        uint32_t wy = y1 != y0 ? (uint32_t)lround((fy - y0) * YONE) : 0;
+        /* only the columns the horizontal pass reads */
+        int c0 = xo[0], c1 = xo[dw - 1] + 6 <= sw * 3 ? xo[dw - 1] + 6 : sw * 3;
+        vblend(src + (size_t)y0 * sw * 3 + c0, src + (size_t)y1 * sw * 3 + c0, wy, c1 - c0, v + c0);
+        hblend(v, xo, xw, dw, dst + (size_t)y * dw * 3);
     }
-    free(buf[0]);
+    free(v);
+    free(xw);
     free(xo);
 }
 
