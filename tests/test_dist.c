@@ -96,3 +96,36 @@ TEST(dist_nvcnn_under_mpirun_prints_once) {
     CHECK(p && strstr(p + 1, "Num ranks:"));
     free(o);
 }
+
+TEST(dist_checkpoint_resumes_with_a_different_number_of_ranks) {
+    char mr[200], cmd[1200], dir[600], path[700], want[800], *o = NULL;
+    if (!mpirun(2, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/ranks", th_tmpdir());
+    const char *common = "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=8 --display_every=1";
+    /* 2 ranks write step 4, 1 process goes on to 8, then 2 ranks again to 12 */
+    snprintf(cmd, sizeof cmd, "%s %s --num_batches=4 --log_dir=%s", mr, common, dir);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d\n%s", rc, o);
+    free(o);
+    snprintf(path, sizeof path, "%s/ckpt-4.nvcnn", dir);
+    CHECK_MSG(access(path, R_OK) == 0, "no %s", path);
+    snprintf(cmd, sizeof cmd, "%s --num_batches=8 --log_dir=%s", common, dir);
+    rc = th_run(cmd, &o);
+    snprintf(want, sizeof want, "Restored from checkpoint %s at step 4\n", path);
+    CHECK_MSG(rc == 0 && o && strstr(o, want), "exit %d, want '%s' in:\n%s", rc, want, o);
+    CHECK_MSG(o && strstr(o, "\n     8 ") && !strstr(o, "\n     4 "), "steps 5-8 only:\n%s", o);
+    free(o);
+    snprintf(path, sizeof path, "%s/ckpt-8.nvcnn", dir);
+    CHECK_MSG(access(path, R_OK) == 0, "no %s", path);
+    snprintf(cmd, sizeof cmd, "%s %s --num_batches=12 --log_dir=%s", mr, common, dir);
+    rc = th_run(cmd, &o);
+    snprintf(want, sizeof want, "Restored from checkpoint %s at step 8\n", path);
+    CHECK_MSG(rc == 0 && o && strstr(o, want), "exit %d, want '%s' in:\n%s", rc, want, o);
+    CHECK(o && strstr(o, "Num ranks:   2\n"));
+    free(o);
+    snprintf(path, sizeof path, "%s/ckpt-12.nvcnn", dir);
+    CHECK_MSG(access(path, R_OK) == 0, "no %s", path);
+}
