@@ -10,6 +10,9 @@
 int gpu_count(char *why, size_t whylen);
 /* "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" into buf. */
 void gpu_describe(int device, char *buf, size_t n);
+/* Bytes in use on the device (total minus free): the process's arenas, workspaces and context.
+ * The GPU backend allocates nothing during a step, so at the end of a run this is its peak. */
+size_t gpu_mem_used(int device);
 /* 1 if this build has the CUDA backend compiled in. */
 int gpu_built(void);
 

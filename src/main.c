@@ -33,22 +33,30 @@ typedef struct Run {
     long nstep;
     size_t nrecord;  /* images per epoch over all ranks */
     double base_lr;
+    int gpu;         /* 1: the GPU backend on device gpu_device */
+    int gpu_device;
 } Run;
 
-/* Picks the backend. There is no GPU backend in this build: --device=gpu is refused with the
- * reason, and without --device one line says that the CPU is used. */
+/* Picks the backend. --device=gpu: the GPU backend (fp32 and tf32 so far) on the GPU of this
+ * rank's local rank, or exit 2 with the reason when there is none. Without --device the CPU
+ * backend is used, with one line saying so: the GPU backend has not yet passed its parity tests
+ * on a GPU, so it is only used when asked for. */
 static void choose_device(Run *r) {
     char why[256] = "";
     int ngpu = gpu_count(why, sizeof why);
     if (r->cfg.device == DEVICE_GPU) {
         if (ngpu == 0) die_code(EXIT_USAGE, "--device=gpu: no usable GPU: %s", why);
-        die_code(EXIT_USAGE, "--device=gpu: this build has no GPU training backend yet; use --device=cpu");
+        if (r->cfg.precision == PREC_FP16 || r->cfg.precision == PREC_BF16)
+            die_code(EXIT_USAGE, "--precision=%s: the GPU backend trains in fp32 and tf32 only so far", precision_name(r->cfg.precision));
+        r->gpu = 1;
+        r->gpu_device = r->dist.local_rank % ngpu;
+        return;
     }
     if (r->cfg.device == DEVICE_AUTO) {
         if (ngpu == 0)
             printf("No GPU found (%s): using the CPU backend\n", why);
         else
-            printf("Found %d GPU(s), but this build has no GPU training backend yet: using the CPU backend\n", ngpu);
+            printf("Found %d GPU(s): using the CPU backend (the GPU backend is new: ask for it with --device=gpu)\n", ngpu);
         r->cfg.device = DEVICE_CPU;
     }
     if (r->cfg.precision != PREC_FP32)
@@ -63,7 +71,8 @@ static void refuse_unsupported(const Config *c) {
         if (c->input_threads) die_code(EXIT_USAGE, "--input_threads needs --data_dir (synthetic data has no input pipeline)");
         if (c->skip_corrupt) die_code(EXIT_USAGE, "--skip_corrupt needs --data_dir");
     }
-    if (c->allreduce == ALLREDUCE_NCCL) die_code(EXIT_USAGE, "--allreduce=nccl needs the GPU backend; the CPU backend uses MPI");
+    if (c->allreduce == ALLREDUCE_NCCL)
+        die_code(EXIT_USAGE, "--allreduce=nccl is not implemented yet: both backends average gradients with MPI (--allreduce=mpi)");
 }
 
 static Loader *open_loader_from(const Run *r, const char *subset, int training, uint64_t start);
@@ -165,10 +174,18 @@ static void print_header(const Run *r, const Net *net) {
     printf("Parameters:  %zu\n", net_num_params(net));
     printf("Batch size:  %d per device\n", c->batch_size);
     printf("             %d total\n", r->total_batch);
-    if (r->dist.size == 1)
+    if (r->gpu) {
+        char desc[256];
+        gpu_describe(r->gpu_device, desc, sizeof desc);
+        if (r->dist.size == 1)
+            printf("Devices:     gpu: %s\n", desc);
+        else
+            printf("Devices:     %d x gpu: %s\n", r->dist.size, desc);
+    } else if (r->dist.size == 1) {
         printf("Devices:     cpu (%d threads)\n", r->threads);
-    else
+    } else {
         printf("Devices:     %d x cpu (%d threads each)\n", r->dist.size, r->threads);
+    }
     printf("Data format: NCHW\n");
     printf("Data type:   %s\n", precision_name(c->precision));
     printf("Learning rate: %g (%s)\n", r->base_lr, c->given_learning_rate ? "given" : "model default");
@@ -228,8 +245,9 @@ static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step
 }
 
 /* Rank 0 writes a checkpoint of the state after `step` steps. Returns 0 on success. */
-static int save_checkpoint(const Run *r, const Net *net, const Trainer *tr, long step, char *path, size_t plen) {
+static int save_checkpoint(const Run *r, const Net *net, Trainer *tr, long step, char *path, size_t plen) {
     if (r->dist.rank != 0 || !r->cfg.log_dir) return 0;
+    trainer_sync_host(tr);
     CkptMeta m;
     fill_meta(r, net, tr, step, &m);
     char err[512];
@@ -267,11 +285,26 @@ static long restore_checkpoint(Run *r, Net *net, Trainer *tr) {
     tr->good_steps = m.good_steps;
     tr->skipped_steps = m.skipped_steps;
     memcpy(net->rng.s, m.rng, sizeof m.rng);
+    trainer_sync_device(tr);
     printf("Restored from checkpoint %s at step %lld\n", path, (long long)m.step);
     if (m.world_size != r->dist.size)
         printf("(saved with %d rank(s), resumed with %d: the data order continues from image %llu)\n", m.world_size,
                r->dist.size, (unsigned long long)m.data_position);
     return (long)m.step;
+}
+
+/* The GPU mirror of net when the run uses the GPU backend; a batch that does not fit ends the
+ * run with exit 3 naming the model, the batch and the bytes. */
+static GpuNet *make_gpu(const Run *r, Net *net) {
+    if (!r->gpu) return NULL;
+    char err[512];
+    int oom = 0;
+    GpuNet *g = gpunet_new(net, r->gpu_device, (int)r->cfg.precision, err, sizeof err, &oom);
+    if (!g) {
+        if (oom) die_code(EXIT_OOM, "--model=%s --batch_size=%d does not fit on the GPU: %s", r->model->name, r->cfg.batch_size, err);
+        die_code(EXIT_USAGE, "%s", err);
+    }
+    return g;
 }
 
 /* --eval: the newest checkpoint of --log_dir on validation-*. */
@@ -284,7 +317,8 @@ static int eval_only(Run *r) {
     tc.loss_scale = 1;
     tc.no_allreduce = 1;
     Trainer tr;
-    trainer_init(&tr, net, &r->dist, &tc);
+    GpuNet *gpu = make_gpu(r, net);
+    trainer_init(&tr, net, &r->dist, &tc, gpu);
     if (!loader_has_subset(c->data_dir, "validation")) die_code(EXIT_USAGE, "--eval: no validation-* files in %s", c->data_dir);
     Loader *count = open_loader(r, "validation", 0);
     r->nrecord = loader_num_records(count);
@@ -294,6 +328,7 @@ static int eval_only(Run *r) {
     double t1, t5;
     evaluate(r, &tr, &t1, &t5);
     trainer_free(&tr);
+    gpunet_free(gpu);
     net_free(net);
     return 0;
 }
@@ -337,7 +372,8 @@ static int train(Run *r) {
     tc.bucket_mb = c->bucket_mb;
     tc.no_allreduce = c->allreduce == ALLREDUCE_NONE;
     Trainer tr;
-    trainer_init(&tr, net, &r->dist, &tc);
+    GpuNet *gpu = make_gpu(r, net);
+    trainer_init(&tr, net, &r->dist, &tc, gpu);
     long step0 = restore_checkpoint(r, net, &tr);
     EventLog *elog = NULL;
     if (c->log_dir && r->dist.rank == 0) {
@@ -453,6 +489,7 @@ static int train(Run *r) {
             printf("Checkpoint written to %s at step %ld\n", path, r->nstep);
     }
     print_speed_summary(rates, nrates, burnin);
+    if (tr.gpu) printf("Peak GPU memory: %.2f GiB\n", (double)gpu_mem_used(r->gpu_device) / 1073741824.0);
     if (tr.skipped_steps) printf("Skipped steps (inf/nan gradients): %ld\n", tr.skipped_steps);
     if (r->dist.size > 1) {
         double t[2] = {tr.backward_seconds, tr.exposed_seconds};
@@ -473,6 +510,7 @@ static int train(Run *r) {
     free(rates);
     free(labels);
     trainer_free(&tr);
+    gpunet_free(gpu);
     net_free(net);
     return 0;
 }

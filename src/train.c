@@ -7,8 +7,9 @@
 
 static void on_grad_ready(void *ctx, size_t final_from) { gradsync_ready(ctx, final_from); }
 
-void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c) {
+void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c, GpuNet *gpu) {
     memset(t, 0, sizeof *t);
+    t->gpu = gpu;
     t->net = net;
     t->dist = dist;
     t->loss_scale = c->loss_scale > 0 ? c->loss_scale : 1.0;
@@ -16,9 +17,10 @@ void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c) {
     optim_init(&t->opt, &c->opt, net->params_total);
     dist_bcast(dist, net->params, net->params_total * sizeof(float));
     dist_bcast(dist, net->state, net->state_total * sizeof(float));
+    if (gpu) gpunet_upload_params(gpu);
     double mb = c->bucket_mb > 0 ? c->bucket_mb : 25;
     t->sync = c->no_allreduce ? NULL : gradsync_new(dist, net->grads, net->params_total, (size_t)(mb * 1048576.0));
-    if (dist->size > 1 && t->sync) {
+    if (dist->size > 1 && t->sync && !gpu) {
         net->on_grad_ready = on_grad_ready;
         net->on_grad_ready_ctx = t->sync;
     }
@@ -40,7 +42,56 @@ static int all_finite(const float *g, size_t n) {
     return ok;
 }
 
+void trainer_sync_host(Trainer *t) {
+    if (!t->gpu) return;
+    gpunet_download_params(t->gpu);
+    gpunet_download_velocity(t->gpu, t->opt.velocity);
+}
+
+void trainer_sync_device(Trainer *t) {
+    if (!t->gpu) return;
+    gpunet_upload_params(t->gpu);
+    gpunet_upload_velocity(t->gpu, t->opt.velocity);
+}
+
+/* The step on the GPU backend. The gradients cross ranks through the host (MPI) for now. */
+static double gpu_step(Trainer *t, const int32_t *labels, double lr) {
+    Net *net = t->net;
+    GpuNet *g = t->gpu;
+    gpunet_set_input(g, net->node[net->input].data);
+    gpunet_set_labels(g, labels);
+    net->training = 1;
+    gpunet_forward(g);
+    const double wd = t->opt.c.weight_decay;
+    double loss = gpunet_loss(g) + (wd != 0 ? wd * gpunet_l2(g) : 0);
+    double t0 = now_seconds();
+    gpunet_backward(g, (float)t->loss_scale, NULL, NULL);
+    gpunet_sync(g);
+    double t1 = now_seconds();
+    if (t->sync && t->dist->size > 1) {
+        gpunet_download_grads(g);
+        gradsync_begin(t->sync);
+        gradsync_ready(t->sync, 0);
+        gradsync_finish(t->sync);
+        gpunet_upload_grads(g);
+    }
+    t->backward_seconds += t1 - t0;
+    t->exposed_seconds += now_seconds() - t1;
+    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));
+    if (!gpunet_grads_finite(g)) {
+        t->skipped_steps++;
+        t->good_steps = 0;
+        if (t->dynamic && t->loss_scale > 1) t->loss_scale *= 0.5;
+        return loss;
+    }
+    gpunet_sgd(g, lr, t->opt.c.momentum, t->opt.c.nesterov, wd, t->opt.c.larc_eta, t->opt.c.larc_scale);
+    t->good_steps++;
+    if (t->dynamic && t->good_steps % 2000 == 0 && t->loss_scale < 16777216.0) t->loss_scale *= 2;
+    return loss;
+}
+
 double trainer_step(Trainer *t, const int32_t *labels, double lr) {
+    if (t->gpu) return gpu_step(t, labels, lr);
     Net *net = t->net;
     net->labels = labels;
     net->training = 1;
@@ -77,7 +128,14 @@ void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *
     Net *net = t->net;
     net->labels = labels;
     net->training = 0;
-    net_forward(net);
+    if (t->gpu) {
+        gpunet_set_input(t->gpu, net->node[net->input].data);
+        gpunet_set_labels(t->gpu, labels);
+        gpunet_forward(t->gpu);
+        gpunet_download_node(t->gpu, net->logits, net->node[net->logits].data, 0);
+    } else {
+        net_forward(net);
+    }
     net->training = 1;
     /* count only the valid samples: the net's topk looks at the whole batch */
     const Node *nd = &net->node[net->logits];

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dist.h"
+#include "gpunet.h"
 #include "net.h"
 #include "optim.h"
 
@@ -29,10 +30,17 @@ typedef struct Trainer {
     GradSync *sync;         /* bucketed gradient averaging, overlapped with backward; NULL: none */
     double backward_seconds; /* summed over steps: backward, with the buckets launched inside */
     double exposed_seconds;  /* summed over steps: waiting for the allreduce after backward */
+    GpuNet *gpu;             /* the GPU backend, or NULL: the CPU reference */
 } Trainer;
 
-/* Broadcasts rank 0's parameters and batch-norm statistics so every replica starts equal. */
-void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c);
+/* Broadcasts rank 0's parameters and batch-norm statistics so every replica starts equal. With
+ * `gpu` (built on `net`, or NULL for the CPU), steps run on the GPU backend: the batch is taken
+ * from the input node's host data; parameters stay on the device until trainer_sync_host(). */
+void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c, GpuNet *gpu);
+/* GPU backend: copies the device's parameters, state and velocity into the host net and
+ * optimizer (before a checkpoint), or the host's onto the device (after a restore). */
+void trainer_sync_host(Trainer *t);
+void trainer_sync_device(Trainer *t);
 void trainer_free(Trainer *t);
 /* One step on the batch already in the net's input node, with `labels` [batch]. Returns this
  * rank's loss (mean cross-entropy + weight_decay/2 ||w||^2) before the update. */

@@ -75,7 +75,7 @@ TEST(ckpt_exact_resume_is_bitwise) {
     Net *a = small_net(5);
     net_finalize(a, 3);
     Trainer ta;
-    trainer_init(&ta, a, &d, &tc);
+    trainer_init(&ta, a, &d, &tc, NULL);
     for (long s = 0; s < 2 * N; s++) {
         batch_for(a, s, lab);
         trainer_step(&ta, lab, 0.05);
@@ -84,7 +84,7 @@ TEST(ckpt_exact_resume_is_bitwise) {
     Net *b = small_net(5);
     net_finalize(b, 3);
     Trainer tb;
-    trainer_init(&tb, b, &d, &tc);
+    trainer_init(&tb, b, &d, &tc, NULL);
     for (long s = 0; s < N; s++) {
         batch_for(b, s, lab);
         trainer_step(&tb, lab, 0.05);
@@ -97,7 +97,7 @@ TEST(ckpt_exact_resume_is_bitwise) {
     Net *c = small_net(5);
     net_finalize(c, 99); /* different init: everything must come from the checkpoint */
     Trainer tcc;
-    trainer_init(&tcc, c, &d, &tc);
+    trainer_init(&tcc, c, &d, &tc, NULL);
     CkptMeta got;
     CHECK_MSG(ckpt_load(path, "small", c, tcc.opt.velocity, &got, err, sizeof err) == 0, "%s", err);
     memcpy(c->rng.s, got.rng, sizeof got.rng);
@@ -124,7 +124,7 @@ TEST(ckpt_refuses_other_models_shapes_and_corruption) {
     Trainer t;
     Dist d = one_rank();
     TrainerConfig tc = tcfg();
-    trainer_init(&t, n5, &d, &tc);
+    trainer_init(&t, n5, &d, &tc, NULL);
     CkptMeta m = meta_for(n5, &t, 7);
     CHECK(ckpt_save(dir, n5, t.opt.velocity, &m, path, sizeof path, err, sizeof err) == 0);
     CHECK(ckpt_latest(dir, path, sizeof path) && strstr(path, "ckpt-7.nvcnn"));

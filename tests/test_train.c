@@ -26,7 +26,7 @@ TEST(train_loss_falls_on_fixed_batch_lenet) {
     Dist d = one_rank();
     TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0};
     Trainer t;
-    trainer_init(&t, net, &d, &tc);
+    trainer_init(&t, net, &d, &tc, NULL);
     double first = trainer_step(&t, labels, 0.01), last = first;
     for (int s = 0; s < 40; s++) last = trainer_step(&t, labels, 0.01);
     CHECK_MSG(isfinite(first) && isfinite(last), "loss %g -> %g", first, last);
@@ -54,8 +54,8 @@ TEST(train_static_loss_scale_gives_same_step) {
     Dist d = one_rank();
     TrainerConfig ta = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0}, tb = {{0.9, 1, 1e-4, 0, 0}, 1024.0, 0, 0, 0};
     Trainer x, y;
-    trainer_init(&x, a, &d, &ta);
-    trainer_init(&y, b, &d, &tb);
+    trainer_init(&x, a, &d, &ta, NULL);
+    trainer_init(&y, b, &d, &tb, NULL);
     for (int s = 0; s < 3; s++) {
         trainer_step(&x, labels, 0.05);
         trainer_step(&y, labels, 0.05);
@@ -83,7 +83,7 @@ TEST(train_nan_gradients_skip_the_step) {
     Dist d = one_rank();
     TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 65536.0, 1, 0, 0};
     Trainer t;
-    trainer_init(&t, net, &d, &tc);
+    trainer_init(&t, net, &d, &tc, NULL);
     float *before = malloc(net->params_total * sizeof(float));
     memcpy(before, net->params, net->params_total * sizeof(float));
     trainer_step(&t, labels, 0.1);

@@ -32,5 +32,12 @@ void gpu_describe(int device, char *buf, size_t n) {
     snprintf(buf, n, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30));
 }
 
+size_t gpu_mem_used(int device) {
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    return tot - fr;
+}
+
 int gpu_built(void) { return 1; }
 }

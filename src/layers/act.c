@@ -6,11 +6,7 @@
 #include <string.h>
 
 #include "layers.h"
-
-typedef struct ActPriv {
-    Act act;
-    float alpha; /* LRELU slope */
-} ActPriv;
+#include "priv.h"
 
 /* below this many elements the loops stay on one thread */
 #define ACT_PAR_MIN 32768

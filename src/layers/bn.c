@@ -9,14 +9,7 @@
 #include <stdlib.h>
 
 #include "layers.h"
-
-typedef struct Bn {
-    int c;
-    size_t hw;
-    float *mean;   /* [c] mean used by the last forward */
-    float *invstd; /* [c] 1 / sqrt(var + eps) used by the last forward */
-    int training;  /* mode of the last forward */
-} Bn;
+#include "priv.h"
 
 static void bn_destroy(Layer *l) {
     Bn *b = l->priv;

@@ -10,20 +10,10 @@
 #include <string.h>
 
 #include "layers.h"
+#include "priv.h"
 
 /* Largest col buffer of one chunk, in floats (64 MiB). */
 #define CONV_CHUNK_FLOATS (16u << 20)
-
-typedef struct Conv {
-    int cin, h, w;       /* input */
-    int cout, oh, ow;    /* output */
-    int kh, kw, sh, sw;
-    int pt, pl;          /* padding before (top, left) */
-    int pw, pb;          /* param indices: weights, biases (-1: none) */
-    int chunk;           /* samples per chunk */
-    float *col;          /* [K][chunk*oh*ow] */
-    float *tmp;          /* [cout][chunk*oh*ow] */
-} Conv;
 
 static void conv_destroy(Layer *l) {
     Conv *c = l->priv;

@@ -7,14 +7,9 @@
 #include <string.h>
 
 #include "layers.h"
+#include "priv.h"
 
 #define DROPOUT_BLOCK 4096
-
-typedef struct Dropout {
-    float keep;
-    uint8_t *mask;  /* [count] 1: kept, from the last training forward */
-    int training;   /* mode of the last forward */
-} Dropout;
 
 static void dropout_destroy(Layer *l) {
     Dropout *d = l->priv;

@@ -3,10 +3,7 @@
 #include <stdlib.h>
 
 #include "layers.h"
-
-typedef struct Fc {
-    int nin, nout, bias;
-} Fc;
+#include "priv.h"
 
 static void fc_forward(Layer *l, Net *net) {
     const Fc *f = l->priv;

@@ -5,13 +5,7 @@
 #include <string.h>
 
 #include "layers.h"
-
-typedef struct Pool {
-    PoolKind kind;
-    int c, h, w, oh, ow;
-    int kh, kw, sh, sw, pt, pl;
-    int32_t *argmax; /* max: [n][c][oh][ow] index into the input plane */
-} Pool;
+#include "priv.h"
 
 static void pool_destroy(Layer *l) {
     Pool *p = l->priv;

@@ -7,12 +7,7 @@
 #include <string.h>
 
 #include "layers.h"
-
-typedef struct Xent {
-    int classes;
-    float *prob;    /* [n][classes] softmax of the last forward */
-    int32_t *label; /* [n] labels of the last forward */
-} Xent;
+#include "priv.h"
 
 static void xent_destroy(Layer *l) {
     Xent *x = l->priv;

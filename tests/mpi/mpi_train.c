@@ -25,7 +25,7 @@ static void run(Net *net, Dist *d, double bucket_mb, int steps, const int32_t *l
     tc.loss_scale = 1;
     tc.bucket_mb = bucket_mb;
     Trainer t;
-    trainer_init(&t, net, d, &tc);
+    trainer_init(&t, net, d, &tc, NULL);
     for (int s = 0; s < steps; s++) trainer_step(&t, labels, 0.05);
     trainer_free(&t);
 }

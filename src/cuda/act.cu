@@ -1,0 +1,66 @@
+/* act.cu: the GPU half of the activations (src/layers/act.c): one elementwise kernel each way,
+ * with the CPU half's formulas. */
+#include "gpunet_internal.h"
+
+__global__ void k_act_forward(const float *x, float *y, size_t n, int act, float alpha) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i], r;
+        switch (act) {
+        case ACT_RELU: r = v > 0 ? v : 0.0f; break;
+        case ACT_RELU6: r = v > 0 ? (v < 6.0f ? v : 6.0f) : 0.0f; break;
+        case ACT_ELU: r = v > 0 ? v : expm1f(v); break;
+        case ACT_SIGMOID:
+            if (v >= 0) {
+                r = 1.0f / (1.0f + expf(-v));
+            } else {
+                float e = expf(v);
+                r = e / (1.0f + e);
+            }
+            break;
+        case ACT_TANH: r = tanhf(v); break;
+        case ACT_LRELU: r = alpha * v > v ? alpha * v : v; break;
+        default: r = v; break;
+        }
+        y[i] = r;
+    }
+}
+
+__global__ void k_act_backward(const float *x, const float *y, const float *dy, float *dx, size_t n, int act, float alpha) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i], g = dy[i], d;
+        switch (act) {
+        case ACT_RELU: d = v > 0 ? g : 0.0f; break;
+        case ACT_RELU6: d = (v > 0 && v < 6.0f) ? g : 0.0f; break;
+        case ACT_ELU: d = v > 0 ? g : g * (y[i] + 1.0f); break;
+        case ACT_SIGMOID: d = g * y[i] * (1.0f - y[i]); break;
+        case ACT_TANH: d = g * (1.0f - y[i] * y[i]); break;
+        case ACT_LRELU: d = alpha * v > v ? alpha * g : g; break;
+        default: d = g; break;
+        }
+        dx[i] += d;
+    }
+}
+
+static void act_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
+    (void)g, (void)l, (void)li;
+    *scratch = 0;
+    *workspace = 0;
+}
+
+static void act_forward(GpuNet *g, Layer *l, int li) {
+    (void)li;
+    const ActPriv *a = (const ActPriv *)l->priv;
+    size_t n = shape_count(g->net->node[l->in[0]].shape);
+    k_act_forward<<<gpu_blocks(n), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], n, (int)a->act, a->alpha);
+}
+
+static void act_backward(GpuNet *g, Layer *l, int li) {
+    (void)li;
+    const ActPriv *a = (const ActPriv *)l->priv;
+    float *dx = g->dx[l->in[0]];
+    if (!dx) return;
+    size_t n = shape_count(g->net->node[l->in[0]].shape);
+    k_act_backward<<<gpu_blocks(n), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], g->dx[l->out], dx, n, (int)a->act, a->alpha);
+}
+
+const GpuLayerImpl gpu_act_impl = {"act", act_plan, NULL, act_forward, act_backward, NULL};

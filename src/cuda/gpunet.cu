@@ -1,0 +1,386 @@
+/* gpunet.cu: the GPU backend's core (gpunet.h): arenas, planning, traversal, the optimizer and
+ * the reductions the trainer needs. The layers' GPU halves are in the other files of src/cuda/. */
+#include <math.h>
+#include <string.h>
+
+#include "gpunet_internal.h"
+
+static const GpuLayerImpl *impl_of(const char *type) {
+    static const GpuLayerImpl *const all[] = {&gpu_conv_impl,    &gpu_bn_impl,      &gpu_maxpool_impl, &gpu_avgpool_impl,
+                                              &gpu_fc_impl,      &gpu_dropout_impl, &gpu_flatten_impl, &gpu_avg_impl,
+                                              &gpu_concat_impl,  &gpu_add_impl,     &gpu_xent_impl};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->type, type) == 0) return all[i];
+    static const char *const acts[] = {"linear", "relu", "relu6", "elu", "sigmoid", "tanh", "lrelu"};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (strcmp(acts[i], type) == 0) return &gpu_act_impl;
+    return NULL;
+}
+
+cudnnTensorDescriptor_t gpu_tensor_desc(Shape s) {
+    cudnnTensorDescriptor_t d;
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w));
+    return d;
+}
+
+cudnnMathType_t gpu_math(const GpuNet *g) { return g->prec == PREC_TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* cudaMalloc that reports instead of dying: 0 on success. */
+static int dev_alloc(GpuNet *g, void **p, size_t bytes, char *err, size_t errlen, int *oom) {
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        snprintf(err, errlen, "out of GPU memory: %zu bytes requested (%.2f GiB) with %zu held, %.2f GiB free of %.2f GiB",
+                 bytes, (double)bytes / 1073741824.0, g->bytes, (double)fr / 1073741824.0, (double)tot / 1073741824.0);
+        if (oom) *oom = 1;
+        *p = NULL;
+        return -1;
+    }
+    g->bytes += bytes;
+    return 0;
+}
+
+GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen, int *oom) {
+    if (oom) *oom = 0;
+    if (!net->finalized) die("gpunet_new before net_finalize");
+    if (precision != PREC_FP32 && precision != PREC_TF32) {
+        snprintf(err, errlen, "the GPU backend trains in fp32 and tf32 only so far: --precision=%s is not implemented yet",
+                 precision == PREC_FP16 ? "fp16" : "bf16");
+        return NULL;
+    }
+    GpuNet *g = (GpuNet *)xcalloc(1, sizeof *g);
+    g->net = net;
+    g->device = device;
+    g->prec = precision;
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
+    CUDNN_CHECK(cudnnCreate(&g->dnn));
+    CUDNN_CHECK(cudnnSetStream(g->dnn, g->s));
+    CUBLAS_CHECK(cublasCreate(&g->blas));
+    CUBLAS_CHECK(cublasSetStream(g->blas, g->s));
+    CUBLAS_CHECK(cublasSetMathMode(g->blas, precision == PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+    g->impl = (const GpuLayerImpl **)xcalloc((size_t)net->nlayer, sizeof *g->impl);
+    g->lp = (void **)xcalloc((size_t)net->nlayer, sizeof *g->lp);
+    g->x = (float **)xcalloc((size_t)net->nnode, sizeof *g->x);
+    g->dx = (float **)xcalloc((size_t)net->nnode, sizeof *g->dx);
+    g->dropout_seed = 0x6a09e667f3bcc909ULL;
+
+    size_t P = net->params_total ? net->params_total : 1, S = net->state_total ? net->state_total : 1;
+    if (dev_alloc(g, (void **)&g->params, P * sizeof(float), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->grads, P * sizeof(float), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->velocity, P * sizeof(float), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->state, S * sizeof(float), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->labels, (size_t)net->batch * sizeof(int32_t), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->red, 4 * sizeof(double), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->flag, sizeof(int), err, errlen, oom)) {
+        gpunet_free(g);
+        return NULL;
+    }
+    CUDA_CHECK(cudaMemsetAsync(g->velocity, 0, P * sizeof(float), g->s));
+    CUDA_CHECK(cudaMemsetAsync(g->grads, 0, P * sizeof(float), g->s));
+
+    /* plan: every layer's descriptors, algorithms, scratch and workspace */
+    size_t *scratch = (size_t *)xcalloc((size_t)net->nlayer, sizeof *scratch), ws = 0;
+    for (int i = 0; i < net->nlayer; i++) {
+        Layer *l = &net->layer[i];
+        g->impl[i] = impl_of(l->ops->type);
+        if (!g->impl[i]) die("the GPU backend has no '%s' layer", l->ops->type);
+        size_t w = 0;
+        g->impl[i]->plan(g, l, i, &scratch[i], &w);
+        if (w > ws) ws = w;
+    }
+    /* one arena: node data, node grads (contiguous, zeroed per step), layer scratch, workspace */
+    size_t off = 0;
+    size_t *xoff = (size_t *)xcalloc((size_t)net->nnode, sizeof *xoff), *goff = (size_t *)xcalloc((size_t)net->nnode, sizeof *goff);
+    for (int i = 0; i < net->nnode; i++) {
+        xoff[i] = off;
+        off += align256(shape_count(net->node[i].shape) * sizeof(float));
+    }
+    g->grad_off = off;
+    for (int i = 0; i < net->nnode; i++) {
+        if (i == net->input) continue;
+        goff[i] = off;
+        off += align256(shape_count(net->node[i].shape) * sizeof(float));
+    }
+    g->grad_bytes = off - g->grad_off;
+    size_t *soff = (size_t *)xcalloc((size_t)net->nlayer, sizeof *soff);
+    for (int i = 0; i < net->nlayer; i++) {
+        soff[i] = off;
+        off += align256(scratch[i]);
+    }
+    size_t wsoff = off;
+    off += align256(ws);
+    g->acts_bytes = off;
+    g->ws_bytes = ws;
+    if (dev_alloc(g, (void **)&g->acts, off, err, errlen, oom)) {
+        free(scratch), free(xoff), free(goff), free(soff);
+        gpunet_free(g);
+        return NULL;
+    }
+    for (int i = 0; i < net->nnode; i++) {
+        g->x[i] = (float *)(g->acts + xoff[i]);
+        g->dx[i] = i == net->input ? NULL : (float *)(g->acts + goff[i]);
+    }
+    g->ws = ws ? g->acts + wsoff : NULL;
+    for (int i = 0; i < net->nlayer; i++)
+        if (g->impl[i]->bind) g->impl[i]->bind(g, &net->layer[i], i, scratch[i] ? g->acts + soff[i] : NULL);
+    CUDA_CHECK(cudaMemsetAsync(g->acts, 0, g->acts_bytes, g->s));
+    free(scratch), free(xoff), free(goff), free(soff);
+    gpunet_upload_params(g);
+    gpunet_sync(g);
+    return g;
+}
+
+void gpunet_free(GpuNet *g) {
+    if (!g) return;
+    if (g->impl)
+        for (int i = 0; i < g->net->nlayer; i++)
+            if (g->impl[i] && g->impl[i]->destroy) g->impl[i]->destroy(g, &g->net->layer[i], i);
+    cudaFree(g->acts);
+    cudaFree(g->params);
+    cudaFree(g->grads);
+    cudaFree(g->velocity);
+    cudaFree(g->state);
+    cudaFree(g->labels);
+    cudaFree(g->red);
+    cudaFree(g->flag);
+    if (g->blas) cublasDestroy(g->blas);
+    if (g->dnn) cudnnDestroy(g->dnn);
+    if (g->s) cudaStreamDestroy(g->s);
+    free(g->impl);
+    free(g->lp);
+    free(g->x);
+    free(g->dx);
+    free(g);
+}
+
+size_t gpunet_bytes(const GpuNet *g) { return g->bytes; }
+
+void gpunet_sync(GpuNet *g) { CUDA_CHECK(cudaStreamSynchronize(g->s)); }
+
+void gpunet_upload_params(GpuNet *g) {
+    const Net *n = g->net;
+    CUDA_CHECK(cudaMemcpyAsync(g->params, n->params, n->params_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
+    CUDA_CHECK(cudaMemcpyAsync(g->state, n->state, n->state_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
+    gpunet_sync(g);
+}
+
+void gpunet_download_params(GpuNet *g) {
+    Net *n = g->net;
+    CUDA_CHECK(cudaMemcpyAsync(n->params, g->params, n->params_total * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+    CUDA_CHECK(cudaMemcpyAsync(n->state, g->state, n->state_total * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+}
+
+void gpunet_upload_velocity(GpuNet *g, const float *v) {
+    CUDA_CHECK(cudaMemcpyAsync(g->velocity, v, g->net->params_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
+    gpunet_sync(g);
+}
+
+void gpunet_download_velocity(GpuNet *g, float *v) {
+    CUDA_CHECK(cudaMemcpyAsync(v, g->velocity, g->net->params_total * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+}
+
+void gpunet_download_grads(GpuNet *g) {
+    Net *n = g->net;
+    CUDA_CHECK(cudaMemcpyAsync(n->grads, g->grads, n->params_total * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+}
+
+void gpunet_upload_grads(GpuNet *g) {
+    const Net *n = g->net;
+    CUDA_CHECK(cudaMemcpyAsync(g->grads, n->grads, n->params_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
+    gpunet_sync(g);
+}
+
+void gpunet_download_node(GpuNet *g, int id, float *dst, int grad) {
+    const float *src = grad ? g->dx[id] : g->x[id];
+    if (!src) die("gpunet_download_node: node %d has no %s", id, grad ? "gradient" : "data");
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, shape_count(g->net->node[id].shape) * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+}
+
+void gpunet_upload_node(GpuNet *g, int id, const float *src) {
+    CUDA_CHECK(cudaMemcpyAsync(g->x[id], src, shape_count(g->net->node[id].shape) * sizeof(float), cudaMemcpyHostToDevice, g->s));
+    gpunet_sync(g);
+}
+
+void gpunet_set_input(GpuNet *g, const float *nchw) {
+    /* synchronous: the caller refills its host buffer right after */
+    gpunet_upload_node(g, g->net->input, nchw);
+}
+
+void gpunet_set_labels(GpuNet *g, const int32_t *labels) {
+    Net *n = g->net;
+    int classes = n->logits >= 0 ? (int)shape_sample(n->node[n->logits].shape) : 0;
+    for (int i = 0; i < n->batch; i++)
+        if (labels[i] < 0 || (classes && labels[i] >= classes))
+            die("softmax_xent: label %d of batch index %d is outside [0, %d)", (int)labels[i], i, classes);
+    CUDA_CHECK(cudaMemcpyAsync(g->labels, labels, (size_t)n->batch * sizeof(int32_t), cudaMemcpyHostToDevice, g->s));
+    gpunet_sync(g);
+    n->labels = labels;
+}
+
+void gpunet_forward(GpuNet *g) {
+    Net *n = g->net;
+    g->dropout_calls++;
+    for (int i = 0; i < n->nlayer; i++) g->impl[i]->forward(g, &n->layer[i], i);
+    KERNEL_CHECK();
+}
+
+double gpunet_loss(GpuNet *g) {
+    Net *n = g->net;
+    if (n->nlayer == 0 || strcmp(n->layer[n->nlayer - 1].ops->type, "softmax_xent") != 0) return 0;
+    int out = n->layer[n->nlayer - 1].out, bs = n->node[out].shape.n;
+    float *h = (float *)xmalloc((size_t)bs * sizeof(float));
+    gpunet_download_node(g, out, h, 0);
+    double s = 0;
+    for (int i = 0; i < bs; i++) s += h[i];
+    free(h);
+    n->loss = s / bs;
+    return n->loss;
+}
+
+void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_t), void *ctx) {
+    Net *n = g->net;
+    g->loss_scale = loss_scale;
+    CUDA_CHECK(cudaMemsetAsync(g->grads, 0, n->params_total * sizeof(float), g->s));
+    CUDA_CHECK(cudaMemsetAsync(g->acts + g->grad_off, 0, g->grad_bytes, g->s));
+    for (int i = n->nlayer - 1; i >= 0; i--) {
+        Layer *l = &n->layer[i];
+        g->impl[i]->backward(g, l, i);
+        if (l->nparam > 0 && on_ready) {
+            gpunet_sync(g);
+            on_ready(ctx, n->param[l->param0].off);
+        }
+    }
+    KERNEL_CHECK();
+}
+
+/* ---- reductions and the optimizer ---- */
+__global__ void k_scale(float *g, size_t n, float s) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) g[i] *= s;
+}
+
+__global__ void k_nonfinite(const float *g, size_t n, int *flag) {
+    int bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        bad |= !isfinite(g[i]);
+    if (bad) *flag = 1;
+}
+
+/* out[0] += sum a^2, out[1] += sum b^2 (b may be NULL) */
+__global__ void k_sumsq2(const float *a, const float *b, size_t n, double *out) {
+    __shared__ double sa[256], sb[256];
+    double x = 0, y = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        x += (double)a[i] * a[i];
+        if (b) y += (double)b[i] * b[i];
+    }
+    sa[threadIdx.x] = x;
+    sb[threadIdx.x] = y;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) {
+            sa[threadIdx.x] += sa[threadIdx.x + s];
+            sb[threadIdx.x] += sb[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        atomicAdd(&out[0], sa[0]);
+        if (b) atomicAdd(&out[1], sb[0]);
+    }
+}
+
+static unsigned red_blocks(size_t n) {
+    size_t b = (n + 255) / 256;
+    return (unsigned)(b > 1024 ? 1024 : (b ? b : 1));
+}
+
+void gpunet_scale_grads(GpuNet *g, float s) {
+    size_t n = g->net->params_total;
+    if (n == 0 || s == 1.0f) return;
+    k_scale<<<gpu_blocks(n), 256, 0, g->s>>>(g->grads, n, s);
+    KERNEL_CHECK();
+}
+
+int gpunet_grads_finite(GpuNet *g) {
+    size_t n = g->net->params_total;
+    int flag = 0;
+    CUDA_CHECK(cudaMemsetAsync(g->flag, 0, sizeof(int), g->s));
+    if (n) k_nonfinite<<<red_blocks(n), 256, 0, g->s>>>(g->grads, n, g->flag);
+    KERNEL_CHECK();
+    CUDA_CHECK(cudaMemcpyAsync(&flag, g->flag, sizeof(int), cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+    return !flag;
+}
+
+double gpunet_l2(GpuNet *g) {
+    size_t n = g->net->params_total;
+    double h = 0;
+    CUDA_CHECK(cudaMemsetAsync(g->red, 0, sizeof(double), g->s));
+    if (n) k_sumsq2<<<red_blocks(n), 256, 0, g->s>>>(g->params, NULL, n, g->red);
+    KERNEL_CHECK();
+    CUDA_CHECK(cudaMemcpyAsync(&h, g->red, sizeof(double), cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+    return 0.5 * h;
+}
+
+/* g += wd w; v = m v + s g; w -= lr (nesterov ? s g + m v : v), with s read from *scale (LARC)
+ * or 1. */
+__global__ void k_sgd(float *w, float *gr, float *v, size_t n, float lr, float m, int nest, float wd, const float *scale) {
+    const float s = scale ? *scale : 1.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float gi = gr[i] + wd * w[i];
+        gr[i] = gi;
+        gi *= s;
+        float vi = m * v[i] + gi;
+        v[i] = vi;
+        w[i] -= nest ? lr * (gi + m * vi) : lr * vi;
+    }
+}
+
+/* LARC's factor from the sums of squares of w and of (g + wd w), as optim.c. */
+__global__ void k_larc(const double *ss, float *scale, double eta, double lr, int scale_mode) {
+    double wn = sqrt(ss[0]), gn = sqrt(ss[1]);
+    double local = (wn != 0 && gn != 0) ? eta * wn / gn : 1.0;
+    if (!scale_mode) local = fmin(local / lr, 1.0);
+    *scale = (float)local;
+}
+
+/* in place: g += wd w (so the LARC norm sees the decayed gradient) */
+__global__ void k_axpy(float *g, const float *w, size_t n, float a) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) g[i] += a * w[i];
+}
+
+void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta, int larc_scale) {
+    Net *n = g->net;
+    if (n->params_total == 0) return;
+    if (larc_eta <= 0) {
+        size_t P = n->params_total;
+        k_sgd<<<gpu_blocks(P), 256, 0, g->s>>>(g->params, g->grads, g->velocity, P, (float)lr, (float)momentum, nesterov,
+                                              (float)weight_decay, NULL);
+        KERNEL_CHECK();
+        return;
+    }
+    /* LARC: a factor per parameter tensor; red[0..1] sums, red[2] (as float) the factor */
+    float *factor = (float *)(g->red + 2);
+    for (int p = 0; p < n->nparam; p++) {
+        const Param *pp = &n->param[p];
+        float *w = g->params + pp->off, *gr = g->grads + pp->off, *v = g->velocity + pp->off;
+        size_t c = pp->count;
+        if (weight_decay != 0) k_axpy<<<gpu_blocks(c), 256, 0, g->s>>>(gr, w, c, (float)weight_decay);
+        CUDA_CHECK(cudaMemsetAsync(g->red, 0, 2 * sizeof(double), g->s));
+        k_sumsq2<<<red_blocks(c), 256, 0, g->s>>>(w, gr, c, g->red);
+        k_larc<<<1, 1, 0, g->s>>>(g->red, factor, larc_eta, lr, larc_scale);
+        k_sgd<<<gpu_blocks(c), 256, 0, g->s>>>(w, gr, v, c, (float)lr, (float)momentum, nesterov, 0.0f, factor);
+    }
+    KERNEL_CHECK();
+}

@@ -1,0 +1,67 @@
+/* gpunet_internal.h: what the GPU halves of the layers share with the core (gpunet.cu). */
+#ifndef NVCNN_GPUNET_INTERNAL_H
+#define NVCNN_GPUNET_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include "common.h"
+
+extern "C" {
+#include "config.h"
+#include "gpunet.h"
+#include "layers/layers.h"
+#include "layers/priv.h"
+#include "net.h"
+#include "util.h"
+}
+
+/* The GPU half of one layer type. plan() runs once, before the activation arena exists: it
+ * creates descriptors, chooses algorithms, and reports the device scratch bytes the layer needs
+ * for itself (kept across forward and backward) and the shared cuDNN workspace it needs.
+ * bind() hands it its scratch (256-byte aligned). */
+typedef struct GpuLayerImpl {
+    const char *type;
+    void (*plan)(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace);
+    void (*bind)(GpuNet *g, Layer *l, int li, char *scratch);
+    void (*forward)(GpuNet *g, Layer *l, int li);
+    void (*backward)(GpuNet *g, Layer *l, int li);
+    void (*destroy)(GpuNet *g, Layer *l, int li);
+} GpuLayerImpl;
+
+struct GpuNet {
+    Net *net;
+    int device, prec;
+    cudaStream_t s;
+    cudnnHandle_t dnn;
+    cublasHandle_t blas;
+    float *params, *grads, *state, *velocity; /* arenas, host layout */
+    float **x, **dx;                          /* [nnode] node data and grad (dx[input] NULL) */
+    char *acts;                               /* activation arena: data, grads, scratch, workspace */
+    size_t acts_bytes, grad_off, grad_bytes;  /* the grads region, zeroed before backward */
+    void *ws;                                 /* shared cuDNN workspace */
+    size_t ws_bytes;
+    int32_t *labels;                          /* [batch] on the device */
+    double *red;                              /* [4] reduction results */
+    int *flag;                                /* [1] non-finite flag */
+    float loss_scale;                         /* of the current backward (the loss layer reads it) */
+    uint64_t dropout_seed, dropout_calls;     /* per-forward masks */
+    const GpuLayerImpl **impl;                /* [nlayer] */
+    void **lp;                                /* [nlayer] each layer's GPU state (host struct) */
+    size_t bytes;                             /* device bytes held */
+};
+
+/* Tensor descriptor of an NCHW fp32 shape. */
+cudnnTensorDescriptor_t gpu_tensor_desc(Shape s);
+/* cuDNN math type of the precision (fp32: no tensor cores; tf32: tensor-op math allowed). */
+cudnnMathType_t gpu_math(const GpuNet *g);
+/* Blocks for a grid-stride loop over n elements. */
+static inline unsigned gpu_blocks(size_t n) {
+    size_t b = (n + 255) / 256;
+    return (unsigned)(b > 65535 * 8 ? 65535 * 8 : (b ? b : 1));
+}
+
+extern const GpuLayerImpl gpu_conv_impl, gpu_bn_impl, gpu_maxpool_impl, gpu_avgpool_impl, gpu_fc_impl,
+    gpu_dropout_impl, gpu_flatten_impl, gpu_avg_impl, gpu_concat_impl, gpu_add_impl, gpu_xent_impl, gpu_act_impl;
+
+#endif

@@ -1,0 +1,124 @@
+/* pool.cu: the GPU half of max and average pooling (src/layers/pool.c) as kernels of its own:
+ * TensorFlow's uneven SAME padding, max over in-bounds elements routed back to the first maximum,
+ * average over the in-bounds count. */
+#include <float.h>
+
+#include "gpunet_internal.h"
+
+typedef struct PoolGpu {
+    int32_t *argmax; /* max: [n][c][oh][ow], index into the input plane */
+} PoolGpu;
+
+struct PoolDims {
+    int h, w, oh, ow, kh, kw, sh, sw, pt, pl;
+};
+
+static PoolDims dims(const Pool *p) {
+    PoolDims d = {p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->pt, p->pl};
+    return d;
+}
+
+__device__ static void window(const PoolDims &d, int oy, int ox, int *y0, int *y1, int *x0, int *x1) {
+    int ys = oy * d.sh - d.pt, xs = ox * d.sw - d.pl;
+    *y0 = ys < 0 ? 0 : ys;
+    *x0 = xs < 0 ? 0 : xs;
+    *y1 = ys + d.kh > d.h ? d.h : ys + d.kh;
+    *x1 = xs + d.kw > d.w ? d.w : xs + d.kw;
+}
+
+__global__ void k_pool_forward(const float *x, float *y, int32_t *am, size_t total, PoolDims d, int is_max) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int ox = (int)(i % d.ow), oy = (int)(i / d.ow % d.oh);
+        size_t plane = i / ((size_t)d.ow * d.oh);
+        const float *xp = x + plane * d.h * d.w;
+        int y0, y1, x0, x1;
+        window(d, oy, ox, &y0, &y1, &x0, &x1);
+        if (is_max) {
+            float best = -FLT_MAX;
+            int bi = y0 * d.w + x0;
+            for (int yy = y0; yy < y1; yy++)
+                for (int xx = x0; xx < x1; xx++) {
+                    float v = xp[yy * d.w + xx];
+                    if (v > best) {
+                        best = v;
+                        bi = yy * d.w + xx;
+                    }
+                }
+            y[i] = xp[bi];
+            am[i] = bi;
+        } else {
+            float s = 0;
+            for (int yy = y0; yy < y1; yy++)
+                for (int xx = x0; xx < x1; xx++) s += xp[yy * d.w + xx];
+            y[i] = s / (float)((y1 - y0) * (x1 - x0));
+        }
+    }
+}
+
+/* gather form: each input element sums the outputs whose window holds it (no atomics) */
+__global__ void k_pool_backward(const float *dy, const int32_t *am, float *dx, size_t total, PoolDims d, int is_max) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int xx = (int)(i % d.w), yy = (int)(i / d.w % d.h);
+        size_t plane = i / ((size_t)d.w * d.h);
+        const float *g = dy + plane * d.oh * d.ow;
+        const int32_t *a = is_max ? am + plane * d.oh * d.ow : NULL;
+        /* outputs oy with oy*sh - pt <= yy < oy*sh - pt + kh */
+        int oy_lo = (yy + d.pt - d.kh + d.sh) / d.sh, oy_hi = (yy + d.pt) / d.sh;
+        int ox_lo = (xx + d.pl - d.kw + d.sw) / d.sw, ox_hi = (xx + d.pl) / d.sw;
+        if (yy + d.pt - d.kh + 1 < 0) oy_lo = 0;
+        if (xx + d.pl - d.kw + 1 < 0) ox_lo = 0;
+        if (oy_hi > d.oh - 1) oy_hi = d.oh - 1;
+        if (ox_hi > d.ow - 1) ox_hi = d.ow - 1;
+        float s = 0;
+        const int self = yy * d.w + xx;
+        for (int oy = oy_lo; oy <= oy_hi; oy++)
+            for (int ox = ox_lo; ox <= ox_hi; ox++) {
+                int k = oy * d.ow + ox;
+                if (is_max) {
+                    if (a[k] == self) s += g[k];
+                } else {
+                    int y0, y1, x0, x1;
+                    window(d, oy, ox, &y0, &y1, &x0, &x1);
+                    s += g[k] / (float)((y1 - y0) * (x1 - x0));
+                }
+            }
+        dx[i] += s;
+    }
+}
+
+static void pool_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
+    const Pool *p = (const Pool *)l->priv;
+    g->lp[li] = xcalloc(1, sizeof(PoolGpu));
+    *scratch = p->kind == POOL_MAX ? shape_count(g->net->node[l->out].shape) * sizeof(int32_t) : 0;
+    *workspace = 0;
+}
+
+static void pool_bind(GpuNet *g, Layer *l, int li, char *scratch) {
+    (void)l;
+    ((PoolGpu *)g->lp[li])->argmax = (int32_t *)scratch;
+}
+
+static void pool_forward(GpuNet *g, Layer *l, int li) {
+    const Pool *p = (const Pool *)l->priv;
+    size_t total = shape_count(g->net->node[l->out].shape);
+    k_pool_forward<<<gpu_blocks(total), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], ((PoolGpu *)g->lp[li])->argmax, total, dims(p),
+                                                      p->kind == POOL_MAX);
+}
+
+static void pool_backward(GpuNet *g, Layer *l, int li) {
+    const Pool *p = (const Pool *)l->priv;
+    float *dx = g->dx[l->in[0]];
+    if (!dx) return;
+    size_t total = shape_count(g->net->node[l->in[0]].shape);
+    k_pool_backward<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], ((PoolGpu *)g->lp[li])->argmax, dx, total, dims(p),
+                                                       p->kind == POOL_MAX);
+}
+
+static void pool_destroy(GpuNet *g, Layer *l, int li) {
+    (void)l;
+    free(g->lp[li]);
+    g->lp[li] = NULL;
+}
+
+const GpuLayerImpl gpu_maxpool_impl = {"maxpool", pool_plan, pool_bind, pool_forward, pool_backward, pool_destroy};
+const GpuLayerImpl gpu_avgpool_impl = {"avgpool", pool_plan, pool_bind, pool_forward, pool_backward, pool_destroy};

@@ -1,0 +1,70 @@
+/* reshape.cu: the GPU half of flatten (NCHW -> [n][h*w*c] in NHWC order) and spatial average
+ * (src/layers/reshape.c). */
+#include "gpunet_internal.h"
+
+/* y[s][p*c + ch] = x[s][ch][p] (forward); dx[s][ch][p] += dy[s][p*c + ch] (backward) */
+__global__ void k_flatten(const float *x, float *y, size_t total, int c, size_t hw, int backward) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t chw = (size_t)c * hw, s = i / chw, r = i % chw, ch = r / hw, p = r % hw;
+        size_t j = s * chw + p * c + ch; /* NHWC position of NCHW element i */
+        if (backward)
+            y[i] += x[j];
+        else
+            y[j] = x[i];
+    }
+}
+
+/* one thread per (sample, channel) plane */
+__global__ void k_spatial_avg(const float *x, float *y, size_t planes, size_t hw) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < planes; i += (size_t)gridDim.x * blockDim.x) {
+        double s = 0;
+        for (size_t k = 0; k < hw; k++) s += x[i * hw + k];
+        y[i] = (float)(s / (double)hw);
+    }
+}
+
+__global__ void k_spatial_avg_backward(const float *dy, float *dx, size_t total, size_t hw) {
+    const float inv = 1.0f / (float)hw;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) dx[i] += dy[i / hw] * inv;
+}
+
+static void none_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
+    (void)g, (void)l, (void)li;
+    *scratch = 0;
+    *workspace = 0;
+}
+
+static void flatten_forward(GpuNet *g, Layer *l, int li) {
+    (void)li;
+    Shape s = g->net->node[l->in[0]].shape;
+    size_t total = shape_count(s);
+    k_flatten<<<gpu_blocks(total), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], total, s.c, (size_t)s.h * s.w, 0);
+}
+
+static void flatten_backward(GpuNet *g, Layer *l, int li) {
+    (void)li;
+    float *dx = g->dx[l->in[0]];
+    if (!dx) return;
+    Shape s = g->net->node[l->in[0]].shape;
+    size_t total = shape_count(s);
+    k_flatten<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], dx, total, s.c, (size_t)s.h * s.w, 1);
+}
+
+static void avg_forward(GpuNet *g, Layer *l, int li) {
+    (void)li;
+    Shape s = g->net->node[l->in[0]].shape;
+    size_t planes = (size_t)s.n * s.c;
+    k_spatial_avg<<<gpu_blocks(planes), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], planes, (size_t)s.h * s.w);
+}
+
+static void avg_backward(GpuNet *g, Layer *l, int li) {
+    (void)li;
+    float *dx = g->dx[l->in[0]];
+    if (!dx) return;
+    Shape s = g->net->node[l->in[0]].shape;
+    size_t total = shape_count(s);
+    k_spatial_avg_backward<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], dx, total, (size_t)s.h * s.w);
+}
+
+const GpuLayerImpl gpu_flatten_impl = {"flatten", none_plan, NULL, flatten_forward, flatten_backward, NULL};
+const GpuLayerImpl gpu_avg_impl = {"avg", none_plan, NULL, avg_forward, avg_backward, NULL};

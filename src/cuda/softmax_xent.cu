@@ -1,0 +1,78 @@
+/* softmax_xent.cu: the GPU half of the softmax cross-entropy loss (src/layers/softmax_xent.c):
+ * one block per sample computes the log-sum-exp in double, the probabilities and the sample's
+ * loss; backward adds (p - onehot) / n times the loss scale to the logits' gradient. */
+#include "gpunet_internal.h"
+
+typedef struct XentGpu {
+    float *prob; /* [n][classes] */
+} XentGpu;
+
+__global__ void k_xent_forward(const float *z, const int32_t *labels, float *prob, float *loss, int c) {
+    const int i = blockIdx.x;
+    const float *row = z + (size_t)i * c;
+    __shared__ double red[256];
+    double m = -1e300;
+    for (int j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)row[j]);
+    red[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) red[threadIdx.x] = fmax(red[threadIdx.x], red[threadIdx.x + s]);
+        __syncthreads();
+    }
+    m = red[0];
+    __syncthreads();
+    double sum = 0;
+    for (int j = threadIdx.x; j < c; j += blockDim.x) sum += exp((double)row[j] - m);
+    red[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    const double lse = m + log(red[0]);
+    for (int j = threadIdx.x; j < c; j += blockDim.x) prob[(size_t)i * c + j] = (float)exp((double)row[j] - lse);
+    if (threadIdx.x == 0) loss[i] = (float)(lse - (double)row[labels[i]]);
+}
+
+__global__ void k_xent_backward(const float *prob, const int32_t *labels, float *dz, int n, int c, float scale) {
+    const float inv = scale / (float)n;
+    size_t total = (size_t)n * c;
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
+        int i = (int)(k / c), j = (int)(k % c);
+        dz[k] += (prob[k] - (j == labels[i] ? 1.0f : 0.0f)) * inv;
+    }
+}
+
+static void xent_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
+    g->lp[li] = xcalloc(1, sizeof(XentGpu));
+    *scratch = shape_count(g->net->node[l->in[0]].shape) * sizeof(float);
+    *workspace = 0;
+}
+
+static void xent_bind(GpuNet *g, Layer *l, int li, char *scratch) {
+    (void)l;
+    ((XentGpu *)g->lp[li])->prob = (float *)scratch;
+}
+
+static void xent_forward(GpuNet *g, Layer *l, int li) {
+    const Xent *x = (const Xent *)l->priv;
+    int n = g->net->node[l->in[0]].shape.n;
+    k_xent_forward<<<n, 256, 0, g->s>>>(g->x[l->in[0]], g->labels, ((XentGpu *)g->lp[li])->prob, g->x[l->out], x->classes);
+}
+
+static void xent_backward(GpuNet *g, Layer *l, int li) {
+    const Xent *x = (const Xent *)l->priv;
+    float *dz = g->dx[l->in[0]];
+    if (!dz) return;
+    int n = g->net->node[l->in[0]].shape.n;
+    k_xent_backward<<<gpu_blocks((size_t)n * x->classes), 256, 0, g->s>>>(((XentGpu *)g->lp[li])->prob, g->labels, dz, n, x->classes,
+                                                                         g->loss_scale);
+}
+
+static void xent_destroy(GpuNet *g, Layer *l, int li) {
+    (void)l;
+    free(g->lp[li]);
+    g->lp[li] = NULL;
+}
+
+const GpuLayerImpl gpu_xent_impl = {"softmax_xent", xent_plan, xent_bind, xent_forward, xent_backward, xent_destroy};

@@ -1,0 +1,76 @@
+/* gpunet.h: the GPU backend of a finalized Net (src/cuda/, on cuDNN and cuBLAS).
+ *
+ * A GpuNet mirrors a Net on one device: the params, grads and state arenas (fp32, same layout
+ * and offsets as the host arenas, so the gradient allreduce sees one contiguous buffer), one
+ * planned arena for every activation and activation gradient, one cuDNN workspace sized for
+ * the algorithms chosen (by measurement) when the net is planned, and each layer's GPU state.
+ * Nothing is allocated on the device after gpunet_new(): a training step does no cudaMalloc.
+ *
+ * Conventions are the CPU reference's (net.h): NCHW activations, backward accumulates into the
+ * inputs' and parameters' gradients after the step zeroes them. Precision: PREC_FP32 is true
+ * fp32 (no TF32 anywhere), PREC_TF32 lets cuDNN and cuBLAS use TF32 tensor cores. fp16 and bf16
+ * are not implemented yet: gpunet_new() refuses them with a message.
+ *
+ * Everything runs on one stream; calls return once the work is queued, except those that hand a
+ * value to the host (gpunet_loss, gpunet_download_*, gpunet_grads_finite), which synchronise.
+ */
+#ifndef NVCNN_GPUNET_H
+#define NVCNN_GPUNET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+
+typedef struct GpuNet GpuNet;
+
+/* Builds the GPU mirror of `net` on `device` and uploads its parameters and state. Returns NULL
+ * with a message in err when it cannot (precision not supported, out of device memory: the
+ * message names the bytes requested; *oom is set to 1 in that case). */
+GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen, int *oom);
+void gpunet_free(GpuNet *g);
+
+/* Device bytes this GpuNet holds, and the device's peak use so far (cudaMemGetInfo-based). */
+size_t gpunet_bytes(const GpuNet *g);
+
+/* Host -> device: parameters and state (after a checkpoint load or a broadcast). */
+void gpunet_upload_params(GpuNet *g);
+/* Device -> host: parameters and state into net->params / net->state. */
+void gpunet_download_params(GpuNet *g);
+/* The optimizer's velocity (params_total floats, the params arena's layout) to or from the host. */
+void gpunet_upload_velocity(GpuNet *g, const float *v);
+void gpunet_download_velocity(GpuNet *g, float *v);
+/* Device -> host: gradients into net->grads; host -> device from net->grads. */
+void gpunet_download_grads(GpuNet *g);
+void gpunet_upload_grads(GpuNet *g);
+/* Device -> host: node `id`'s data (or grad) into dst (shape_count floats). */
+void gpunet_download_node(GpuNet *g, int id, float *dst, int grad);
+/* Host -> device: node `id`'s data (tests feed intermediate nodes this way). */
+void gpunet_upload_node(GpuNet *g, int id, const float *src);
+
+/* The batch: NCHW floats for the input node, and labels (checked on the host: a label outside
+ * [0, classes) dies with its batch index, as the CPU loss does). */
+void gpunet_set_input(GpuNet *g, const float *nchw);
+void gpunet_set_labels(GpuNet *g, const int32_t *labels);
+
+/* Forward of every layer (net->training selects batch statistics and dropout). */
+void gpunet_forward(GpuNet *g);
+/* Mean cross-entropy of the last forward (synchronises). */
+double gpunet_loss(GpuNet *g);
+/* Zeroes the gradients, then backward of every layer with the loss gradient times loss_scale.
+ * If `on_ready` is given it is called after each layer that owns parameters with the arena
+ * offset from which every gradient is final (as net->on_grad_ready), after synchronising. */
+void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_t), void *ctx);
+/* Multiplies every gradient by s (unscaling). 1 if every gradient is finite (synchronises). */
+void gpunet_scale_grads(GpuNet *g, float s);
+int gpunet_grads_finite(GpuNet *g);
+/* 0.5 * sum of squares of every parameter (synchronises). */
+double gpunet_l2(GpuNet *g);
+/* The optimizer step of optim.h on the device: weight decay, LARC (eta 0: off; scale_mode 0:
+ * clip), then momentum (Nesterov as TensorFlow when nesterov). */
+void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta,
+                int larc_scale);
+/* Waits for everything queued. */
+void gpunet_sync(GpuNet *g);
+
+#endif

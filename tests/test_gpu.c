@@ -1,0 +1,261 @@
+/* test_gpu.c: the GPU backend against the CPU reference: every layer type's forward and backward
+ * on random inputs, and whole training steps of small models. Where no GPU exists every test
+ * prints "skipped: no GPU" and counts as skipped. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "gpu.h"
+#include "gpunet.h"
+#include "harness.h"
+#include "layers/layers.h"
+#include "models.h"
+#include "optim.h"
+#include "testutil.h"
+#include "train.h"
+
+static int have_gpu(void) {
+    static int n = -1;
+    if (n < 0) n = gpu_count(NULL, 0);
+    if (n == 0) th_skip("no GPU");
+    return n > 0;
+}
+
+/* max |a - b| / max(max |b|, 1e-6) */
+static double rel_err(const float *a, const float *b, size_t n) {
+    double d = 0, m = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - (double)b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+static double worst_seen;
+
+/* Builds input -> linear -> LAYER -> [flatten] -> fc(7) -> softmax_xent with `make`, runs one
+ * forward and backward on the CPU and on the GPU from the same parameters and batch, and
+ * compares the layer's output, its input gradient, every parameter gradient, the loss and the
+ * state. */
+typedef int (*MakeLayer)(Net *net, int in);
+
+static void parity(const char *what, int n, int c, int h, int w, MakeLayer make, int precision, double tol) {
+    Net *net = net_new(n, c, h, w);
+    int x = act_create(net, net->input, ACT_LINEAR, 0);
+    int y = make(net, x);
+    int z = y;
+    Shape sy = net_node(net, y)->shape;
+    if (sy.h != 1 || sy.w != 1) z = flatten_create(net, z);
+    z = fc_create(net, z, 7, 1);
+    softmax_xent_create(net, z);
+    net_finalize(net, 11);
+    Rng r;
+    rng_seed(&r, 5);
+    tu_fill_uniform(net->node[net->input].data, shape_count(net->node[net->input].shape), -1, 1, &r);
+    int32_t *labels = xmalloc((size_t)n * sizeof *labels);
+    for (int i = 0; i < n; i++) labels[i] = (int32_t)rng_below(&r, 7);
+    char err[512];
+    int oom;
+    GpuNet *g = gpunet_new(net, 0, precision, err, sizeof err, &oom);
+    CHECK_MSG(g != NULL, "%s: %s", what, err);
+    if (!g) return;
+    /* CPU */
+    net->labels = labels;
+    net->training = 1;
+    net_forward(net);
+    net_backward(net);
+    double cpu_loss = net->loss;
+    size_t ny = shape_count(sy), nx = shape_count(net_node(net, x)->shape);
+    float *cy = xmalloc(ny * 4), *cdx = xmalloc(nx * 4), *cg = xmalloc((net->params_total + 1) * 4),
+          *cs = xmalloc((net->state_total + 1) * 4);
+    memcpy(cy, net_node(net, y)->data, ny * 4);
+    memcpy(cdx, net_node(net, x)->grad, nx * 4);
+    memcpy(cg, net->grads, net->params_total * 4);
+    memcpy(cs, net->state, net->state_total * 4);
+    /* GPU */
+    gpunet_set_input(g, net->node[net->input].data);
+    gpunet_set_labels(g, labels);
+    gpunet_forward(g);
+    double gpu_loss = gpunet_loss(g);
+    gpunet_backward(g, 1.0f, NULL, NULL);
+    float *gy = xmalloc(ny * 4), *gdx = xmalloc(nx * 4);
+    gpunet_download_node(g, y, gy, 0);
+    gpunet_download_node(g, x, gdx, 1);
+    gpunet_download_grads(g);
+    gpunet_download_params(g);
+    double e[5] = {rel_err(gy, cy, ny), rel_err(gdx, cdx, nx), rel_err(net->grads, cg, net->params_total),
+                   fabs(gpu_loss - cpu_loss) / fmax(fabs(cpu_loss), 1e-6), rel_err(net->state, cs, net->state_total)};
+    const char *names[5] = {"output", "input gradient", "parameter gradients", "loss", "state"};
+    double worst = 0;
+    for (int k = 0; k < 5; k++) {
+        CHECK_MSG(e[k] <= tol, "%s: %s relative error %.3g > %.3g", what, names[k], e[k], tol);
+        worst = fmax(worst, e[k]);
+    }
+    printf("    %-28s max relative error %.2e\n", what, worst);
+    worst_seen = fmax(worst_seen, worst);
+    gpunet_free(g);
+    net_free(net);
+    free(labels), free(cy), free(cdx), free(cg), free(cs), free(gy), free(gdx);
+}
+
+static int mk_conv_same(Net *n, int x) { return conv_create(n, x, 8, 3, 3, 1, 1, PAD_SAME, 1); }
+static int mk_conv_same_s2_uneven(Net *n, int x) { return conv_create(n, x, 6, 3, 3, 2, 2, PAD_SAME, 0); }
+static int mk_conv_resnet7(Net *n, int x) { return conv_create(n, x, 4, 7, 7, 2, 2, PAD_SAME_RESNET, 0); }
+static int mk_conv_valid11(Net *n, int x) { return conv_create(n, x, 5, 11, 11, 4, 4, PAD_VALID, 1); }
+static int mk_conv_1x7(Net *n, int x) { return conv_create(n, x, 4, 1, 7, 1, 1, PAD_SAME, 1); }
+static int mk_conv_1x1_s2(Net *n, int x) { return conv_create(n, x, 8, 1, 1, 2, 2, PAD_SAME, 0); }
+static int mk_bn(Net *n, int x) { return bn_create(n, x); }
+static int mk_maxpool(Net *n, int x) { return pool_create(n, x, POOL_MAX, 3, 3, 2, 2, PAD_SAME); }
+static int mk_maxpool_valid(Net *n, int x) { return pool_create(n, x, POOL_MAX, 3, 3, 2, 2, PAD_VALID); }
+static int mk_avgpool(Net *n, int x) { return pool_create(n, x, POOL_AVG, 3, 3, 1, 1, PAD_SAME); }
+static int mk_avgpool_s2(Net *n, int x) { return pool_create(n, x, POOL_AVG, 2, 2, 2, 2, PAD_SAME); }
+static int mk_spatial_avg(Net *n, int x) { return spatial_avg_create(n, x); }
+static int mk_fc_relu(Net *n, int x) { return act_create(n, fc_create(n, flatten_create(n, x), 9, 1), ACT_RELU, 0); }
+static int mk_concat(Net *n, int x) {
+    int a = conv_create(n, x, 3, 1, 1, 1, 1, PAD_SAME, 1), b = conv_create(n, x, 2, 3, 3, 1, 1, PAD_SAME, 1);
+    int in[3] = {a, b, x};
+    return concat_create(n, in, 3);
+}
+static int mk_add(Net *n, int x) { return add_create(n, conv_create(n, x, 3, 3, 3, 1, 1, PAD_SAME, 0), x); }
+static int mk_dropout_keep1(Net *n, int x) { return dropout_create(n, x, 1.0f); }
+static Act cur_act;
+static int mk_act(Net *n, int x) { return act_create(n, x, cur_act, 0.2f); }
+
+TEST(gpu_conv_matches_cpu) {
+    if (!have_gpu()) return;
+    parity("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same, PREC_FP32, 1e-4);
+    parity("conv 3x3/2 SAME uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven, PREC_FP32, 1e-4);
+    parity("conv 7x7/2 SAME_RESNET", 2, 3, 16, 16, mk_conv_resnet7, PREC_FP32, 1e-4);
+    parity("conv 11x11/4 VALID + bias", 2, 3, 27, 27, mk_conv_valid11, PREC_FP32, 1e-4);
+    parity("conv 1x7 SAME", 2, 5, 9, 9, mk_conv_1x7, PREC_FP32, 1e-4);
+    parity("conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, PREC_FP32, 1e-4);
+    parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
+}
+
+TEST(gpu_bn_pool_reshape_match_cpu) {
+    if (!have_gpu()) return;
+    parity("bn 4-D", 4, 5, 6, 7, mk_bn, PREC_FP32, 1e-4);
+    parity("maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool, PREC_FP32, 1e-5);
+    parity("maxpool 3x3/2 VALID", 2, 3, 9, 9, mk_maxpool_valid, PREC_FP32, 1e-5);
+    parity("avgpool 3x3/1 SAME", 2, 3, 7, 6, mk_avgpool, PREC_FP32, 1e-5);
+    parity("avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2, PREC_FP32, 1e-5);
+    parity("spatial average", 3, 4, 5, 5, mk_spatial_avg, PREC_FP32, 1e-5);
+    parity("fc + relu", 4, 3, 5, 5, mk_fc_relu, PREC_FP32, 1e-4);
+    parity("concat of 3", 2, 3, 6, 6, mk_concat, PREC_FP32, 1e-4);
+    parity("residual add", 2, 3, 6, 6, mk_add, PREC_FP32, 1e-4);
+    parity("dropout keep 1", 2, 3, 4, 4, mk_dropout_keep1, PREC_FP32, 1e-5);
+}
+
+TEST(gpu_activations_match_cpu) {
+    if (!have_gpu()) return;
+    const Act acts[] = {ACT_RELU, ACT_RELU6, ACT_ELU, ACT_SIGMOID, ACT_TANH, ACT_LRELU};
+    const char *names[] = {"relu", "relu6", "elu", "sigmoid", "tanh", "lrelu"};
+    for (int i = 0; i < 6; i++) {
+        cur_act = acts[i];
+        parity(names[i], 2, 3, 5, 5, mk_act, PREC_FP32, 1e-5);
+    }
+}
+
+TEST(gpu_dropout_mask_law_and_backward) {
+    if (!have_gpu()) return;
+    Net *net = net_new(4, 8, 16, 16);
+    int x = act_create(net, net->input, ACT_LINEAR, 0);
+    int y = dropout_create(net, x, 0.5f);
+    int z = fc_create(net, flatten_create(net, y), 3, 1);
+    softmax_xent_create(net, z);
+    net_finalize(net, 3);
+    size_t n = shape_count(net->node[x].shape);
+    for (size_t i = 0; i < n; i++) net->node[net->input].data[i] = 1.0f + (float)(i % 7);
+    int32_t labels[4] = {0, 1, 2, 0};
+    char err[256];
+    int oom;
+    GpuNet *g = gpunet_new(net, 0, PREC_FP32, err, sizeof err, &oom);
+    CHECK_MSG(g != NULL, "%s", err);
+    if (!g) return;
+    net->training = 1;
+    gpunet_set_input(g, net->node[net->input].data);
+    gpunet_set_labels(g, labels);
+    gpunet_forward(g);
+    gpunet_backward(g, 1.0f, NULL, NULL);
+    float *yo = xmalloc(n * 4), *dy = xmalloc(n * 4), *dx = xmalloc(n * 4);
+    gpunet_download_node(g, y, yo, 0);
+    gpunet_download_node(g, y, dy, 1);
+    gpunet_download_node(g, x, dx, 1);
+    size_t kept = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float in = 1.0f + (float)(i % 7);
+        if (yo[i] == 0.0f) {
+            bad |= dx[i] != 0.0f;
+        } else {
+            kept++;
+            bad |= fabsf(yo[i] - 2 * in) > 1e-6f || fabsf(dx[i] - 2 * dy[i]) > 1e-6f * fmaxf(1, fabsf(dy[i]));
+        }
+    }
+    double frac = (double)kept / n;
+    CHECK_MSG(!bad, "kept elements must be x / keep, dropped ones get no gradient");
+    CHECK_MSG(fabs(frac - 0.5) < 0.03, "kept fraction %.3f", frac);
+    /* a second forward draws a different mask */
+    float *y2 = xmalloc(n * 4);
+    gpunet_forward(g);
+    gpunet_download_node(g, y, y2, 0);
+    CHECK(memcmp(yo, y2, n * 4) != 0);
+    gpunet_free(g);
+    net_free(net);
+    free(yo), free(dy), free(dx), free(y2);
+}
+
+/* N training steps of a model on both backends from the same start, same batch: parameters and
+ * losses agree. */
+static void steps_agree(const char *model, int batch, int steps, double tol) {
+    const ModelInfo *mi = model_find(model);
+    Net *a = model_build_net(mi, batch, 10), *b = model_build_net(mi, batch, 10);
+    net_finalize(a, 1);
+    net_finalize(b, 1);
+    Rng r;
+    rng_seed(&r, 2);
+    size_t ni = shape_count(a->node[a->input].shape);
+    for (size_t i = 0; i < ni; i++) a->node[a->input].data[i] = (float)(rng_uniform(&r) * 2 - 1);
+    memcpy(b->node[b->input].data, a->node[a->input].data, ni * 4);
+    int32_t *labels = xmalloc((size_t)batch * 4);
+    labels_synthetic(labels, batch, 10, &r);
+    Dist d = {0, 1, 0, 1, 0}; /* one rank, no MPI */
+    TrainerConfig tc;
+    memset(&tc, 0, sizeof tc);
+    tc.opt.momentum = 0.9;
+    tc.opt.nesterov = 1;
+    tc.opt.weight_decay = 1e-4;
+    tc.loss_scale = 1;
+    char err[256];
+    int oom;
+    GpuNet *g = gpunet_new(b, 0, PREC_FP32, err, sizeof err, &oom);
+    CHECK_MSG(g != NULL, "%s", err);
+    if (!g) return;
+    Trainer tcpu, tgpu;
+    trainer_init(&tcpu, a, &d, &tc, NULL);
+    trainer_init(&tgpu, b, &d, &tc, g);
+    double worst_loss = 0;
+    for (int s = 0; s < steps; s++) {
+        double la = trainer_step(&tcpu, labels, 0.01), lb = trainer_step(&tgpu, labels, 0.01);
+        worst_loss = fmax(worst_loss, fabs(la - lb) / fmax(fabs(la), 1e-6));
+    }
+    trainer_sync_host(&tgpu);
+    double e = rel_err(b->params, a->params, a->params_total);
+    printf("    %s, %d steps: parameters max relative error %.2e, loss %.2e\n", model, steps, e, worst_loss);
+    CHECK_MSG(e <= tol && worst_loss <= tol, "%s: parameters %.3g, loss %.3g > %.3g", model, e, worst_loss, tol);
+    worst_seen = fmax(worst_seen, fmax(e, worst_loss));
+    trainer_free(&tcpu);
+    trainer_free(&tgpu);
+    gpunet_free(g);
+    net_free(a);
+    net_free(b);
+    free(labels);
+}
+
+TEST(gpu_training_steps_match_cpu) {
+    if (!have_gpu()) return;
+    steps_agree("lenet", 16, 5, 1e-3);
+    steps_agree("resnet18", 2, 3, 1e-2);
+    printf("    GPU parity: largest relative error seen %.2e\n", worst_seen);
+}
