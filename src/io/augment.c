@@ -104,41 +104,43 @@ CropBox central_crop(int W, int H) {
     return c;
 }
 
-/* Bilinear resize with TensorFlow's legacy mapping (src = dst * in / out, no half-pixel offset).
- * Vertical pass first: each output row blends its two source rows into a 16-bit row (weights in
- * 1/256, at most 255 * 256), which vectorises; the horizontal pass then reads that row once per
- * output pixel (weights in 1/2048). Error against exact bilinear: under one level. */
-enum { YONE = 256, XONE = 2048, SHIFT = 19 }; /* YONE * XONE == 1 << SHIFT */
+/* Bilinear resize with TensorFlow's legacy mapping (src = dst * in / out, no half-pixel offset),
+ * in fixed point with weights in 1/2048 both ways, rounded once at the end.
+ * Vertical pass first: each output row blends its two source rows into a 32-bit row (vectorised,
+ * 16 bytes at a time); the horizontal pass then reads that row once per output pixel. */
+enum { ONE = 2048, SHIFT = 22 }; /* ONE * ONE == 1 << SHIFT; 255 * ONE * ONE < 2^31 */
 
 static void vblend(const uint8_t *restrict s0, const uint8_t *restrict s1, uint32_t wy, int n,
-                   uint16_t *restrict v) {
-    const uint16_t w1 = (uint16_t)wy, w0 = (uint16_t)(YONE - wy);
+                   uint32_t *restrict v) {
+    const uint32_t w1 = wy, w0 = ONE - wy;
     int i = 0;
 #ifdef __SSE4_1__
-    const __m128i z = _mm_setzero_si128(), m0 = _mm_set1_epi16((short)w0), m1 = _mm_set1_epi16((short)w1);
+    /* pairs (s0[i], s1[i]) against (w0, w1) with pmaddwd */
+    const __m128i z = _mm_setzero_si128(), w = _mm_set1_epi32((int)(w0 | (w1 << 16)));
     for (; i + 16 <= n; i += 16) {
         __m128i a = _mm_loadu_si128((const __m128i *)(s0 + i)), b = _mm_loadu_si128((const __m128i *)(s1 + i));
-        __m128i lo = _mm_add_epi16(_mm_mullo_epi16(_mm_unpacklo_epi8(a, z), m0), _mm_mullo_epi16(_mm_unpacklo_epi8(b, z), m1));
-        __m128i hi = _mm_add_epi16(_mm_mullo_epi16(_mm_unpackhi_epi8(a, z), m0), _mm_mullo_epi16(_mm_unpackhi_epi8(b, z), m1));
-        _mm_storeu_si128((__m128i *)(v + i), lo);
-        _mm_storeu_si128((__m128i *)(v + i + 8), hi);
+        __m128i alo = _mm_unpacklo_epi8(a, z), ahi = _mm_unpackhi_epi8(a, z);
+        __m128i blo = _mm_unpacklo_epi8(b, z), bhi = _mm_unpackhi_epi8(b, z);
+        _mm_storeu_si128((__m128i *)(v + i), _mm_madd_epi16(_mm_unpacklo_epi16(alo, blo), w));
+        _mm_storeu_si128((__m128i *)(v + i + 4), _mm_madd_epi16(_mm_unpackhi_epi16(alo, blo), w));
+        _mm_storeu_si128((__m128i *)(v + i + 8), _mm_madd_epi16(_mm_unpacklo_epi16(ahi, bhi), w));
+        _mm_storeu_si128((__m128i *)(v + i + 12), _mm_madd_epi16(_mm_unpackhi_epi16(ahi, bhi), w));
     }
 #endif
-    for (; i < n; i++) v[i] = (uint16_t)(s0[i] * w0 + s1[i] * w1);
+    for (; i < n; i++) v[i] = s0[i] * w0 + s1[i] * w1;
 }
 
-static void hblend(const uint16_t *restrict v, const int *restrict xo, const uint32_t *restrict xw, int dw,
+static void hblend(const uint32_t *restrict v, const int *restrict xo, const uint32_t *restrict xw, int dw,
                    uint8_t *restrict d) {
     int x = 0;
 #ifdef __SSE4_1__
     /* one pixel per iteration in 32-bit lanes; the 4-byte store's last byte is overwritten by the
      * next pixel, so the last pixel goes through the scalar loop. v has 8 elements of slack. */
-    const __m128i round = _mm_set1_epi32(1 << (SHIFT - 1)), one = _mm_set1_epi32(XONE);
+    const __m128i round = _mm_set1_epi32(1 << (SHIFT - 1)), one = _mm_set1_epi32(ONE);
     for (; x < dw - 1; x++) {
-        const uint16_t *p = v + xo[x];
+        const uint32_t *p = v + xo[x];
         __m128i w1 = _mm_set1_epi32((int)xw[x]), w0 = _mm_sub_epi32(one, w1);
-        __m128i a = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p));
-        __m128i b = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(p + 3)));
+        __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 3));
         __m128i r = _mm_add_epi32(_mm_add_epi32(_mm_mullo_epi32(a, w0), _mm_mullo_epi32(b, w1)), round);
         r = _mm_srli_epi32(r, SHIFT);
         r = _mm_packus_epi16(_mm_packs_epi32(r, r), r);
@@ -147,8 +149,8 @@ static void hblend(const uint16_t *restrict v, const int *restrict xo, const uin
     }
 #endif
     for (; x < dw; x++) {
-        const uint16_t *p = v + xo[x];
-        const uint32_t w1 = xw[x], w0 = XONE - w1;
+        const uint32_t *p = v + xo[x];
+        const uint32_t w1 = xw[x], w0 = ONE - w1;
         const int q = w1 ? 3 : 0;
         d[3 * x] = (uint8_t)((p[0] * w0 + p[q] * w1 + (1u << (SHIFT - 1))) >> SHIFT);
         d[3 * x + 1] = (uint8_t)((p[1] * w0 + p[q + 1] * w1 + (1u << (SHIFT - 1))) >> SHIFT);
@@ -159,21 +161,21 @@ static void hblend(const uint16_t *restrict v, const int *restrict xo, const uin
 void resize_bilinear_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh) {
     int *xo = xmalloc((size_t)dw * sizeof *xo);
     uint32_t *xw = xmalloc((size_t)dw * sizeof *xw);
-    uint16_t *v = xcalloc((size_t)sw * 3 + 8, sizeof *v); /* slack for 8-wide loads */
+    uint32_t *v = xcalloc((size_t)sw * 3 + 8, sizeof *v); /* slack for the 4-wide loads */
     const double xs = (double)sw / dw, ys = (double)sh / dh;
     for (int x = 0; x < dw; x++) {
         double fx = x * xs;
         int x0 = (int)fx;
         if (x0 > sw - 1) x0 = sw - 1;
         xo[x] = 3 * x0;
-        xw[x] = x0 + 1 <= sw - 1 ? (uint32_t)lround((fx - x0) * XONE) : 0;
+        xw[x] = x0 + 1 <= sw - 1 ? (uint32_t)lround((fx - x0) * ONE) : 0;
     }
     for (int y = 0; y < dh; y++) {
         double fy = y * ys;
         int y0 = (int)fy;
         if (y0 > sh - 1) y0 = sh - 1;
         int y1 = y0 + 1 < sh ? y0 + 1 : y0;
-        uint32_t wy = y1 != y0 ? (uint32_t)lround((fy - y0) * YONE) : 0;
+        uint32_t wy = y1 != y0 ? (uint32_t)lround((fy - y0) * ONE) : 0;
         /* only the columns the horizontal pass reads */
         int c0 = xo[0], c1 = xo[dw - 1] + 6 <= sw * 3 ? xo[dw - 1] + 6 : sw * 3;
         vblend(src + (size_t)y0 * sw * 3 + c0, src + (size_t)y1 * sw * 3 + c0, wy, c1 - c0, v + c0);
