@@ -1,6 +1,9 @@
 /* util.c: see util.h. */
 #include "util.h"
 
+#include <stdatomic.h>
+#include <unistd.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,20 +19,37 @@ static void vmsg(const char *kind, const char *fmt, va_list ap) {
     fflush(stderr);
 }
 
+/* An error ends the process at once: the first thread to die prints its line, flushes every
+ * stream and leaves with _exit(). exit() would run the libraries' destructors (OpenBLAS's buffers,
+ * cuBLAS's state) while other threads still use them, for a decode worker can die while the main
+ * thread is inside a GEMM; and two threads dying together would run them twice. Any other thread
+ * that dies meanwhile waits here until the process is gone. */
+static atomic_int dying;
+
+static void begin_dying(void) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&dying, &expected, 1))
+        for (;;) pause();
+}
+
 void die_code(int code, const char *fmt, ...) {
+    begin_dying();
     va_list ap;
     va_start(ap, fmt);
     vmsg("error", fmt, ap);
     va_end(ap);
-    exit(code);
+    fflush(NULL);
+    _exit(code);
 }
 
 void die(const char *fmt, ...) {
+    begin_dying();
     va_list ap;
     va_start(ap, fmt);
     vmsg("error", fmt, ap);
     va_end(ap);
-    exit(EXIT_FAILURE_GENERIC);
+    fflush(NULL);
+    _exit(EXIT_FAILURE_GENERIC);
 }
 
 void warn(const char *fmt, ...) {
