@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""PyTorch peer of nvcnn's synthetic-data training benchmark: trains a torchvision model on random
+inputs and labels made once on the device (as nvcnn does without --data_dir), 1000 classes, SGD
+(momentum 0.9, Nesterov as nvcnn's default, weight decay 1e-4), cross-entropy loss, eager mode.
+
+Usage: scripts/bench_gpu_peer.py --model resnet50 --batch 256 --precision fp16
+                                 [--steps 50] [--warmup 10] [--device cuda]
+Models: resnet18/34/50/101/152, alexnet, googlenet, vgg16 (224x224), inception_v3 (299x299).
+Precision: fp32 (no TF32 anywhere), tf32, fp16 (autocast + channels_last + GradScaler),
+bf16 (autocast + channels_last). On --device cpu, fp16 and bf16 both autocast to bfloat16.
+Prints one final line:
+  peer: model=M batch=B precision=P images_per_sec=X.X peak_mem_gib=Y.YY
+Used by scripts/bench_gpu.sh. Needs: pip install torch torchvision (not needed by make test).
+"""
+import argparse
+import contextlib
+import sys
+import time
+
+MODELS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+          "alexnet", "googlenet", "vgg16", "inception_v3")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+NUM_CLASSES = 1000
+
+
+def die(msg):
+    print("bench_gpu_peer.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description="PyTorch peer of nvcnn's synthetic training benchmark")
+    p.add_argument("--model", required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--precision", default="fp32")
+    p.add_argument("--steps", type=int, default=50, help="timed steps")
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps before them")
+    p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
+    a = p.parse_args()
+    if a.model not in MODELS:
+        die("unknown model '%s' (one of: %s)" % (a.model, ", ".join(MODELS)))
+    if a.precision not in PRECISIONS:
+        die("unknown precision '%s' (one of: %s)" % (a.precision, ", ".join(PRECISIONS)))
+    if a.batch < 1 or a.steps < 1 or a.warmup < 0:
+        die("--batch and --steps must be >= 1, --warmup >= 0")
+    return a
+
+
+def build_model(name):
+    import torchvision.models as tvm
+    if name == "googlenet":
+        return tvm.googlenet(weights=None, num_classes=NUM_CLASSES, aux_logits=False, init_weights=True), 224
+    if name == "inception_v3":
+        return tvm.inception_v3(weights=None, num_classes=NUM_CLASSES, aux_logits=False, init_weights=True), 299
+    return getattr(tvm, name)(weights=None, num_classes=NUM_CLASSES), 224
+
+
+def default_lr(name, batch):
+    """nvcnn's per-model default learning rates (they do not change the speed; kept for likeness)."""
+    if name.startswith("resnet"):
+        return 0.1 * batch / 256
+    return {"alexnet": 0.03, "googlenet": 0.04, "vgg16": 0.02, "inception_v3": 0.2}[name]
+
+
+def main():
+    a = parse_args()
+    import torch
+
+    try:
+        dev = torch.device(a.device)
+    except (RuntimeError, ValueError) as e:
+        die("bad --device '%s': %s" % (a.device, e))
+    cuda = dev.type == "cuda"
+    if cuda and not torch.cuda.is_available():
+        die("--device %s but torch sees no CUDA device (torch %s)" % (a.device, torch.__version__))
+    if dev.type not in ("cuda", "cpu"):
+        die("--device must be cuda, cuda:N or cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+        torch.backends.cudnn.benchmark = True
+        if a.precision in ("fp32", "tf32"):
+            tf32 = a.precision == "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
+
+    half = a.precision in ("fp16", "bf16")
+    if not half:
+        amp_dtype = None
+    elif cuda and a.precision == "fp16":
+        amp_dtype = torch.float16
+    else:
+        amp_dtype = torch.bfloat16  # bf16 anywhere; fp16 on cpu too
+    channels_last = half and cuda
+    use_scaler = cuda and a.precision == "fp16"
+
+    model, size = build_model(a.model)
+    model = model.to(dev)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=default_lr(a.model, a.batch), momentum=0.9,
+                          nesterov=True, weight_decay=1e-4)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    if use_scaler:
+        try:
+            scaler = torch.amp.GradScaler("cuda")
+        except (AttributeError, TypeError):  # torch < 2.3
+            scaler = torch.cuda.amp.GradScaler()
+    else:
+        scaler = None
+
+    x = torch.randn(a.batch, 3, size, size, device=dev)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, NUM_CLASSES, (a.batch,), device=dev)
+
+    def autocast():
+        if amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=dev.type, dtype=amp_dtype)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with autocast():
+            loss = loss_fn(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    if cuda:
+        sync()
+        torch.cuda.reset_peak_memory_stats(dev)
+    for _ in range(a.warmup):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        step()
+    sync()
+    elapsed = time.perf_counter() - t0
+    peak = torch.cuda.max_memory_allocated(dev) / 2**30 if cuda else 0.0
+    print("peer: model=%s batch=%d precision=%s images_per_sec=%.1f peak_mem_gib=%.2f"
+          % (a.model, a.batch, a.precision, a.batch * a.steps / elapsed, peak))
+
+
+if __name__ == "__main__":
+    main()
