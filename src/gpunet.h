@@ -30,7 +30,7 @@ typedef struct GpuNet GpuNet;
 GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen, int *oom);
 void gpunet_free(GpuNet *g);
 
-/* Device bytes this GpuNet holds, and the device's peak use so far (cudaMemGetInfo-based). */
+/* Device bytes this GpuNet allocated (arenas, scratch, workspace). */
 size_t gpunet_bytes(const GpuNet *g);
 
 /* Host -> device: parameters and state (after a checkpoint load or a broadcast). */

@@ -41,12 +41,6 @@ __global__ void k_act_backward(const float *x, const float *y, const float *dy, 
     }
 }
 
-static void act_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
-    (void)g, (void)l, (void)li;
-    *scratch = 0;
-    *workspace = 0;
-}
-
 static void act_forward(GpuNet *g, Layer *l, int li) {
     (void)li;
     const ActPriv *a = (const ActPriv *)l->priv;
@@ -63,4 +57,4 @@ static void act_backward(GpuNet *g, Layer *l, int li) {
     k_act_backward<<<gpu_blocks(n), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], g->dx[l->out], dx, n, (int)a->act, a->alpha);
 }
 
-const GpuLayerImpl gpu_act_impl = {"act", act_plan, NULL, act_forward, act_backward, NULL};
+const GpuLayerImpl gpu_act_impl = {"act", NULL, NULL, act_forward, act_backward, NULL};

@@ -9,12 +9,6 @@ __global__ void k_acc(float *dx, const float *dy, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dx[i] += dy[i];
 }
 
-static void add_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
-    (void)g, (void)l, (void)li;
-    *scratch = 0;
-    *workspace = 0;
-}
-
 static void add_forward(GpuNet *g, Layer *l, int li) {
     (void)li;
     size_t n = shape_count(g->net->node[l->out].shape);
@@ -28,4 +22,4 @@ static void add_backward(GpuNet *g, Layer *l, int li) {
         if (g->dx[l->in[k]]) k_acc<<<gpu_blocks(n), 256, 0, g->s>>>(g->dx[l->in[k]], g->dx[l->out], n);
 }
 
-const GpuLayerImpl gpu_add_impl = {"add", add_plan, NULL, add_forward, add_backward, NULL};
+const GpuLayerImpl gpu_add_impl = {"add", NULL, NULL, add_forward, add_backward, NULL};

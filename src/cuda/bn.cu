@@ -107,11 +107,8 @@ static void bn_backward(GpuNet *g, Layer *l, int li) {
 static void bn_destroy(GpuNet *g, Layer *l, int li) {
     (void)l;
     BnGpu *p = (BnGpu *)g->lp[li];
-    if (!p) return;
     cudnnDestroyTensorDescriptor(p->x);
     cudnnDestroyTensorDescriptor(p->p);
-    free(p);
-    g->lp[li] = NULL;
 }
 
 const GpuLayerImpl gpu_bn_impl = {"bn", bn_plan, bn_bind, bn_forward, bn_backward, bn_destroy};

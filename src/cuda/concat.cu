@@ -13,12 +13,6 @@ __global__ void k_concat(float *x, float *y, size_t total, size_t chw_in, size_t
     }
 }
 
-static void concat_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
-    (void)g, (void)l, (void)li;
-    *scratch = 0;
-    *workspace = 0;
-}
-
 static void concat_run(GpuNet *g, Layer *l, int backward) {
     Shape so = g->net->node[l->out].shape;
     size_t chw_out = shape_sample(so), off = 0;
@@ -42,4 +36,4 @@ static void concat_backward(GpuNet *g, Layer *l, int li) {
     concat_run(g, l, 1);
 }
 
-const GpuLayerImpl gpu_concat_impl = {"concat", concat_plan, NULL, concat_forward, concat_backward, NULL};
+const GpuLayerImpl gpu_concat_impl = {"concat", NULL, NULL, concat_forward, concat_backward, NULL};

@@ -39,6 +39,13 @@ __global__ void k_unpad_add(const float *dxp, float *dx, int nc, int h, int w, i
     }
 }
 
+/* The fastest measured algorithm that ran; in fp32 only those without tensor-op math qualify. */
+template <typename Perf> static const Perf *pick(const Perf *perf, int got, int want_fma, const Layer *l, const char *what) {
+    for (int k = 0; k < got; k++)
+        if (perf[k].status == CUDNN_STATUS_SUCCESS && !(want_fma && perf[k].mathType == CUDNN_TENSOR_OP_MATH)) return &perf[k];
+    die("%s: cuDNN found no %s algorithm", l->name, what);
+}
+
 static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
     const Conv *c = (const Conv *)l->priv;
     const Net *net = g->net;
@@ -71,37 +78,25 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     if (c->pb >= 0) {
         p->bias = gpu_tensor_desc(shape4(1, c->cout, 1, 1));
     }
-    /* choose by measurement; in fp32 only algorithms without tensor-op math qualify */
+    /* choose by measurement */
     const int want_fma = g->prec == PREC_FP32;
     int got = 0;
     size_t ws = 0;
-    {
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-        int k = 0;
-        while (k < got && (perf[k].status != CUDNN_STATUS_SUCCESS || (want_fma && perf[k].mathType == CUDNN_TENSOR_OP_MATH))) k++;
-        if (k == got) die("%s: cuDNN found no forward algorithm", l->name);
-        p->fwd = perf[k].algo;
-        if (perf[k].memory > ws) ws = perf[k].memory;
-    }
-    {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->conv, in, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-        int k = 0;
-        while (k < got && (perf[k].status != CUDNN_STATUS_SUCCESS || (want_fma && perf[k].mathType == CUDNN_TENSOR_OP_MATH))) k++;
-        if (k == got) die("%s: cuDNN found no backward-data algorithm", l->name);
-        p->bwd_data = perf[k].algo;
-        if (perf[k].memory > ws) ws = perf[k].memory;
-    }
-    {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, in, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-        int k = 0;
-        while (k < got && (perf[k].status != CUDNN_STATUS_SUCCESS || (want_fma && perf[k].mathType == CUDNN_TENSOR_OP_MATH))) k++;
-        if (k == got) die("%s: cuDNN found no backward-filter algorithm", l->name);
-        p->bwd_filter = perf[k].algo;
-        if (perf[k].memory > ws) ws = perf[k].memory;
-    }
+    cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp));
+    const cudnnConvolutionFwdAlgoPerf_t *f = pick(fp, got, want_fma, l, "forward");
+    p->fwd = f->algo;
+    ws = f->memory;
+    cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->conv, in, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dp));
+    const cudnnConvolutionBwdDataAlgoPerf_t *d = pick(dp, got, want_fma, l, "backward-data");
+    p->bwd_data = d->algo;
+    if (d->memory > ws) ws = d->memory;
+    cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, in, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, wp));
+    const cudnnConvolutionBwdFilterAlgoPerf_t *w = pick(wp, got, want_fma, l, "backward-filter");
+    p->bwd_filter = w->algo;
+    if (w->memory > ws) ws = w->memory;
     *workspace = ws;
 }
 
@@ -160,15 +155,12 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
 static void conv_destroy(GpuNet *g, Layer *l, int li) {
     (void)l;
     ConvGpu *p = (ConvGpu *)g->lp[li];
-    if (!p) return;
     cudnnDestroyTensorDescriptor(p->x);
     cudnnDestroyTensorDescriptor(p->y);
     if (p->xp) cudnnDestroyTensorDescriptor(p->xp);
     if (p->bias) cudnnDestroyTensorDescriptor(p->bias);
     cudnnDestroyFilterDescriptor(p->w);
     cudnnDestroyConvolutionDescriptor(p->conv);
-    free(p);
-    g->lp[li] = NULL;
 }
 
 const GpuLayerImpl gpu_conv_impl = {"conv", conv_plan, conv_bind, conv_forward, conv_backward, conv_destroy};

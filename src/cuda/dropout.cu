@@ -62,10 +62,4 @@ static void dropout_backward(GpuNet *g, Layer *l, int li) {
     k_dropout_backward<<<gpu_blocks(n), 256, 0, g->s>>>(g->dx[l->out], p->training ? p->mask : NULL, dx, n, 1.0f / d->keep);
 }
 
-static void dropout_destroy(GpuNet *g, Layer *l, int li) {
-    (void)l;
-    free(g->lp[li]);
-    g->lp[li] = NULL;
-}
-
-const GpuLayerImpl gpu_dropout_impl = {"dropout", dropout_plan, dropout_bind, dropout_forward, dropout_backward, dropout_destroy};
+const GpuLayerImpl gpu_dropout_impl = {"dropout", dropout_plan, dropout_bind, dropout_forward, dropout_backward, NULL};

@@ -17,12 +17,6 @@ __global__ void k_col_sum(const float *dy, float *db, int n, int nout) {
     }
 }
 
-static void fc_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
-    (void)g, (void)l, (void)li;
-    *scratch = 0;
-    *workspace = 0;
-}
-
 static void fc_forward(GpuNet *g, Layer *l, int li) {
     (void)li;
     const Fc *f = (const Fc *)l->priv;
@@ -53,4 +47,4 @@ static void fc_backward(GpuNet *g, Layer *l, int li) {
         CUBLAS_CHECK(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, f->nin, n, f->nout, &one, W, f->nin, dy, f->nout, &one, dx, f->nin));
 }
 
-const GpuLayerImpl gpu_fc_impl = {"fc", fc_plan, NULL, fc_forward, fc_backward, NULL};
+const GpuLayerImpl gpu_fc_impl = {"fc", NULL, NULL, fc_forward, fc_backward, NULL};

@@ -91,7 +91,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         g->impl[i] = impl_of(l->ops->type);
         if (!g->impl[i]) die("the GPU backend has no '%s' layer", l->ops->type);
         size_t w = 0;
-        g->impl[i]->plan(g, l, i, &scratch[i], &w);
+        if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &scratch[i], &w);
         if (w > ws) ws = w;
     }
     /* one arena: node data, node grads (contiguous, zeroed per step), layer scratch, workspace */
@@ -139,8 +139,10 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
 void gpunet_free(GpuNet *g) {
     if (!g) return;
     if (g->impl)
-        for (int i = 0; i < g->net->nlayer; i++)
-            if (g->impl[i] && g->impl[i]->destroy) g->impl[i]->destroy(g, &g->net->layer[i], i);
+        for (int i = 0; i < g->net->nlayer; i++) {
+            if (g->impl[i] && g->impl[i]->destroy && g->lp[i]) g->impl[i]->destroy(g, &g->net->layer[i], i);
+            free(g->lp[i]);
+        }
     cudaFree(g->acts);
     cudaFree(g->params);
     cudaFree(g->grads);

@@ -19,7 +19,8 @@ extern "C" {
 /* The GPU half of one layer type. plan() runs once, before the activation arena exists: it
  * creates descriptors, chooses algorithms, and reports the device scratch bytes the layer needs
  * for itself (kept across forward and backward) and the shared cuDNN workspace it needs.
- * bind() hands it its scratch (256-byte aligned). */
+ * bind() hands it its scratch (256-byte aligned). Layers that need neither leave both NULL.
+ * destroy() releases what the layer's state holds (descriptors); the core frees g->lp[li]. */
 typedef struct GpuLayerImpl {
     const char *type;
     void (*plan)(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace);

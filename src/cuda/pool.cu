@@ -114,11 +114,5 @@ static void pool_backward(GpuNet *g, Layer *l, int li) {
                                                        p->kind == POOL_MAX);
 }
 
-static void pool_destroy(GpuNet *g, Layer *l, int li) {
-    (void)l;
-    free(g->lp[li]);
-    g->lp[li] = NULL;
-}
-
-const GpuLayerImpl gpu_maxpool_impl = {"maxpool", pool_plan, pool_bind, pool_forward, pool_backward, pool_destroy};
-const GpuLayerImpl gpu_avgpool_impl = {"avgpool", pool_plan, pool_bind, pool_forward, pool_backward, pool_destroy};
+const GpuLayerImpl gpu_maxpool_impl = {"maxpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL};
+const GpuLayerImpl gpu_avgpool_impl = {"avgpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL};

@@ -28,12 +28,6 @@ __global__ void k_spatial_avg_backward(const float *dy, float *dx, size_t total,
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) dx[i] += dy[i / hw] * inv;
 }
 
-static void none_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
-    (void)g, (void)l, (void)li;
-    *scratch = 0;
-    *workspace = 0;
-}
-
 static void flatten_forward(GpuNet *g, Layer *l, int li) {
     (void)li;
     Shape s = g->net->node[l->in[0]].shape;
@@ -66,5 +60,5 @@ static void avg_backward(GpuNet *g, Layer *l, int li) {
     k_spatial_avg_backward<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], dx, total, (size_t)s.h * s.w);
 }
 
-const GpuLayerImpl gpu_flatten_impl = {"flatten", none_plan, NULL, flatten_forward, flatten_backward, NULL};
-const GpuLayerImpl gpu_avg_impl = {"avg", none_plan, NULL, avg_forward, avg_backward, NULL};
+const GpuLayerImpl gpu_flatten_impl = {"flatten", NULL, NULL, flatten_forward, flatten_backward, NULL};
+const GpuLayerImpl gpu_avg_impl = {"avg", NULL, NULL, avg_forward, avg_backward, NULL};

@@ -69,10 +69,4 @@ static void xent_backward(GpuNet *g, Layer *l, int li) {
                                                                          g->loss_scale);
 }
 
-static void xent_destroy(GpuNet *g, Layer *l, int li) {
-    (void)l;
-    free(g->lp[li]);
-    g->lp[li] = NULL;
-}
-
-const GpuLayerImpl gpu_xent_impl = {"softmax_xent", xent_plan, xent_bind, xent_forward, xent_backward, xent_destroy};
+const GpuLayerImpl gpu_xent_impl = {"softmax_xent", xent_plan, xent_bind, xent_forward, xent_backward, NULL};
