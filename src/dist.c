@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -68,6 +69,15 @@ void dist_bcast(Dist *d, void *buf, size_t bytes) {
 
 void dist_barrier(Dist *d) {
     if (d->size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+void dist_allgather(Dist *d, const void *mine, void *all, size_t bytes) {
+    if (bytes > (size_t)INT_MAX) die("dist_allgather: %zu bytes per rank is more than MPI can send at once", bytes);
+    if (d->size == 1) {
+        memmove(all, mine, bytes);
+        return;
+    }
+    MPI_CHECK(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
 }
 #endif
 
@@ -185,4 +195,8 @@ void dist_bcast(Dist *d, void *buf, size_t bytes) {
     (void)bytes;
 }
 void dist_barrier(Dist *d) { (void)d; }
+void dist_allgather(Dist *d, const void *mine, void *all, size_t bytes) {
+    (void)d;
+    memmove(all, mine, bytes);
+}
 #endif

@@ -27,6 +27,8 @@ void dist_allreduce_sum_d(Dist *d, double *buf, size_t n);
 /* Rank 0's bytes to every rank. */
 void dist_bcast(Dist *d, void *buf, size_t bytes);
 void dist_barrier(Dist *d);
+/* Every rank's `bytes` bytes, in rank order, into all (size * bytes). */
+void dist_allgather(Dist *d, const void *mine, void *all, size_t bytes);
 
 /* Bucketed gradient averaging over one contiguous arena (Horovod's tensor fusion, PyTorch DDP's
  * buckets). The arena is cut into buckets of `bucket_bytes` from its END, because backward

@@ -13,6 +13,9 @@ void gpu_describe(int device, char *buf, size_t n);
 /* Bytes in use on the device (total minus free): the process's arenas, workspaces and context.
  * The GPU backend allocates nothing during a step, so at the end of a run this is its peak. */
 size_t gpu_mem_used(int device);
+/* The device's PCI bus id ("0000:1b:00.0") into buf: two ranks on one host with the same id share
+ * a GPU, whatever each one's CUDA_VISIBLE_DEVICES numbering. */
+void gpu_pci_bus_id(int device, char *buf, size_t n);
 /* 1 if this build has the CUDA backend compiled in. */
 int gpu_built(void);
 

@@ -15,6 +15,8 @@ void gpu_describe(int device, char *buf, size_t n) { snprintf(buf, n, "gpu %d (n
 
 int gpu_built(void) { return 0; }
 
+void gpu_pci_bus_id(int device, char *buf, size_t n) { snprintf(buf, n, "none:%d", device); }
+
 size_t gpu_mem_used(int device) {
     (void)device;
     return 0;
@@ -52,6 +54,13 @@ void gpunet_sgd(GpuNet *g, double lr, double m, int n, double wd, double eta, in
     NO_GPU;
 }
 void gpunet_sync(GpuNet *g) { (void)g; NO_GPU; }
+void gpunet_nccl_id(void *id) { (void)id; NO_GPU; }
+void gpunet_nccl_init(GpuNet *g, const void *id, int rank, int nranks, size_t bucket_bytes) {
+    (void)g, (void)id, (void)rank, (void)nranks, (void)bucket_bytes;
+    NO_GPU;
+}
+int gpunet_nccl_buckets(const GpuNet *g) { (void)g; return 0; }
+void gpunet_backward_ms(GpuNet *g, double *b, double *e) { (void)g, (void)b, (void)e; NO_GPU; }
 #else
 typedef int gpu_none_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -70,6 +70,20 @@ double gpunet_l2(GpuNet *g);
  * clip), then momentum (Nesterov as TensorFlow when nesterov). */
 void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta,
                 int larc_scale);
+/* NCCL averaging of the gradients over ranks, inside backward: gpunet_nccl_id() makes the
+ * communicator's id on one rank (GPUNET_NCCL_ID_BYTES), which every rank then passes to
+ * gpunet_nccl_init() (collective: every rank calls it). From then on gpunet_backward() cuts the
+ * gradient arena into buckets of bucket_bytes from its end and launches each bucket's
+ * ncclAllReduce (average) on a separate stream as soon as backward has produced it; the compute
+ * stream waits for them all at the end of backward. */
+#define GPUNET_NCCL_ID_BYTES 128
+void gpunet_nccl_id(void *id);
+void gpunet_nccl_init(GpuNet *g, const void *id, int rank, int nranks, size_t bucket_bytes);
+int gpunet_nccl_buckets(const GpuNet *g);
+/* The last backward's device time (ms): backward itself, and the wait for the allreduce after it
+ * (0 without NCCL). Synchronises. */
+void gpunet_backward_ms(GpuNet *g, double *backward, double *exposed);
+
 /* Waits for everything queued. */
 void gpunet_sync(GpuNet *g);
 

@@ -35,6 +35,7 @@ typedef struct Run {
     double base_lr;
     int gpu;         /* 1: the GPU backend on device gpu_device */
     int gpu_device;
+    int nccl;        /* 1: the GPU backend averages gradients with NCCL */
 } Run;
 
 /* Picks the backend. --device=gpu: the GPU backend (fp32 and tf32 so far) on the GPU of this
@@ -71,8 +72,46 @@ static void refuse_unsupported(const Config *c) {
         if (c->input_threads) die_code(EXIT_USAGE, "--input_threads needs --data_dir (synthetic data has no input pipeline)");
         if (c->skip_corrupt) die_code(EXIT_USAGE, "--skip_corrupt needs --data_dir");
     }
-    if (c->allreduce == ALLREDUCE_NCCL)
-        die_code(EXIT_USAGE, "--allreduce=nccl is not implemented yet: both backends average gradients with MPI (--allreduce=mpi)");
+}
+
+/* How the ranks average gradients. The CPU backend: MPI. The GPU backend: NCCL, unless asked for
+ * MPI or unless two ranks on one host drive the same GPU (NCCL needs one GPU per rank): then the
+ * default falls back to MPI with a line saying so, and an explicit --allreduce=nccl is an error
+ * naming the ranks and the GPU. */
+static void choose_allreduce(Run *r) {
+    const Config *c = &r->cfg;
+    if (c->allreduce == ALLREDUCE_NCCL && !r->gpu)
+        die_code(EXIT_USAGE, "--allreduce=nccl needs the GPU backend (--device=gpu); the CPU backend averages with MPI");
+    if (!r->gpu || r->dist.size == 1 || c->allreduce == ALLREDUCE_MPI || c->allreduce == ALLREDUCE_NONE) return;
+    enum { KEY = 320 };
+    char mine[KEY];
+    memset(mine, 0, sizeof mine);
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
+    char bus[64] = "";
+    gpu_pci_bus_id(r->gpu_device, bus, sizeof bus);
+    snprintf(mine, sizeof mine, "%s|%s", host, bus);
+    char *all = xmalloc((size_t)r->dist.size * KEY);
+    dist_allgather(&r->dist, mine, all, KEY);
+    int a = -1, b = -1;
+    for (int i = 0; i < r->dist.size && a < 0; i++)
+        for (int j = i + 1; j < r->dist.size; j++)
+            if (strncmp(all + (size_t)i * KEY, all + (size_t)j * KEY, KEY) == 0) {
+                a = i, b = j;
+                break;
+            }
+    if (a >= 0) {
+        char *key = all + (size_t)a * KEY, *sep = strchr(key, '|');
+        if (sep) *sep = 0;
+        if (c->allreduce == ALLREDUCE_NCCL)
+            die_code(EXIT_USAGE, "--allreduce=nccl: ranks %d and %d share the GPU %s on %s, and NCCL needs one GPU per rank: "
+                                 "use --allreduce=mpi or one rank per GPU", a, b, sep ? sep + 1 : "?", key);
+        printf("Ranks %d and %d share the GPU %s on %s: gradients are averaged with MPI (NCCL needs one GPU per rank)\n", a, b,
+               sep ? sep + 1 : "?", key);
+    } else {
+        r->nccl = 1;
+    }
+    free(all);
 }
 
 static Loader *open_loader_from(const Run *r, const char *subset, int training, uint64_t start);
@@ -371,6 +410,7 @@ static int train(Run *r) {
     tc.dynamic_loss_scale = c->dynamic_loss_scale;
     tc.bucket_mb = c->bucket_mb;
     tc.no_allreduce = c->allreduce == ALLREDUCE_NONE;
+    tc.nccl = r->nccl;
     Trainer tr;
     GpuNet *gpu = make_gpu(r, net);
     trainer_init(&tr, net, &r->dist, &tc, gpu);
@@ -495,8 +535,10 @@ static int train(Run *r) {
         double t[2] = {tr.backward_seconds, tr.exposed_seconds};
         dist_allreduce_sum_d(&r->dist, t, 2);
         printf("Backward: %.2f ms/step; allreduce %s: %.2f ms/step exposed (after backward), %d bucket(s) of %g MiB\n",
-               1e3 * t[0] / r->dist.size / (double)(r->nstep - step0 > 0 ? r->nstep - step0 : 1), tc.no_allreduce ? "off" : "on",
-               1e3 * t[1] / r->dist.size / (double)(r->nstep - step0 > 0 ? r->nstep - step0 : 1), tr.sync ? gradsync_buckets(tr.sync) : 0, c->bucket_mb);
+               1e3 * t[0] / r->dist.size / (double)(r->nstep - step0 > 0 ? r->nstep - step0 : 1),
+               tc.no_allreduce ? "off" : tr.nccl ? "on (nccl)" : "on (mpi)",
+               1e3 * t[1] / r->dist.size / (double)(r->nstep - step0 > 0 ? r->nstep - step0 : 1),
+               tr.nccl ? gpunet_nccl_buckets(tr.gpu) : tr.sync ? gradsync_buckets(tr.sync) : 0, c->bucket_mb);
     }
     if (ld) {
         loader_close(ld);
@@ -527,6 +569,7 @@ int main(int argc, char **argv) {
     refuse_unsupported(&r.cfg);
     r.model = model_find(r.cfg.model);
     choose_device(&r);
+    choose_allreduce(&r);
     r.total_batch = r.cfg.batch_size * r.dist.size;
 
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

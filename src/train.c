@@ -19,6 +19,14 @@ void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c, GpuN
     dist_bcast(dist, net->state, net->state_total * sizeof(float));
     if (gpu) gpunet_upload_params(gpu);
     double mb = c->bucket_mb > 0 ? c->bucket_mb : 25;
+    if (gpu && c->nccl && !c->no_allreduce && dist->size > 1) {
+        char id[GPUNET_NCCL_ID_BYTES] = {0};
+        if (dist->rank == 0) gpunet_nccl_id(id);
+        dist_bcast(dist, id, sizeof id);
+        gpunet_nccl_init(gpu, id, dist->rank, dist->size, (size_t)(mb * 1048576.0));
+        t->nccl = 1;
+        return;
+    }
     t->sync = c->no_allreduce ? NULL : gradsync_new(dist, net->grads, net->params_total, (size_t)(mb * 1048576.0));
     if (dist->size > 1 && t->sync && !gpu) {
         net->on_grad_ready = on_grad_ready;
@@ -64,19 +72,24 @@ static double gpu_step(Trainer *t, const int32_t *labels, double lr) {
     gpunet_forward(g);
     const double wd = t->opt.c.weight_decay;
     double loss = gpunet_loss(g) + (wd != 0 ? wd * gpunet_l2(g) : 0);
-    double t0 = now_seconds();
+    /* with NCCL the buckets are averaged inside backward, on their own stream */
     gpunet_backward(g, (float)t->loss_scale, NULL, NULL);
-    gpunet_sync(g);
-    double t1 = now_seconds();
-    if (t->sync && t->dist->size > 1) {
-        gpunet_download_grads(g);
-        gradsync_begin(t->sync);
-        gradsync_ready(t->sync, 0);
-        gradsync_finish(t->sync);
-        gpunet_upload_grads(g);
+    if (!t->nccl) {
+        gpunet_sync(g);
+        double t1 = now_seconds();
+        if (t->sync && t->dist->size > 1) {
+            gpunet_download_grads(g);
+            gradsync_begin(t->sync);
+            gradsync_ready(t->sync, 0);
+            gradsync_finish(t->sync);
+            gpunet_upload_grads(g);
+        }
+        t->exposed_seconds += now_seconds() - t1;
     }
-    t->backward_seconds += t1 - t0;
-    t->exposed_seconds += now_seconds() - t1;
+    double bms, ems;
+    gpunet_backward_ms(g, &bms, &ems);
+    t->backward_seconds += bms * 1e-3;
+    if (t->nccl) t->exposed_seconds += ems * 1e-3;
     if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));
     if (!gpunet_grads_finite(g)) {
         t->skipped_steps++;

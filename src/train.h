@@ -17,6 +17,7 @@ typedef struct TrainerConfig {
     int dynamic_loss_scale; /* halve on overflow, double after 2000 good steps */
     double bucket_mb;       /* gradient allreduce bucket size (MiB); 0: 25 */
     int no_allreduce;       /* measurement only: ranks do not average (replicas drift apart) */
+    int nccl;               /* GPU backend: average with NCCL inside backward (else MPI via the host) */
 } TrainerConfig;
 
 typedef struct Trainer {
@@ -31,6 +32,7 @@ typedef struct Trainer {
     double backward_seconds; /* summed over steps: backward, with the buckets launched inside */
     double exposed_seconds;  /* summed over steps: waiting for the allreduce after backward */
     GpuNet *gpu;             /* the GPU backend, or NULL: the CPU reference */
+    int nccl;                /* the GPU backend averages with NCCL (gpunet_nccl_init done) */
 } Trainer;
 
 /* Broadcasts rank 0's parameters and batch-norm statistics so every replica starts equal. With

@@ -121,4 +121,8 @@ TEST(cli_unsupported_flags_are_refused_not_ignored) {
     CHECK(nv("--model=lenet --precision=fp16 --device=cpu --num_batches=1", &o) == 2);
     CHECK(strstr(o, "fp16") != NULL);
     free(o);
+    /* NCCL averages device buffers: the CPU backend refuses it */
+    CHECK(nv("--model=lenet --allreduce=nccl --device=cpu --num_batches=1", &o) == 2);
+    CHECK_MSG(strstr(o, "--allreduce=nccl needs the GPU backend") != NULL, "%s", o);
+    free(o);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu.h"
 #include "harness.h"
 
 /* "timeout 180 mpirun -np N [--oversubscribe] [--allow-run-as-root] " or NULL (skip). */
@@ -128,4 +129,64 @@ TEST(dist_checkpoint_resumes_with_a_different_number_of_ranks) {
     free(o);
     snprintf(path, sizeof path, "%s/ckpt-12.nvcnn", dir);
     CHECK_MSG(access(path, R_OK) == 0, "no %s", path);
+}
+
+/* The GPU backend across ranks: MPI through the host (two ranks may share one GPU), and NCCL inside
+ * backward when there are two GPUs. Parameters must stay bitwise identical on every rank and
+ * follow the one-process CPU run within fp32's cross-backend tolerance. */
+TEST(dist_gpu_ranks_stay_identical_mpi_and_nccl) {
+    int ngpu = gpu_count(NULL, 0);
+    if (ngpu == 0) {
+        th_skip("no GPU");
+        return;
+    }
+    char mr[200], cmd[600], *o = NULL;
+    if (!mpirun(2, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    const char *mode[] = {"gpu-mpi", "gpu-nccl"};
+    for (int k = 0; k < 2; k++) {
+        if (k == 1 && ngpu < 2) {
+            printf("    gpu-nccl: not run (one GPU: NCCL needs one GPU per rank)\n");
+            break;
+        }
+        snprintf(cmd, sizeof cmd, "%s %s/tests/mpi/mpi_train 0.02 6 %s", mr, build_dir(), mode[k]);
+        int rc = th_run(cmd, &o);
+        CHECK_MSG(rc == 0, "%s: exit %d\n%s", mode[k], rc, o);
+        int ranks = 0, identical = 0;
+        double maxrel = 1;
+        const char *l = o ? strstr(o, "train ranks") : NULL;
+        CHECK_MSG(l && sscanf(l, "train ranks %d identical %d maxrel %lf", &ranks, &identical, &maxrel) == 3, "output:\n%s", o);
+        CHECK(ranks == 2);
+        CHECK_MSG(identical == 1, "%s: parameters differ between ranks", mode[k]);
+        printf("    %s: 2 GPU ranks vs 1 CPU process with twice the batch: max relative difference %.2e\n", mode[k], maxrel);
+        CHECK_MSG(maxrel <= 2e-3, "%s: max relative difference %g > 2e-3", mode[k], maxrel);
+        free(o);
+        o = NULL;
+    }
+}
+
+/* Two ranks on one GPU: the default falls back to MPI with a line saying so; --allreduce=nccl is a
+ * clear error (exit 2) naming the ranks and the GPU. */
+TEST(dist_ranks_sharing_a_gpu_use_mpi) {
+    if (gpu_count(NULL, 0) == 0) {
+        th_skip("no GPU");
+        return;
+    }
+    char mr[200], cmd[800], *o = NULL;
+    if (!mpirun(2, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    const char *common = "./nvcnn --model=lenet --device=gpu --num_classes=10 --batch_size=8 --num_batches=4";
+    snprintf(cmd, sizeof cmd, "%s -x CUDA_VISIBLE_DEVICES=0 %s", mr, common);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Ranks 0 and 1 share the GPU") && strstr(o, "allreduce on (mpi)"), "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s -x CUDA_VISIBLE_DEVICES=0 %s --allreduce=nccl", mr, common);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc != 0 && o && strstr(o, "--allreduce=nccl: ranks 0 and 1 share the GPU") && strstr(o, "--allreduce=mpi"),
+              "exit %d:\n%s", rc, o);
+    free(o);
 }

@@ -7,11 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+extern "C" {
+#include "util.h"
+}
+
 #define CUDA_CHECK(call) cuda_check_((call), #call, __FILE__, __LINE__)
 static inline void cuda_check_(cudaError_t e, const char *what, const char *file, int line) {
     if (e != cudaSuccess) {
-        fprintf(stderr, "nvcnn: error: CUDA: %s failed at %s:%d: %s\n", what, file, line, cudaGetErrorString(e));
-        exit(1);
+        die("CUDA: %s failed at %s:%d: %s", what, file, line, cudaGetErrorString(e));
     }
 }
 
@@ -19,8 +22,7 @@ static inline void cuda_check_(cudaError_t e, const char *what, const char *file
 #define CUDNN_CHECK(call) cudnn_check_((call), #call, __FILE__, __LINE__)
 static inline void cudnn_check_(cudnnStatus_t e, const char *what, const char *file, int line) {
     if (e != CUDNN_STATUS_SUCCESS) {
-        fprintf(stderr, "nvcnn: error: cuDNN: %s failed at %s:%d: %s\n", what, file, line, cudnnGetErrorString(e));
-        exit(1);
+        die("cuDNN: %s failed at %s:%d: %s", what, file, line, cudnnGetErrorString(e));
     }
 }
 #endif
@@ -29,9 +31,15 @@ static inline void cudnn_check_(cudnnStatus_t e, const char *what, const char *f
 #define CUBLAS_CHECK(call) cublas_check_((call), #call, __FILE__, __LINE__)
 static inline void cublas_check_(cublasStatus_t e, const char *what, const char *file, int line) {
     if (e != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "nvcnn: error: cuBLAS: %s failed at %s:%d: %s\n", what, file, line, cublasGetStatusString(e));
-        exit(1);
+        die("cuBLAS: %s failed at %s:%d: %s", what, file, line, cublasGetStatusString(e));
     }
+}
+#endif
+
+#ifdef NCCL_MAJOR
+#define NCCL_CHECK(call) nccl_check_((call), #call, __FILE__, __LINE__)
+static inline void nccl_check_(ncclResult_t e, const char *what, const char *file, int line) {
+    if (e != ncclSuccess) die("NCCL: %s failed at %s:%d: %s", what, file, line, ncclGetErrorString(e));
 }
 #endif
 

@@ -39,5 +39,7 @@ size_t gpu_mem_used(int device) {
     return tot - fr;
 }
 
+void gpu_pci_bus_id(int device, char *buf, size_t n) { CUDA_CHECK(cudaDeviceGetPCIBusId(buf, (int)n, device)); }
+
 int gpu_built(void) { return 1; }
 }

@@ -143,6 +143,22 @@ void gpunet_free(GpuNet *g) {
             if (g->impl[i] && g->impl[i]->destroy && g->lp[i]) g->impl[i]->destroy(g, &g->net->layer[i], i);
             free(g->lp[i]);
         }
+    if (g->comm) {
+        cudaStreamSynchronize(g->cs);
+        ncclCommDestroy(g->comm);
+        for (int i = 0; i < g->net->nlayer; i++)
+            if (g->lev[i]) cudaEventDestroy(g->lev[i]);
+        cudaEventDestroy(g->ev_done);
+        cudaStreamDestroy(g->cs);
+    }
+    free(g->lev);
+    free(g->blo);
+    free(g->bhi);
+    if (g->ev_b0) {
+        cudaEventDestroy(g->ev_b0);
+        cudaEventDestroy(g->ev_b1);
+        cudaEventDestroy(g->ev_b2);
+    }
     cudaFree(g->acts);
     cudaFree(g->params);
     cudaFree(g->grads);
@@ -249,20 +265,91 @@ double gpunet_loss(GpuNet *g) {
     return n->loss;
 }
 
+/* ---- NCCL: bucketed gradient averaging inside backward ---- */
+void gpunet_nccl_id(void *id) {
+    ncclUniqueId u;
+    NCCL_CHECK(ncclGetUniqueId(&u));
+    memcpy(id, &u, sizeof u);
+}
+
+void gpunet_nccl_init(GpuNet *g, const void *id, int rank, int nranks, size_t bucket_bytes) {
+    static_assert(sizeof(ncclUniqueId) == GPUNET_NCCL_ID_BYTES, "ncclUniqueId size");
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    CUDA_CHECK(cudaSetDevice(g->device));
+    NCCL_CHECK(ncclCommInitRank(&g->comm, nranks, u, rank));
+    g->nranks = nranks;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking));
+    size_t n = g->net->params_total, per = bucket_bytes / sizeof(float);
+    if (per == 0) per = 1;
+    g->nb = n ? (int)((n + per - 1) / per) : 0;
+    g->blo = (size_t *)xcalloc((size_t)g->nb + 1, sizeof *g->blo);
+    g->bhi = (size_t *)xcalloc((size_t)g->nb + 1, sizeof *g->bhi);
+    for (int i = 0; i < g->nb; i++) {
+        g->bhi[i] = n - (size_t)i * per;
+        g->blo[i] = g->bhi[i] > per ? g->bhi[i] - per : 0;
+    }
+    g->lev = (cudaEvent_t *)xcalloc((size_t)g->net->nlayer, sizeof *g->lev);
+    for (int i = 0; i < g->net->nlayer; i++)
+        if (g->net->layer[i].nparam > 0) CUDA_CHECK(cudaEventCreateWithFlags(&g->lev[i], cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
+}
+
+int gpunet_nccl_buckets(const GpuNet *g) { return g->comm ? g->nb : 0; }
+
+/* Launches every bucket lying wholly at or above final_from, after `ready` (recorded on the
+ * compute stream once those gradients are final). */
+static void launch_buckets(GpuNet *g, size_t final_from, cudaEvent_t ready) {
+    if (g->next >= g->nb || g->blo[g->next] < final_from) return;
+    CUDA_CHECK(cudaEventRecord(ready, g->s));
+    CUDA_CHECK(cudaStreamWaitEvent(g->cs, ready, 0));
+    for (; g->next < g->nb && g->blo[g->next] >= final_from; g->next++) {
+        float *b = g->grads + g->blo[g->next];
+        NCCL_CHECK(ncclAllReduce(b, b, g->bhi[g->next] - g->blo[g->next], ncclFloat, ncclAvg, g->comm, g->cs));
+    }
+}
+
 void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_t), void *ctx) {
     Net *n = g->net;
     g->loss_scale = loss_scale;
+    if (!g->ev_b0) {
+        CUDA_CHECK(cudaEventCreate(&g->ev_b0));
+        CUDA_CHECK(cudaEventCreate(&g->ev_b1));
+        CUDA_CHECK(cudaEventCreate(&g->ev_b2));
+    }
+    CUDA_CHECK(cudaEventRecord(g->ev_b0, g->s));
     CUDA_CHECK(cudaMemsetAsync(g->grads, 0, n->params_total * sizeof(float), g->s));
     CUDA_CHECK(cudaMemsetAsync(g->acts + g->grad_off, 0, g->grad_bytes, g->s));
+    g->next = 0;
     for (int i = n->nlayer - 1; i >= 0; i--) {
         Layer *l = &n->layer[i];
         g->impl[i]->backward(g, l, i);
+        if (l->nparam > 0 && g->comm) launch_buckets(g, n->param[l->param0].off, g->lev[i]);
         if (l->nparam > 0 && on_ready) {
             gpunet_sync(g);
             on_ready(ctx, n->param[l->param0].off);
         }
     }
     KERNEL_CHECK();
+    CUDA_CHECK(cudaEventRecord(g->ev_b1, g->s));
+    if (g->comm) {
+        launch_buckets(g, 0, g->ev_b1); /* what is left (re-records ev_b1 at the same point) */
+        CUDA_CHECK(cudaEventRecord(g->ev_done, g->cs));
+        CUDA_CHECK(cudaStreamWaitEvent(g->s, g->ev_done, 0));
+    }
+    CUDA_CHECK(cudaEventRecord(g->ev_b2, g->s));
+    g->timed = 1;
+}
+
+void gpunet_backward_ms(GpuNet *g, double *backward, double *exposed) {
+    *backward = *exposed = 0;
+    if (!g->timed) return;
+    float b = 0, e = 0;
+    CUDA_CHECK(cudaEventSynchronize(g->ev_b2));
+    CUDA_CHECK(cudaEventElapsedTime(&b, g->ev_b0, g->ev_b1));
+    CUDA_CHECK(cudaEventElapsedTime(&e, g->ev_b1, g->ev_b2));
+    *backward = b;
+    *exposed = e;
 }
 
 /* ---- reductions and the optimizer ---- */

@@ -4,6 +4,7 @@
 
 #include <cublas_v2.h>
 #include <cudnn.h>
+#include <nccl.h>
 
 #include "common.h"
 
@@ -50,6 +51,15 @@ struct GpuNet {
     const GpuLayerImpl **impl;                /* [nlayer] */
     void **lp;                                /* [nlayer] each layer's GPU state (host struct) */
     size_t bytes;                             /* device bytes held */
+    /* NCCL gradient averaging (gpunet_nccl_init): buckets cut from the grads arena's end, each
+     * launched on stream cs once backward has produced it */
+    ncclComm_t comm;
+    int nranks, nb, next;
+    size_t *blo, *bhi;                        /* [nb] float offsets */
+    cudaStream_t cs;
+    cudaEvent_t *lev;                         /* [nlayer] "this layer's backward is done" */
+    cudaEvent_t ev_b0, ev_b1, ev_b2, ev_done; /* backward start, end, end of the wait; comm done */
+    int timed;                                /* ev_b0..2 recorded by the last backward */
 };
 
 /* Tensor descriptor of an NCHW fp32 shape. */

@@ -3,20 +3,26 @@
  *   - every rank's parameters must equal rank 0's bit for bit;
  *   - rank 0 trains the same net in one process on the whole batch (batch size*B) and compares.
  * Prints "train ranks N identical I maxrel R" on rank 0.
- * Usage: mpi_train [bucket_mb] [steps] */
+ * Usage: mpi_train [bucket_mb] [steps] [cpu | gpu-mpi | gpu-nccl]
+ * gpu-*: the ranks train on the GPU backend (GPU local_rank % GPUs, fp32) and average through
+ * the host with MPI or with NCCL inside backward; the reference stays the CPU process. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "dist.h"
+#include "gpu.h"
 #include "models.h"
 #include "train.h"
 #include "util.h"
 
 enum { B = 4, K = 10 };
 
-static void run(Net *net, Dist *d, double bucket_mb, int steps, const int32_t *labels) {
+enum { CPU, GPU_MPI, GPU_NCCL };
+
+static void run(Net *net, Dist *d, double bucket_mb, int steps, const int32_t *labels, int mode) {
     TrainerConfig tc;
     memset(&tc, 0, sizeof tc);
     tc.opt.momentum = 0.9;
@@ -24,10 +30,21 @@ static void run(Net *net, Dist *d, double bucket_mb, int steps, const int32_t *l
     tc.opt.weight_decay = 1e-4;
     tc.loss_scale = 1;
     tc.bucket_mb = bucket_mb;
+    tc.nccl = mode == GPU_NCCL;
+    GpuNet *g = NULL;
+    if (mode != CPU) {
+        char err[512];
+        int ngpu = gpu_count(err, sizeof err);
+        if (ngpu == 0) die("no GPU: %s", err);
+        g = gpunet_new(net, d->local_rank % ngpu, PREC_FP32, err, sizeof err, NULL);
+        if (!g) die("gpunet_new: %s", err);
+    }
     Trainer t;
-    trainer_init(&t, net, d, &tc, NULL);
+    trainer_init(&t, net, d, &tc, g);
     for (int s = 0; s < steps; s++) trainer_step(&t, labels, 0.05);
+    trainer_sync_host(&t);
     trainer_free(&t);
+    gpunet_free(g);
 }
 
 int main(int argc, char **argv) {
@@ -35,6 +52,9 @@ int main(int argc, char **argv) {
     dist_init(&d, &argc, &argv);
     double bucket_mb = argc > 1 ? atof(argv[1]) : 0.5;
     int steps = argc > 2 ? atoi(argv[2]) : 5;
+    const char *ms = argc > 3 ? argv[3] : "cpu";
+    int mode = strcmp(ms, "gpu-mpi") == 0 ? GPU_MPI : strcmp(ms, "gpu-nccl") == 0 ? GPU_NCCL : CPU;
+    if (mode == CPU && strcmp(ms, "cpu") != 0) die("mpi_train: unknown mode '%s'", ms);
     const ModelInfo *m = model_find("lenet");
     const int total = B * d.size;
     /* the fixed global batch, the same on every rank */
@@ -50,7 +70,7 @@ int main(int argc, char **argv) {
     /* rank-dependent init: the broadcast must make the replicas equal */
     net_finalize(net, 7 + (uint64_t)d.rank);
     memcpy(net->node[net->input].data, x + (size_t)d.rank * B * per, (size_t)B * per * sizeof *x);
-    run(net, &d, bucket_mb, steps, lab + d.rank * B);
+    run(net, &d, bucket_mb, steps, lab + d.rank * B, mode);
 
     /* identical on every rank */
     float *p0 = xmalloc(net->params_total * sizeof *p0);
@@ -64,7 +84,7 @@ int main(int argc, char **argv) {
         Net *ref = model_build_net(m, total, K);
         net_finalize(ref, 7);
         memcpy(ref->node[ref->input].data, x, (size_t)total * per * sizeof *x);
-        run(ref, &one, bucket_mb, steps, lab);
+        run(ref, &one, bucket_mb, steps, lab, CPU);
         double maxrel = 0;
         for (size_t i = 0; i < ref->params_total; i++) {
             double a = net->params[i], b = ref->params[i];
