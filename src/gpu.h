@@ -16,6 +16,10 @@ size_t gpu_mem_used(int device);
 /* The device's PCI bus id ("0000:1b:00.0") into buf: two ranks on one host with the same id share
  * a GPU, whatever each one's CUDA_VISIBLE_DEVICES numbering. */
 void gpu_pci_bus_id(int device, char *buf, size_t n);
+/* Page-locked host memory (cudaHostAlloc) for the loader's batches, so that their copies to the
+ * device are asynchronous; plain aligned memory in a build without CUDA. Dies on failure. */
+void *gpu_host_alloc(size_t bytes);
+void gpu_host_free(void *p);
 /* 1 if this build has the CUDA backend compiled in. */
 int gpu_built(void);
 

@@ -1,6 +1,7 @@
 /* gpu_none.c: the GPU queries of a build without CUDA. */
 #ifndef NVCNN_CUDA
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gpu.h"
 #include "gpunet.h"
@@ -14,6 +15,9 @@ int gpu_count(char *why, size_t whylen) {
 void gpu_describe(int device, char *buf, size_t n) { snprintf(buf, n, "gpu %d (not built)", device); }
 
 int gpu_built(void) { return 0; }
+
+void *gpu_host_alloc(size_t bytes) { return xmalloc_aligned(bytes); }
+void gpu_host_free(void *p) { free(p); }
 
 void gpu_pci_bus_id(int device, char *buf, size_t n) { snprintf(buf, n, "none:%d", device); }
 
@@ -44,11 +48,16 @@ void gpunet_upload_node(GpuNet *g, int id, const float *src) { (void)g, (void)id
 void gpunet_set_input(GpuNet *g, const float *nchw) { (void)g, (void)nchw; NO_GPU; }
 void gpunet_set_labels(GpuNet *g, const int32_t *labels) { (void)g, (void)labels; NO_GPU; }
 void gpunet_forward(GpuNet *g) { (void)g; NO_GPU; }
+void gpunet_stage_batch(GpuNet *g, int slot, const uint8_t *x, const int32_t *l) { (void)g, (void)slot, (void)x, (void)l; NO_GPU; }
+void gpunet_stage_wait(GpuNet *g, int slot) { (void)g, (void)slot; NO_GPU; }
+void gpunet_use_batch(GpuNet *g, int slot) { (void)g, (void)slot; NO_GPU; }
 double gpunet_loss(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_backward(GpuNet *g, float s, void (*f)(void *, size_t), void *c) { (void)g, (void)s, (void)f, (void)c; NO_GPU; }
 void gpunet_scale_grads(GpuNet *g, float s) { (void)g, (void)s; NO_GPU; }
 int gpunet_grads_finite(GpuNet *g) { (void)g; NO_GPU; }
 double gpunet_l2(GpuNet *g) { (void)g; NO_GPU; }
+void gpunet_queue_stats(GpuNet *g, int w) { (void)g, (void)w; NO_GPU; }
+void gpunet_read_stats(GpuNet *g, double *l, double *l2, int *f) { (void)g, (void)l, (void)l2, (void)f; NO_GPU; }
 void gpunet_sgd(GpuNet *g, double lr, double m, int n, double wd, double eta, int sc) {
     (void)g, (void)lr, (void)m, (void)n, (void)wd, (void)eta, (void)sc;
     NO_GPU;

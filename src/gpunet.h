@@ -53,6 +53,16 @@ void gpunet_upload_node(GpuNet *g, int id, const float *src);
 void gpunet_set_input(GpuNet *g, const float *nchw);
 void gpunet_set_labels(GpuNet *g, const int32_t *labels);
 
+/* The real-data path, double-buffered: gpunet_stage_batch() queues the copy of one batch (NHWC
+ * bytes and labels; labels are checked here) into slot 0 or 1 on a copy stream, so that it runs
+ * while the compute stream trains on the other slot. For the copy to be asynchronous the host
+ * buffers must be pinned (gpu_host_alloc); they must stay untouched until gpunet_stage_wait()
+ * for that slot has returned. gpunet_use_batch() makes the compute stream wait for the slot's
+ * copy, then turns the bytes into the input node (x / 127.5 - 1, NCHW) and takes its labels. */
+void gpunet_stage_batch(GpuNet *g, int slot, const uint8_t *nhwc, const int32_t *labels);
+void gpunet_stage_wait(GpuNet *g, int slot);
+void gpunet_use_batch(GpuNet *g, int slot);
+
 /* Forward of every layer (net->training selects batch statistics and dropout). */
 void gpunet_forward(GpuNet *g);
 /* Mean cross-entropy of the last forward (synchronises). */
@@ -64,6 +74,12 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
 /* Multiplies every gradient by s (unscaling). 1 if every gradient is finite (synchronises). */
 void gpunet_scale_grads(GpuNet *g, float s);
 int gpunet_grads_finite(GpuNet *g);
+/* The trainer's one synchronisation per step: gpunet_queue_stats(), queued after forward and
+ * before the update, sums the loss and (with_l2) the squared weights on the device;
+ * gpunet_read_stats() checks the gradients for inf/nan and returns all three (synchronises):
+ * the mean cross-entropy, 0.5 * sum of squared weights, and 1 if every gradient is finite. */
+void gpunet_queue_stats(GpuNet *g, int with_l2);
+void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite);
 /* 0.5 * sum of squares of every parameter (synchronises). */
 double gpunet_l2(GpuNet *g);
 /* The optimizer step of optim.h on the device: weight decay, LARC (eta 0: off; scale_mode 0:

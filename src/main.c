@@ -139,6 +139,10 @@ static Loader *open_loader_from(const Run *r, const char *subset, int training, 
     lc.seed = c->seed;
     lc.skip_corrupt = c->skip_corrupt;
     lc.num_classes = c->num_classes;
+    if (r->gpu) { /* pinned batches: their copies to the device overlap the step */
+        lc.host_alloc = gpu_host_alloc;
+        lc.host_free = gpu_host_free;
+    }
     return loader_open(&lc);
 }
 
@@ -158,7 +162,16 @@ static void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
         double acc[4] = {0, 0, 0, b ? 0 : 1}; /* top1, top5, count, ranks done */
         if (b) {
             int c1, c5;
-            input_from_u8_nhwc(in->data, b->images, c->batch_size, 3, in->shape.h, in->shape.w);
+            /* a short last batch: the slots past count hold stale bytes; give them a valid label */
+            for (int i = b->count; i < c->batch_size; i++) b->labels[i] = 0;
+            if (tr->gpu) {
+                gpunet_stage_batch(tr->gpu, 0, b->images, b->labels);
+                gpunet_use_batch(tr->gpu, 0);
+                gpunet_stage_wait(tr->gpu, 0);
+                tr->device_input = 1;
+            } else {
+                input_from_u8_nhwc(in->data, b->images, c->batch_size, 3, in->shape.h, in->shape.w);
+            }
             trainer_eval(tr, b->labels, b->count, &c1, &c5);
             acc[0] = c1;
             acc[1] = c5;
@@ -440,6 +453,17 @@ static int train(Run *r) {
     input_synthetic(in->data, shape_count(in->shape), &drng);
     int32_t *labels = xmalloc((size_t)c->batch_size * sizeof *labels);
     labels_synthetic(labels, c->batch_size, c->num_classes, &drng);
+    if (tr.gpu) {
+        /* the GPU backend: synthetic data is uploaded once and stays on the device; real data is
+         * staged batch by batch (double-buffered, copied while the previous step runs) */
+        if (!ld) {
+            gpunet_set_input(tr.gpu, in->data);
+            gpunet_set_labels(tr.gpu, labels);
+        }
+        tr.device_input = 1;
+    }
+    LoaderBatch *staged[2] = {NULL, NULL};
+    int cur = 0;
     long last_epoch = (long)((double)step0 * r->total_batch / (double)r->nrecord);
     if (ld && step0 > 0) {
         loader_close(ld);
@@ -462,7 +486,26 @@ static int train(Run *r) {
         double lr = lr_at(&sched, step);
         double t0 = now_seconds();
         double loss;
-        if (ld) {
+        if (ld && tr.gpu) {
+            if (!staged[cur]) {
+                staged[cur] = loader_next(ld);
+                gpunet_stage_batch(tr.gpu, cur, staged[cur]->images, staged[cur]->labels);
+            }
+            gpunet_use_batch(tr.gpu, cur);
+            memcpy(labels, staged[cur]->labels, (size_t)c->batch_size * sizeof *labels);
+            trainer_step_begin(&tr, labels);
+            /* while the device runs this step: give back this batch (its copy was queued a step
+             * ago), fetch the next one and queue its copy */
+            gpunet_stage_wait(tr.gpu, cur);
+            loader_release(ld, staged[cur]);
+            staged[cur] = NULL;
+            if (step + 1 < r->nstep) {
+                staged[1 - cur] = loader_next(ld);
+                gpunet_stage_batch(tr.gpu, 1 - cur, staged[1 - cur]->images, staged[1 - cur]->labels);
+            }
+            loss = trainer_step_end(&tr, lr);
+            cur = 1 - cur;
+        } else if (ld) {
             LoaderBatch *b = loader_next(ld);
             input_from_u8_nhwc(in->data, b->images, c->batch_size, 3, in->shape.h, in->shape.w);
             memcpy(labels, b->labels, (size_t)c->batch_size * sizeof *labels);
@@ -477,6 +520,7 @@ static int train(Run *r) {
         double rate = (double)r->total_batch / elapsed;
         if (step - step0 >= burnin) rates[nrates++] = rate;
         if (step == step0 || (step + 1) % c->display_every == 0) {
+            if (tr.gpu) gpunet_download_node(tr.gpu, net->logits, net->node[net->logits].data, 0);
             double v[3] = {ema / ema_w, net_topk_correct(net, 1), net_topk_correct(net, 5)};
             dist_allreduce_sum_d(&r->dist, v, 3);
             double avg = v[0] / r->dist.size;
@@ -523,6 +567,12 @@ static int train(Run *r) {
             last_epoch = epoch_done;
         }
     }
+    for (int k = 0; k < 2; k++)
+        if (staged[k]) { /* a batch fetched for a step that a stop signal cancelled */
+            gpunet_stage_wait(tr.gpu, k);
+            loader_release(ld, staged[k]);
+            staged[k] = NULL;
+        }
     if (!stopped && r->nstep > step0) {
         char path[4096] = "";
         if (c->log_dir && save_checkpoint(r, net, &tr, r->nstep, path, sizeof path) == 0 && r->dist.rank == 0)

@@ -62,36 +62,47 @@ void trainer_sync_device(Trainer *t) {
     gpunet_upload_velocity(t->gpu, t->opt.velocity);
 }
 
-/* The step on the GPU backend. The gradients cross ranks through the host (MPI) for now. */
-static double gpu_step(Trainer *t, const int32_t *labels, double lr) {
+/* The step on the GPU backend, in two halves so that the caller can prepare the next batch
+ * while the device works: gpu_begin() queues forward, the loss and l2 sums and backward (with
+ * NCCL's buckets inside); gpu_end() averages through the host when MPI does it, unscales, makes
+ * the step's one synchronisation, and queues the update unless a gradient is inf/nan. */
+static void gpu_begin(Trainer *t, const int32_t *labels) {
     Net *net = t->net;
     GpuNet *g = t->gpu;
-    gpunet_set_input(g, net->node[net->input].data);
-    gpunet_set_labels(g, labels);
+    if (!t->device_input) {
+        gpunet_set_input(g, net->node[net->input].data);
+        gpunet_set_labels(g, labels);
+    }
+    net->labels = labels;
     net->training = 1;
     gpunet_forward(g);
-    const double wd = t->opt.c.weight_decay;
-    double loss = gpunet_loss(g) + (wd != 0 ? wd * gpunet_l2(g) : 0);
-    /* with NCCL the buckets are averaged inside backward, on their own stream */
+    gpunet_queue_stats(g, t->opt.c.weight_decay != 0);
     gpunet_backward(g, (float)t->loss_scale, NULL, NULL);
-    if (!t->nccl) {
+}
+
+static double gpu_end(Trainer *t, double lr) {
+    GpuNet *g = t->gpu;
+    if (!t->nccl && t->sync && t->dist->size > 1) {
         gpunet_sync(g);
         double t1 = now_seconds();
-        if (t->sync && t->dist->size > 1) {
-            gpunet_download_grads(g);
-            gradsync_begin(t->sync);
-            gradsync_ready(t->sync, 0);
-            gradsync_finish(t->sync);
-            gpunet_upload_grads(g);
-        }
+        gpunet_download_grads(g);
+        gradsync_begin(t->sync);
+        gradsync_ready(t->sync, 0);
+        gradsync_finish(t->sync);
+        gpunet_upload_grads(g);
         t->exposed_seconds += now_seconds() - t1;
     }
+    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));
+    double loss, l2;
+    int finite;
+    gpunet_read_stats(g, &loss, &l2, &finite);
     double bms, ems;
     gpunet_backward_ms(g, &bms, &ems);
     t->backward_seconds += bms * 1e-3;
     if (t->nccl) t->exposed_seconds += ems * 1e-3;
-    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));
-    if (!gpunet_grads_finite(g)) {
+    const double wd = t->opt.c.weight_decay;
+    loss += wd * l2;
+    if (!finite) {
         t->skipped_steps++;
         t->good_steps = 0;
         if (t->dynamic && t->loss_scale > 1) t->loss_scale *= 0.5;
@@ -103,8 +114,21 @@ static double gpu_step(Trainer *t, const int32_t *labels, double lr) {
     return loss;
 }
 
+void trainer_step_begin(Trainer *t, const int32_t *labels) {
+    t->pending_labels = labels;
+    if (t->gpu) gpu_begin(t, labels);
+}
+
+double trainer_step_end(Trainer *t, double lr) {
+    if (t->gpu) return gpu_end(t, lr);
+    return trainer_step(t, t->pending_labels, lr);
+}
+
 double trainer_step(Trainer *t, const int32_t *labels, double lr) {
-    if (t->gpu) return gpu_step(t, labels, lr);
+    if (t->gpu) {
+        gpu_begin(t, labels);
+        return gpu_end(t, lr);
+    }
     Net *net = t->net;
     net->labels = labels;
     net->training = 1;
@@ -142,8 +166,10 @@ void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *
     net->labels = labels;
     net->training = 0;
     if (t->gpu) {
-        gpunet_set_input(t->gpu, net->node[net->input].data);
-        gpunet_set_labels(t->gpu, labels);
+        if (!t->device_input) {
+            gpunet_set_input(t->gpu, net->node[net->input].data);
+            gpunet_set_labels(t->gpu, labels);
+        }
         gpunet_forward(t->gpu);
         gpunet_download_node(t->gpu, net->logits, net->node[net->logits].data, 0);
     } else {

@@ -33,6 +33,9 @@ typedef struct Trainer {
     double exposed_seconds;  /* summed over steps: waiting for the allreduce after backward */
     GpuNet *gpu;             /* the GPU backend, or NULL: the CPU reference */
     int nccl;                /* the GPU backend averages with NCCL (gpunet_nccl_init done) */
+    int device_input;        /* GPU backend: the batch and labels are already on the device (staged
+                                or uploaded once): steps do not copy the host input node */
+    const int32_t *pending_labels; /* trainer_step_begin()'s labels */
 } Trainer;
 
 /* Broadcasts rank 0's parameters and batch-norm statistics so every replica starts equal. With
@@ -44,9 +47,16 @@ void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c, GpuN
 void trainer_sync_host(Trainer *t);
 void trainer_sync_device(Trainer *t);
 void trainer_free(Trainer *t);
-/* One step on the batch already in the net's input node, with `labels` [batch]. Returns this
- * rank's loss (mean cross-entropy + weight_decay/2 ||w||^2) before the update. */
+/* One step on the batch already in the net's input node, with `labels` [batch] (on the GPU
+ * backend with device_input set, on the batch already on the device). Returns this rank's loss
+ * (mean cross-entropy + weight_decay/2 ||w||^2) before the update. */
 double trainer_step(Trainer *t, const int32_t *labels, double lr);
+/* trainer_step() in two halves: begin queues forward and backward on the GPU backend and
+ * returns, so that the caller can fetch and stage the next batch while the device works; end
+ * finishes the step (averaging, update) and returns what trainer_step() returns. On the CPU
+ * backend begin only records the labels and end runs the whole step. */
+void trainer_step_begin(Trainer *t, const int32_t *labels);
+double trainer_step_end(Trainer *t, double lr);
 /* Forward in inference mode; returns top-1 and top-5 correct counts of the batch's first
  * `count` samples. */
 void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *top5);

@@ -41,5 +41,15 @@ size_t gpu_mem_used(int device) {
 
 void gpu_pci_bus_id(int device, char *buf, size_t n) { CUDA_CHECK(cudaDeviceGetPCIBusId(buf, (int)n, device)); }
 
+void *gpu_host_alloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable));
+    return p;
+}
+
+void gpu_host_free(void *p) {
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+
 int gpu_built(void) { return 1; }
 }

@@ -77,9 +77,23 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         dev_alloc(g, (void **)&g->state, S * sizeof(float), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->labels, (size_t)net->batch * sizeof(int32_t), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->red, 4 * sizeof(double), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->stats, 2 * sizeof(double), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->flag, sizeof(int), err, errlen, oom)) {
         gpunet_free(g);
         return NULL;
+    }
+    const Shape ins = net->node[net->input].shape;
+    g->stage_bytes = shape_count(ins);
+    for (int k = 0; k < 2; k++)
+        if (dev_alloc(g, (void **)&g->stage[k], g->stage_bytes, err, errlen, oom) ||
+            dev_alloc(g, (void **)&g->stage_lab[k], (size_t)net->batch * sizeof(int32_t), err, errlen, oom)) {
+            gpunet_free(g);
+            return NULL;
+        }
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g->xs, cudaStreamNonBlocking));
+    for (int k = 0; k < 2; k++) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&g->staged[k], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&g->consumed[k], cudaEventDisableTiming));
     }
     CUDA_CHECK(cudaMemsetAsync(g->velocity, 0, P * sizeof(float), g->s));
     CUDA_CHECK(cudaMemsetAsync(g->grads, 0, P * sizeof(float), g->s));
@@ -159,6 +173,13 @@ void gpunet_free(GpuNet *g) {
         cudaEventDestroy(g->ev_b1);
         cudaEventDestroy(g->ev_b2);
     }
+    for (int k = 0; k < 2; k++) {
+        cudaFree(g->stage[k]);
+        cudaFree(g->stage_lab[k]);
+        if (g->staged[k]) cudaEventDestroy(g->staged[k]);
+        if (g->consumed[k]) cudaEventDestroy(g->consumed[k]);
+    }
+    if (g->xs) cudaStreamDestroy(g->xs);
     cudaFree(g->acts);
     cudaFree(g->params);
     cudaFree(g->grads);
@@ -166,6 +187,7 @@ void gpunet_free(GpuNet *g) {
     cudaFree(g->state);
     cudaFree(g->labels);
     cudaFree(g->red);
+    cudaFree(g->stats);
     cudaFree(g->flag);
     if (g->blas) cublasDestroy(g->blas);
     if (g->dnn) cudnnDestroy(g->dnn);
@@ -243,6 +265,43 @@ void gpunet_set_labels(GpuNet *g, const int32_t *labels) {
     CUDA_CHECK(cudaMemcpyAsync(g->labels, labels, (size_t)n->batch * sizeof(int32_t), cudaMemcpyHostToDevice, g->s));
     gpunet_sync(g);
     n->labels = labels;
+}
+
+/* NHWC bytes -> NCHW floats x / 127.5 - 1, one thread per pixel */
+__global__ void k_u8_to_input(const uint8_t *in, float *out, int n, int c, int hw) {
+    const size_t pixels = (size_t)n * hw;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pixels; p += (size_t)gridDim.x * blockDim.x) {
+        size_t i = p / hw, q = p % hw;
+        const uint8_t *s = in + p * c;
+        float *d = out + i * (size_t)c * hw + q;
+        /* no FMA contraction: the same rounding as the host's input_from_u8_nhwc */
+        for (int ch = 0; ch < c; ch++) d[(size_t)ch * hw] = __fadd_rn(__fmul_rn((float)s[ch], 1.0f / 127.5f), -1.0f);
+    }
+}
+
+void gpunet_stage_batch(GpuNet *g, int slot, const uint8_t *nhwc, const int32_t *labels) {
+    Net *n = g->net;
+    int classes = n->logits >= 0 ? (int)shape_sample(n->node[n->logits].shape) : 0;
+    for (int i = 0; i < n->batch; i++)
+        if (labels[i] < 0 || (classes && labels[i] >= classes))
+            die("softmax_xent: label %d of batch index %d is outside [0, %d)", (int)labels[i], i, classes);
+    /* the compute stream must be done with what this slot held before */
+    CUDA_CHECK(cudaStreamWaitEvent(g->xs, g->consumed[slot], 0));
+    CUDA_CHECK(cudaMemcpyAsync(g->stage[slot], nhwc, g->stage_bytes, cudaMemcpyHostToDevice, g->xs));
+    CUDA_CHECK(cudaMemcpyAsync(g->stage_lab[slot], labels, (size_t)n->batch * sizeof(int32_t), cudaMemcpyHostToDevice, g->xs));
+    CUDA_CHECK(cudaEventRecord(g->staged[slot], g->xs));
+}
+
+void gpunet_stage_wait(GpuNet *g, int slot) { CUDA_CHECK(cudaEventSynchronize(g->staged[slot])); }
+
+void gpunet_use_batch(GpuNet *g, int slot) {
+    Net *n = g->net;
+    const Shape s = n->node[n->input].shape;
+    CUDA_CHECK(cudaStreamWaitEvent(g->s, g->staged[slot], 0));
+    k_u8_to_input<<<gpu_blocks((size_t)s.n * s.h * s.w), 256, 0, g->s>>>(g->stage[slot], g->x[n->input], s.n, s.c, s.h * s.w);
+    KERNEL_CHECK();
+    CUDA_CHECK(cudaMemcpyAsync(g->labels, g->stage_lab[slot], (size_t)n->batch * sizeof(int32_t), cudaMemcpyDeviceToDevice, g->s));
+    CUDA_CHECK(cudaEventRecord(g->consumed[slot], g->s));
 }
 
 void gpunet_forward(GpuNet *g) {
@@ -388,6 +447,20 @@ __global__ void k_sumsq2(const float *a, const float *b, size_t n, double *out) 
     }
 }
 
+/* out[0] += sum a (one block) */
+__global__ void k_sum(const float *a, size_t n, double *out) {
+    __shared__ double sa[256];
+    double x = 0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) x += a[i];
+    sa[threadIdx.x] = x;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sa[threadIdx.x] += sa[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *out += sa[0];
+}
+
 static unsigned red_blocks(size_t n) {
     size_t b = (n + 255) / 256;
     return (unsigned)(b > 1024 ? 1024 : (b ? b : 1));
@@ -447,6 +520,37 @@ __global__ void k_larc(const double *ss, float *scale, double eta, double lr, in
 /* in place: g += wd w (so the LARC norm sees the decayed gradient) */
 __global__ void k_axpy(float *g, const float *w, size_t n, float a) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) g[i] += a * w[i];
+}
+
+void gpunet_queue_stats(GpuNet *g, int with_l2) {
+    Net *n = g->net;
+    CUDA_CHECK(cudaMemsetAsync(g->stats, 0, 2 * sizeof(double), g->s));
+    if (n->nlayer > 0 && strcmp(n->layer[n->nlayer - 1].ops->type, "softmax_xent") == 0) {
+        int out = n->layer[n->nlayer - 1].out;
+        size_t bs = (size_t)n->node[out].shape.n;
+        /* the per-sample losses of the loss layer's output node */
+        k_sum<<<1, 256, 0, g->s>>>(g->x[out], bs, g->stats);
+    }
+    if (with_l2 && n->params_total) k_sumsq2<<<red_blocks(n->params_total), 256, 0, g->s>>>(g->params, NULL, n->params_total, g->stats + 1);
+    KERNEL_CHECK();
+}
+
+void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite) {
+    Net *n = g->net;
+    size_t P = n->params_total;
+    double h[2] = {0, 0};
+    int flag = 0;
+    CUDA_CHECK(cudaMemsetAsync(g->flag, 0, sizeof(int), g->s));
+    if (P) k_nonfinite<<<red_blocks(P), 256, 0, g->s>>>(g->grads, P, g->flag);
+    KERNEL_CHECK();
+    CUDA_CHECK(cudaMemcpyAsync(h, g->stats, sizeof h, cudaMemcpyDeviceToHost, g->s));
+    CUDA_CHECK(cudaMemcpyAsync(&flag, g->flag, sizeof flag, cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+    int bs = n->batch > 0 ? n->batch : 1;
+    *loss = h[0] / bs;
+    n->loss = *loss;
+    *l2 = 0.5 * h[1];
+    *finite = !flag;
 }
 
 void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta, int larc_scale) {

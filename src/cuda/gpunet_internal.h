@@ -45,6 +45,7 @@ struct GpuNet {
     size_t ws_bytes;
     int32_t *labels;                          /* [batch] on the device */
     double *red;                              /* [4] reduction results */
+    double *stats;                            /* [2] the step's loss sum and sum of squared weights */
     int *flag;                                /* [1] non-finite flag */
     float loss_scale;                         /* of the current backward (the loss layer reads it) */
     uint64_t dropout_seed, dropout_calls;     /* per-forward masks */
@@ -60,6 +61,12 @@ struct GpuNet {
     cudaEvent_t *lev;                         /* [nlayer] "this layer's backward is done" */
     cudaEvent_t ev_b0, ev_b1, ev_b2, ev_done; /* backward start, end, end of the wait; comm done */
     int timed;                                /* ev_b0..2 recorded by the last backward */
+    /* the real-data path: two slots of NHWC bytes + labels, copied on stream xs */
+    cudaStream_t xs;
+    uint8_t *stage[2];
+    int32_t *stage_lab[2];
+    cudaEvent_t staged[2], consumed[2];
+    size_t stage_bytes;
 };
 
 /* Tensor descriptor of an NCHW fp32 shape. */
