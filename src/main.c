@@ -363,7 +363,10 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
 static int eval_only(Run *r) {
     Config *c = &r->cfg;
     Net *net = model_build_net(r->model, c->batch_size, c->num_classes);
-    net_finalize(net, c->seed);
+    if (r->gpu)
+        net_finalize_for_device(net, c->seed);
+    else
+        net_finalize(net, c->seed);
     TrainerConfig tc;
     memset(&tc, 0, sizeof tc);
     tc.loss_scale = 1;
@@ -388,7 +391,10 @@ static int eval_only(Run *r) {
 static int train(Run *r) {
     Config *c = &r->cfg;
     Net *net = model_build_net(r->model, c->batch_size, c->num_classes);
-    net_finalize(net, c->seed);
+    if (r->gpu)
+        net_finalize_for_device(net, c->seed);
+    else
+        net_finalize(net, c->seed);
 
     Loader *ld = NULL;
     if (c->data_dir) {

@@ -170,7 +170,13 @@ void net_init_params(Net *net, uint64_t seed) {
     rng_seed_stream(&net->rng, seed, 0xd0d0ULL);
 }
 
-void net_finalize(Net *net, uint64_t seed) {
+static void finalize(Net *net, uint64_t seed, int lean);
+
+void net_finalize(Net *net, uint64_t seed) { finalize(net, seed, 0); }
+
+void net_finalize_for_device(Net *net, uint64_t seed) { finalize(net, seed, 1); }
+
+static void finalize(Net *net, uint64_t seed, int lean) {
     if (net->finalized) return;
     net->params = xmalloc_aligned((net->params_total ? net->params_total : 1) * sizeof(float));
     net->grads = xmalloc_aligned((net->params_total ? net->params_total : 1) * sizeof(float));
@@ -179,9 +185,10 @@ void net_finalize(Net *net, uint64_t seed) {
     for (int i = 0; i < net->nnode; i++) {
         Node *nd = &net->node[i];
         size_t n = shape_count(nd->shape);
+        if (lean && i != net->input && i != net->logits) continue;
         nd->data = xmalloc_aligned(n * sizeof(float));
         memset(nd->data, 0, n * sizeof(float));
-        nd->grad = (i == net->input) ? NULL : xmalloc_aligned(n * sizeof(float));
+        nd->grad = (i == net->input || lean) ? NULL : xmalloc_aligned(n * sizeof(float));
     }
     net_init_params(net, seed);
     net->finalized = 1;
@@ -282,6 +289,42 @@ int net_topk_correct(const Net *net, int k) {
 }
 
 size_t net_num_params(const Net *net) { return net->params_total; }
+
+int net_input_slot(const Net *net, int i) {
+    int k = 0;
+    for (int j = 0; j < i && j < net->nlayer; j++) k += net->layer[j].nin;
+    return k;
+}
+
+int net_input_slots(const Net *net) { return net_input_slot(net, net->nlayer); }
+
+void net_grad_schedule(const Net *net, int *first, int *last, char *zero, char *acc) {
+    for (int v = 0; v < net->nnode; v++) {
+        first[v] = last[v] = -1;
+        zero[v] = 0;
+    }
+    char *written = xcalloc((size_t)net->nnode, 1);
+    int slot = net_input_slots(net);
+    for (int i = net->nlayer - 1; i >= 0; i--) {
+        const Layer *l = &net->layer[i];
+        const int t = net->nlayer - 1 - i;
+        last[l->out] = t;
+        if (first[l->out] < 0) { /* nothing consumed it: zeros, alive at this step only */
+            first[l->out] = t;
+            zero[l->out] = 1;
+        }
+        slot -= l->nin;
+        for (int k = 0; k < l->nin; k++) {
+            int v = l->in[k];
+            acc[slot + k] = written[v];
+            if (!written[v]) {
+                written[v] = 1;
+                if (v != net->input) first[v] = t;
+            }
+        }
+    }
+    free(written);
+}
 
 double net_forward_flops(const Net *net) {
     double f = 0;

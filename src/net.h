@@ -131,6 +131,10 @@ void net_free(Net *net);
 /* Allocates arenas and activations, initialises parameters (Glorot uniform weights, zero
  * biases, BN gamma 1 / beta 0, running mean 0 / variance 1) from `seed`. */
 void net_finalize(Net *net, uint64_t seed);
+/* net_finalize for a net that a device backend runs: host memory only for the arenas, the input
+ * node and the logits (the batch goes in, the logits come back for accuracy); no other node has
+ * host data or gradients, so the CPU layers must not run on it. */
+void net_finalize_for_device(Net *net, uint64_t seed);
 
 /* Re-initialises parameters and state from `seed` (as net_finalize does). */
 void net_init_params(Net *net, uint64_t seed);
@@ -183,6 +187,19 @@ int net_topk_correct(const Net *net, int k);
 
 /* ---- Introspection ---- */
 size_t net_num_params(const Net *net);
+
+/* Backward's schedule of the activation gradients, for a backend that lets gradients that are
+ * never alive together share memory. Backward runs layer i at step t = nlayer - 1 - i. For each
+ * node v other than the input: its gradient is first written at first[v], the step of the first
+ * of its consumers that backward reaches, and last read at last[v], the step of the layer that
+ * produced v. A node that no layer consumes (the loss's output) is never written: first[v] =
+ * last[v] = its producer's step, and zero[v] = 1 (it must read as zeros). acc has one entry per
+ * (layer, input) pair, layer by layer (acc[net_input_slot(net, i) + k]): 0 for the consumer that
+ * writes the gradient, 1 for those that add to it. For the input node first = last = -1. */
+void net_grad_schedule(const Net *net, int *first, int *last, char *zero, char *acc);
+/* Index of layer i's first input in net_grad_schedule's acc (the inputs of layers 0..i-1). */
+int net_input_slot(const Net *net, int i);
+int net_input_slots(const Net *net); /* all of them */
 double net_forward_flops(const Net *net);
 /* One line per layer: name, output shape, parameters, GFLOPs (darknet-style summary). */
 void net_print_summary(const Net *net, FILE *f);
