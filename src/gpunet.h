@@ -2,12 +2,14 @@
  *
  * A GpuNet mirrors a Net on one device: the params, grads and state arenas (fp32, same layout
  * and offsets as the host arenas, so the gradient allreduce sees one contiguous buffer), one
- * planned arena for every activation and activation gradient, one cuDNN workspace sized for
+ * planned arena for every activation and activation gradient (gradients that are never alive
+ * together share memory: see net_grad_schedule and memplan), one cuDNN workspace sized for
  * the algorithms chosen (by measurement) when the net is planned, and each layer's GPU state.
  * Nothing is allocated on the device after gpunet_new(): a training step does no cudaMalloc.
  *
- * Conventions are the CPU reference's (net.h): NCHW activations, backward accumulates into the
- * inputs' and parameters' gradients after the step zeroes them. Precision: PREC_FP32 is true
+ * Conventions are the CPU reference's (net.h): NCHW activations; backward accumulates into the
+ * parameters' gradients after the step zeroes them, and into the activations' gradients except
+ * for each node's first consumer, which writes (no zeroing pass). Precision: PREC_FP32 is true
  * fp32 (no TF32 anywhere), PREC_TF32 lets cuDNN and cuBLAS use TF32 tensor cores. fp16 and bf16
  * are not implemented yet: gpunet_new() refuses them with a message.
  *
@@ -43,7 +45,9 @@ void gpunet_download_velocity(GpuNet *g, float *v);
 /* Device -> host: gradients into net->grads; host -> device from net->grads. */
 void gpunet_download_grads(GpuNet *g);
 void gpunet_upload_grads(GpuNet *g);
-/* Device -> host: node `id`'s data (or grad) into dst (shape_count floats). */
+/* Device -> host: node `id`'s data (or grad) into dst (shape_count floats). Activation gradients
+ * share memory by lifetime: after backward a node's gradient is still there only if no node
+ * whose gradient lives later was given the same memory (true of the nodes nearest the input). */
 void gpunet_download_node(GpuNet *g, int id, float *dst, int grad);
 /* Host -> device: node `id`'s data (tests feed intermediate nodes this way). */
 void gpunet_upload_node(GpuNet *g, int id, const float *src);

@@ -25,7 +25,7 @@ __global__ void k_act_forward(const float *x, float *y, size_t n, int act, float
     }
 }
 
-__global__ void k_act_backward(const float *x, const float *y, const float *dy, float *dx, size_t n, int act, float alpha) {
+__global__ void k_act_backward(const float *x, const float *y, const float *dy, float *dx, size_t n, int act, float alpha, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float v = x[i], g = dy[i], d;
         switch (act) {
@@ -37,7 +37,7 @@ __global__ void k_act_backward(const float *x, const float *y, const float *dy, 
         case ACT_LRELU: d = alpha * v > v ? alpha * g : g; break;
         default: d = g; break;
         }
-        dx[i] += d;
+        dx[i] = acc ? dx[i] + d : d;
     }
 }
 
@@ -49,12 +49,12 @@ static void act_forward(GpuNet *g, Layer *l, int li) {
 }
 
 static void act_backward(GpuNet *g, Layer *l, int li) {
-    (void)li;
     const ActPriv *a = (const ActPriv *)l->priv;
     float *dx = g->dx[l->in[0]];
     if (!dx) return;
     size_t n = shape_count(g->net->node[l->in[0]].shape);
-    k_act_backward<<<gpu_blocks(n), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], g->dx[l->out], dx, n, (int)a->act, a->alpha);
+    k_act_backward<<<gpu_blocks(n), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], g->dx[l->out], dx, n, (int)a->act, a->alpha,
+                                                  gpu_acc(g, li, 0));
 }
 
 const GpuLayerImpl gpu_act_impl = {"act", NULL, NULL, act_forward, act_backward, NULL};

@@ -49,10 +49,10 @@ static void bn_forward(GpuNet *g, Layer *l, int li) {
                                                             g->x[l->out], p->p, gamma, beta, mm, mv, (double)BN_EPSILON));
 }
 
-/* inference-mode backward: dx += gamma / sqrt(var + eps) dy; dgamma += sum dy xhat; dbeta += sum dy
- * (one block per channel) */
+/* inference-mode backward: dx (+)= gamma / sqrt(var + eps) dy (adds if acc); dgamma += sum dy xhat;
+ * dbeta += sum dy (one block per channel) */
 __global__ void k_bn_backward_fixed(const float *x, const float *dy, float *dx, const float *gamma, const float *mean,
-                                    const float *var, float *dgamma, float *dbeta, int n, int c, size_t hw) {
+                                    const float *var, float *dgamma, float *dbeta, int n, int c, size_t hw, int acc) {
     const int ch = blockIdx.x;
     const float is = rsqrtf(var[ch] + BN_EPSILON), a = gamma[ch] * is, mu = mean[ch];
     __shared__ double s1[256], s2[256];
@@ -62,7 +62,7 @@ __global__ void k_bn_backward_fixed(const float *x, const float *dy, float *dx, 
         float d = dy[i];
         sdy += d;
         sdyx += d * ((x[i] - mu) * is);
-        if (dx) dx[i] += a * d;
+        if (dx) dx[i] = acc ? dx[i] + a * d : a * d;
     }
     s1[threadIdx.x] = sdy;
     s2[threadIdx.x] = sdyx;
@@ -91,10 +91,11 @@ static void bn_backward(GpuNet *g, Layer *l, int li) {
     if (!p->training) {
         Shape s = net->node[l->in[0]].shape;
         k_bn_backward_fixed<<<b->c, 256, 0, g->s>>>(g->x[l->in[0]], g->dx[l->out], dx, gamma, g->state + net->buf[l->buf0].off,
-                                                   g->state + net->buf[l->buf0 + 1].off, dgamma, dbeta, s.n, b->c, b->hw);
+                                                   g->state + net->buf[l->buf0 + 1].off, dgamma, dbeta, s.n, b->c, b->hw,
+                                                   gpu_acc(g, li, 0));
         return;
     }
-    float beta_dx = 1.0f;
+    float beta_dx = gpu_acc(g, li, 0) ? 1.0f : 0.0f;
     if (!dx) { /* cuDNN always writes dx */
         dx = p->discard;
         beta_dx = 0.0f;

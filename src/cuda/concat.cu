@@ -2,18 +2,19 @@
  * strided copy into its channel range; backward adds the range back. */
 #include "gpunet_internal.h"
 
-/* y[s][off + r] = x[s][r] for r < chw_in (forward); x[s][r] += y[s][off + r] (backward) */
-__global__ void k_concat(float *x, float *y, size_t total, size_t chw_in, size_t chw_out, size_t off, int backward) {
+/* y[s][off + r] = x[s][r] for r < chw_in (forward); x[s][r] (+)= y[s][off + r] (backward: adds if
+ * acc, else writes) */
+__global__ void k_concat(float *x, float *y, size_t total, size_t chw_in, size_t chw_out, size_t off, int backward, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         size_t s = i / chw_in, r = i % chw_in, j = s * chw_out + off + r;
         if (backward)
-            x[i] += y[j];
+            x[i] = acc ? x[i] + y[j] : y[j];
         else
             y[j] = x[i];
     }
 }
 
-static void concat_run(GpuNet *g, Layer *l, int backward) {
+static void concat_run(GpuNet *g, Layer *l, int li, int backward) {
     Shape so = g->net->node[l->out].shape;
     size_t chw_out = shape_sample(so), off = 0;
     for (int k = 0; k < l->nin; k++) {
@@ -21,19 +22,14 @@ static void concat_run(GpuNet *g, Layer *l, int backward) {
         size_t chw_in = shape_sample(si), total = shape_count(si);
         float *x = backward ? g->dx[l->in[k]] : g->x[l->in[k]];
         float *y = backward ? g->dx[l->out] : g->x[l->out];
-        if (x) k_concat<<<gpu_blocks(total), 256, 0, g->s>>>(x, y, total, chw_in, chw_out, off, backward);
+        if (x)
+            k_concat<<<gpu_blocks(total), 256, 0, g->s>>>(x, y, total, chw_in, chw_out, off, backward, backward && gpu_acc(g, li, k));
         off += chw_in;
     }
 }
 
-static void concat_forward(GpuNet *g, Layer *l, int li) {
-    (void)li;
-    concat_run(g, l, 0);
-}
+static void concat_forward(GpuNet *g, Layer *l, int li) { concat_run(g, l, li, 0); }
 
-static void concat_backward(GpuNet *g, Layer *l, int li) {
-    (void)li;
-    concat_run(g, l, 1);
-}
+static void concat_backward(GpuNet *g, Layer *l, int li) { concat_run(g, l, li, 1); }
 
 const GpuLayerImpl gpu_concat_impl = {"concat", NULL, NULL, concat_forward, concat_backward, NULL};

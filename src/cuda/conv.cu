@@ -28,14 +28,15 @@ __global__ void k_pad(const float *x, float *xp, int nc, int h, int w, int hp, i
     }
 }
 
-/* dx += the part of dxp that lies over x */
-__global__ void k_unpad_add(const float *dxp, float *dx, int nc, int h, int w, int hp, int wp, int pt, int pl) {
+/* dx (+)= the part of dxp that lies over x (adds if acc) */
+__global__ void k_unpad_add(const float *dxp, float *dx, int nc, int h, int w, int hp, int wp, int pt, int pl, int acc) {
     size_t total = (size_t)nc * h * w;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int xx = (int)(i % w), yy = (int)(i / w % h);
         size_t p = i / ((size_t)w * h);
         int py = yy + pt, px = xx + pl;
-        if (py < hp && px < wp) dx[i] += dxp[(p * hp + py) * wp + px];
+        float v = (py < hp && px < wp) ? dxp[(p * hp + py) * wp + px] : 0.0f;
+        dx[i] = acc ? dx[i] + v : v;
     }
 }
 
@@ -143,13 +144,15 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
     if (!dx) return;
     const float *w = g->params + g->net->param[c->pw].off;
     if (!p->padded) {
-        CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->conv, p->bwd_data, g->ws, g->ws_bytes, &one, p->x, dx));
+        CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->conv, p->bwd_data, g->ws, g->ws_bytes, gpu_beta(g, li, 0),
+                                                 p->x, dx));
         return;
     }
     CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->conv, p->bwd_data, g->ws, g->ws_bytes, &zero, p->xp,
                                              p->dxpad));
     int nc = g->net->node[l->in[0]].shape.n * c->cin;
-    k_unpad_add<<<gpu_blocks((size_t)nc * c->h * c->w), 256, 0, g->s>>>(p->dxpad, dx, nc, c->h, c->w, p->hp, p->wp, c->pt, c->pl);
+    k_unpad_add<<<gpu_blocks((size_t)nc * c->h * c->w), 256, 0, g->s>>>(p->dxpad, dx, nc, c->h, c->w, p->hp, p->wp, c->pt, c->pl,
+                                                                         gpu_acc(g, li, 0));
 }
 
 static void conv_destroy(GpuNet *g, Layer *l, int li) {

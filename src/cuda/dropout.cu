@@ -24,9 +24,11 @@ __global__ void k_dropout(const float *x, float *y, uint8_t *mask, size_t n, uin
     }
 }
 
-__global__ void k_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float scale) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        if (!mask || mask[i]) dx[i] += mask ? dy[i] * scale : dy[i];
+__global__ void k_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float scale, int acc) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float d = !mask ? dy[i] : mask[i] ? dy[i] * scale : 0.0f;
+        dx[i] = acc ? dx[i] + d : d;
+    }
 }
 
 static void dropout_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
@@ -59,7 +61,8 @@ static void dropout_backward(GpuNet *g, Layer *l, int li) {
     float *dx = g->dx[l->in[0]];
     if (!dx) return;
     size_t n = shape_count(g->net->node[l->in[0]].shape);
-    k_dropout_backward<<<gpu_blocks(n), 256, 0, g->s>>>(g->dx[l->out], p->training ? p->mask : NULL, dx, n, 1.0f / d->keep);
+    k_dropout_backward<<<gpu_blocks(n), 256, 0, g->s>>>(g->dx[l->out], p->training ? p->mask : NULL, dx, n, 1.0f / d->keep,
+                                                      gpu_acc(g, li, 0));
 }
 
 const GpuLayerImpl gpu_dropout_impl = {"dropout", dropout_plan, dropout_bind, dropout_forward, dropout_backward, NULL};

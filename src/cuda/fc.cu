@@ -31,7 +31,6 @@ static void fc_forward(GpuNet *g, Layer *l, int li) {
 }
 
 static void fc_backward(GpuNet *g, Layer *l, int li) {
-    (void)li;
     const Fc *f = (const Fc *)l->priv;
     const int n = g->net->node[l->in[0]].shape.n;
     const float one = 1.0f;
@@ -43,8 +42,9 @@ static void fc_backward(GpuNet *g, Layer *l, int li) {
     if (f->bias)
         k_col_sum<<<(f->nout + 255) / 256, 256, 0, g->s>>>(dy, g->grads + g->net->param[l->param0 + 1].off, n, f->nout);
     float *dx = g->dx[l->in[0]];
-    if (dx) /* dx^T (nin x n) += W^T dy^T */
-        CUBLAS_CHECK(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, f->nin, n, f->nout, &one, W, f->nin, dy, f->nout, &one, dx, f->nin));
+    if (dx) /* dx^T (nin x n) (+)= W^T dy^T */
+        CUBLAS_CHECK(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, f->nin, n, f->nout, &one, W, f->nin, dy, f->nout, gpu_beta(g, li, 0),
+                                 dx, f->nin));
 }
 
 const GpuLayerImpl gpu_fc_impl = {"fc", NULL, NULL, fc_forward, fc_backward, NULL};

@@ -5,6 +5,10 @@
 
 #include "gpunet_internal.h"
 
+extern "C" {
+#include "memplan.h"
+}
+
 static const GpuLayerImpl *impl_of(const char *type) {
     static const GpuLayerImpl *const all[] = {&gpu_conv_impl,    &gpu_bn_impl,      &gpu_maxpool_impl, &gpu_avgpool_impl,
                                               &gpu_fc_impl,      &gpu_dropout_impl, &gpu_flatten_impl, &gpu_avg_impl,
@@ -108,20 +112,34 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &scratch[i], &w);
         if (w > ws) ws = w;
     }
-    /* one arena: node data, node grads (contiguous, zeroed per step), layer scratch, workspace */
+    /* the activation gradients' schedule: who writes, who adds, when each is alive */
+    const int nn = net->nnode;
+    int *first = (int *)xmalloc((size_t)nn * sizeof(int)), *last = (int *)xmalloc((size_t)nn * sizeof(int));
+    char *zero = (char *)xmalloc((size_t)nn);
+    g->acc = (char *)xmalloc((size_t)net_input_slots(net) + 1);
+    net_grad_schedule(net, first, last, zero, g->acc);
+    g->slot0 = (int *)xcalloc((size_t)net->nlayer, sizeof(int));
+    g->zero_at = (int *)xmalloc((size_t)net->nlayer * sizeof(int));
+    for (int i = 0, k = 0; i < net->nlayer; k += net->layer[i].nin, i++) {
+        g->slot0[i] = k;
+        g->zero_at[i] = zero[net->layer[i].out] ? net->layer[i].out : -1;
+    }
+    MemBlock *mb = (MemBlock *)xcalloc((size_t)nn, sizeof(MemBlock));
+    for (int v = 0; v < nn; v++) {
+        mb[v].bytes = v == net->input ? 0 : shape_count(net->node[v].shape) * sizeof(float);
+        mb[v].first = first[v];
+        mb[v].last = last[v];
+    }
+    /* one arena: node data, node grads (sharing memory by lifetime), layer scratch, workspace */
     size_t off = 0;
-    size_t *xoff = (size_t *)xcalloc((size_t)net->nnode, sizeof *xoff), *goff = (size_t *)xcalloc((size_t)net->nnode, sizeof *goff);
-    for (int i = 0; i < net->nnode; i++) {
+    size_t *xoff = (size_t *)xcalloc((size_t)nn, sizeof *xoff);
+    for (int i = 0; i < nn; i++) {
         xoff[i] = off;
         off += align256(shape_count(net->node[i].shape) * sizeof(float));
     }
     g->grad_off = off;
-    for (int i = 0; i < net->nnode; i++) {
-        if (i == net->input) continue;
-        goff[i] = off;
-        off += align256(shape_count(net->node[i].shape) * sizeof(float));
-    }
-    g->grad_bytes = off - g->grad_off;
+    g->grad_bytes = memplan(mb, nn, 256);
+    off += align256(g->grad_bytes);
     size_t *soff = (size_t *)xcalloc((size_t)net->nlayer, sizeof *soff);
     for (int i = 0; i < net->nlayer; i++) {
         soff[i] = off;
@@ -132,19 +150,19 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     g->acts_bytes = off;
     g->ws_bytes = ws;
     if (dev_alloc(g, (void **)&g->acts, off, err, errlen, oom)) {
-        free(scratch), free(xoff), free(goff), free(soff);
+        free(scratch), free(xoff), free(soff), free(mb), free(first), free(last), free(zero);
         gpunet_free(g);
         return NULL;
     }
     for (int i = 0; i < net->nnode; i++) {
         g->x[i] = (float *)(g->acts + xoff[i]);
-        g->dx[i] = i == net->input ? NULL : (float *)(g->acts + goff[i]);
+        g->dx[i] = i == net->input ? NULL : (float *)(g->acts + g->grad_off + mb[i].off);
     }
     g->ws = ws ? g->acts + wsoff : NULL;
     for (int i = 0; i < net->nlayer; i++)
         if (g->impl[i]->bind) g->impl[i]->bind(g, &net->layer[i], i, scratch[i] ? g->acts + soff[i] : NULL);
     CUDA_CHECK(cudaMemsetAsync(g->acts, 0, g->acts_bytes, g->s));
-    free(scratch), free(xoff), free(goff), free(soff);
+    free(scratch), free(xoff), free(soff), free(mb), free(first), free(last), free(zero);
     gpunet_upload_params(g);
     gpunet_sync(g);
     return g;
@@ -194,6 +212,9 @@ void gpunet_free(GpuNet *g) {
     if (g->s) cudaStreamDestroy(g->s);
     free(g->impl);
     free(g->lp);
+    free(g->acc);
+    free(g->slot0);
+    free(g->zero_at);
     free(g->x);
     free(g->dx);
     free(g);
@@ -378,10 +399,13 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
     }
     CUDA_CHECK(cudaEventRecord(g->ev_b0, g->s));
     CUDA_CHECK(cudaMemsetAsync(g->grads, 0, n->params_total * sizeof(float), g->s));
-    CUDA_CHECK(cudaMemsetAsync(g->acts + g->grad_off, 0, g->grad_bytes, g->s));
     g->next = 0;
     for (int i = n->nlayer - 1; i >= 0; i--) {
         Layer *l = &n->layer[i];
+        /* a node nothing consumed (the loss's output) reads as zeros; every other gradient is
+         * written by its first consumer before anything reads it */
+        if (g->zero_at[i] >= 0)
+            CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * sizeof(float), g->s));
         g->impl[i]->backward(g, l, i);
         if (l->nparam > 0 && g->comm) launch_buckets(g, n->param[l->param0].off, g->lev[i]);
         if (l->nparam > 0 && on_ready) {

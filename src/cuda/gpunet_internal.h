@@ -40,7 +40,7 @@ struct GpuNet {
     float *params, *grads, *state, *velocity; /* arenas, host layout */
     float **x, **dx;                          /* [nnode] node data and grad (dx[input] NULL) */
     char *acts;                               /* activation arena: data, grads, scratch, workspace */
-    size_t acts_bytes, grad_off, grad_bytes;  /* the grads region, zeroed before backward */
+    size_t acts_bytes, grad_off, grad_bytes;  /* the node gradients region (planned by lifetime) */
     void *ws;                                 /* shared cuDNN workspace */
     size_t ws_bytes;
     int32_t *labels;                          /* [batch] on the device */
@@ -67,7 +67,21 @@ struct GpuNet {
     int32_t *stage_lab[2];
     cudaEvent_t staged[2], consumed[2];
     size_t stage_bytes;
+    /* activation gradients share memory by lifetime (net_grad_schedule + memplan) */
+    char *acc;                                /* [input slots] 1: add into the input's gradient */
+    int *slot0;                               /* [nlayer] layer i's first input slot */
+    int *zero_at;                             /* [nlayer] unconsumed node to zero before layer i's backward, or -1 */
 };
+
+/* Whether layer li's backward adds into its input k's gradient (1) or writes it (0). Gradients
+ * share memory by lifetime: the first consumer of a node that backward reaches finds the buffer
+ * holding another gradient's leftovers and must overwrite it; the later consumers add. */
+static inline int gpu_acc(const GpuNet *g, int li, int k) { return g->acc[g->slot0[li] + k]; }
+/* The same as cuDNN's beta (output = alpha * result + beta * output). */
+static inline const float *gpu_beta(const GpuNet *g, int li, int k) {
+    static const float zero = 0.0f, one = 1.0f;
+    return gpu_acc(g, li, k) ? &one : &zero;
+}
 
 /* Tensor descriptor of an NCHW fp32 shape. */
 cudnnTensorDescriptor_t gpu_tensor_desc(Shape s);

@@ -56,7 +56,7 @@ __global__ void k_pool_forward(const float *x, float *y, int32_t *am, size_t tot
 }
 
 /* gather form: each input element sums the outputs whose window holds it (no atomics) */
-__global__ void k_pool_backward(const float *dy, const int32_t *am, float *dx, size_t total, PoolDims d, int is_max) {
+__global__ void k_pool_backward(const float *dy, const int32_t *am, float *dx, size_t total, PoolDims d, int is_max, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int xx = (int)(i % d.w), yy = (int)(i / d.w % d.h);
         size_t plane = i / ((size_t)d.w * d.h);
@@ -82,7 +82,7 @@ __global__ void k_pool_backward(const float *dy, const int32_t *am, float *dx, s
                     s += g[k] / (float)((y1 - y0) * (x1 - x0));
                 }
             }
-        dx[i] += s;
+        dx[i] = acc ? dx[i] + s : s;
     }
 }
 
@@ -111,7 +111,7 @@ static void pool_backward(GpuNet *g, Layer *l, int li) {
     if (!dx) return;
     size_t total = shape_count(g->net->node[l->in[0]].shape);
     k_pool_backward<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], ((PoolGpu *)g->lp[li])->argmax, dx, total, dims(p),
-                                                       p->kind == POOL_MAX);
+                                                       p->kind == POOL_MAX, gpu_acc(g, li, 0));
 }
 
 const GpuLayerImpl gpu_maxpool_impl = {"maxpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL};

@@ -2,13 +2,13 @@
  * (src/layers/reshape.c). */
 #include "gpunet_internal.h"
 
-/* y[s][p*c + ch] = x[s][ch][p] (forward); dx[s][ch][p] += dy[s][p*c + ch] (backward) */
-__global__ void k_flatten(const float *x, float *y, size_t total, int c, size_t hw, int backward) {
+/* y[s][p*c + ch] = x[s][ch][p] (forward); dx[s][ch][p] (+)= dy[s][p*c + ch] (backward: adds if acc) */
+__global__ void k_flatten(const float *x, float *y, size_t total, int c, size_t hw, int backward, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         size_t chw = (size_t)c * hw, s = i / chw, r = i % chw, ch = r / hw, p = r % hw;
         size_t j = s * chw + p * c + ch; /* NHWC position of NCHW element i */
         if (backward)
-            y[i] += x[j];
+            y[i] = acc ? y[i] + x[j] : x[j];
         else
             y[j] = x[i];
     }
@@ -23,25 +23,27 @@ __global__ void k_spatial_avg(const float *x, float *y, size_t planes, size_t hw
     }
 }
 
-__global__ void k_spatial_avg_backward(const float *dy, float *dx, size_t total, size_t hw) {
+__global__ void k_spatial_avg_backward(const float *dy, float *dx, size_t total, size_t hw, int acc) {
     const float inv = 1.0f / (float)hw;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) dx[i] += dy[i / hw] * inv;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        float d = dy[i / hw] * inv;
+        dx[i] = acc ? dx[i] + d : d;
+    }
 }
 
 static void flatten_forward(GpuNet *g, Layer *l, int li) {
     (void)li;
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
-    k_flatten<<<gpu_blocks(total), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], total, s.c, (size_t)s.h * s.w, 0);
+    k_flatten<<<gpu_blocks(total), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], total, s.c, (size_t)s.h * s.w, 0, 0);
 }
 
 static void flatten_backward(GpuNet *g, Layer *l, int li) {
-    (void)li;
     float *dx = g->dx[l->in[0]];
     if (!dx) return;
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
-    k_flatten<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], dx, total, s.c, (size_t)s.h * s.w, 1);
+    k_flatten<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], dx, total, s.c, (size_t)s.h * s.w, 1, gpu_acc(g, li, 0));
 }
 
 static void avg_forward(GpuNet *g, Layer *l, int li) {
@@ -52,12 +54,11 @@ static void avg_forward(GpuNet *g, Layer *l, int li) {
 }
 
 static void avg_backward(GpuNet *g, Layer *l, int li) {
-    (void)li;
     float *dx = g->dx[l->in[0]];
     if (!dx) return;
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
-    k_spatial_avg_backward<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], dx, total, (size_t)s.h * s.w);
+    k_spatial_avg_backward<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], dx, total, (size_t)s.h * s.w, gpu_acc(g, li, 0));
 }
 
 const GpuLayerImpl gpu_flatten_impl = {"flatten", NULL, NULL, flatten_forward, flatten_backward, NULL};

@@ -34,12 +34,13 @@ __global__ void k_xent_forward(const float *z, const int32_t *labels, float *pro
     if (threadIdx.x == 0) loss[i] = (float)(lse - (double)row[labels[i]]);
 }
 
-__global__ void k_xent_backward(const float *prob, const int32_t *labels, float *dz, int n, int c, float scale) {
+__global__ void k_xent_backward(const float *prob, const int32_t *labels, float *dz, int n, int c, float scale, int acc) {
     const float inv = scale / (float)n;
     size_t total = (size_t)n * c;
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
         int i = (int)(k / c), j = (int)(k % c);
-        dz[k] += (prob[k] - (j == labels[i] ? 1.0f : 0.0f)) * inv;
+        float d = (prob[k] - (j == labels[i] ? 1.0f : 0.0f)) * inv;
+        dz[k] = acc ? dz[k] + d : d;
     }
 }
 
@@ -66,7 +67,7 @@ static void xent_backward(GpuNet *g, Layer *l, int li) {
     if (!dz) return;
     int n = g->net->node[l->in[0]].shape.n;
     k_xent_backward<<<gpu_blocks((size_t)n * x->classes), 256, 0, g->s>>>(((XentGpu *)g->lp[li])->prob, g->labels, dz, n, x->classes,
-                                                                         g->loss_scale);
+                                                                         g->loss_scale, gpu_acc(g, li, 0));
 }
 
 const GpuLayerImpl gpu_xent_impl = {"softmax_xent", xent_plan, xent_bind, xent_forward, xent_backward, NULL};
