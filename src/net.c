@@ -290,6 +290,25 @@ int net_topk_correct(const Net *net, int k) {
 
 size_t net_num_params(const Net *net) { return net->params_total; }
 
+void net_act_in_place(const Net *net, int *alias) {
+    const int nn = net->nnode;
+    int *cons = xcalloc((size_t)nn, sizeof *cons), *prod = xmalloc((size_t)nn * sizeof *prod);
+    for (int v = 0; v < nn; v++) prod[v] = alias[v] = -1;
+    for (int i = 0; i < net->nlayer; i++) {
+        prod[net->layer[i].out] = i;
+        for (int k = 0; k < net->layer[i].nin; k++) cons[net->layer[i].in[k]]++;
+    }
+    for (int i = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        if (!act_is(l) || l->nin != 1) continue;
+        int u = l->in[0];
+        if (u != net->input && cons[u] == 1 && prod[u] >= 0 && !act_is(&net->layer[prod[u]]) && act_in_place_ok(l))
+            alias[l->out] = u;
+    }
+    free(cons);
+    free(prod);
+}
+
 int net_input_slot(const Net *net, int i) {
     int k = 0;
     for (int j = 0; j < i && j < net->nlayer; j++) k += net->layer[j].nin;

@@ -200,6 +200,11 @@ void net_grad_schedule(const Net *net, int *first, int *last, char *zero, char *
 /* Index of layer i's first input in net_grad_schedule's acc (the inputs of layers 0..i-1). */
 int net_input_slot(const Net *net, int i);
 int net_input_slots(const Net *net); /* all of them */
+/* Activations that a backend may run in place: alias[v] = u when node v is the output of an
+ * activation that may overwrite its input u, because nothing else reads u (one consumer, not the
+ * net's input), u's producer does not need its own output in backward (anything but another
+ * activation), and the activation's gradient follows from its output (act_in_place_ok); else -1. */
+void net_act_in_place(const Net *net, int *alias);
 double net_forward_flops(const Net *net);
 /* One line per layer: name, output shape, parameters, GFLOPs (darknet-style summary). */
 void net_print_summary(const Net *net, FILE *f);

@@ -1,5 +1,8 @@
 /* act.cu: the GPU half of the activations (src/layers/act.c): one elementwise kernel each way,
- * with the CPU half's formulas. */
+ * with the CPU half's formulas. Backward reads the output y (each derivative is a function of y:
+ * y > 0 iff x > 0 for relu, relu6 and elu) and, for leaky relu only, x, whose test gives the same
+ * answer on y when alpha > 0. So an activation may run in place over its input (gpunet.cu
+ * decides when: net_act_in_place). */
 #include "gpunet_internal.h"
 
 __global__ void k_act_forward(const float *x, float *y, size_t n, int act, float alpha) {
@@ -27,14 +30,14 @@ __global__ void k_act_forward(const float *x, float *y, size_t n, int act, float
 
 __global__ void k_act_backward(const float *x, const float *y, const float *dy, float *dx, size_t n, int act, float alpha, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = x[i], g = dy[i], d;
+        float v = y[i], g = dy[i], d;
         switch (act) {
         case ACT_RELU: d = v > 0 ? g : 0.0f; break;
         case ACT_RELU6: d = (v > 0 && v < 6.0f) ? g : 0.0f; break;
-        case ACT_ELU: d = v > 0 ? g : g * (y[i] + 1.0f); break;
-        case ACT_SIGMOID: d = g * y[i] * (1.0f - y[i]); break;
-        case ACT_TANH: d = g * (1.0f - y[i] * y[i]); break;
-        case ACT_LRELU: d = alpha * v > v ? alpha * g : g; break;
+        case ACT_ELU: d = v > 0 ? g : g * (v + 1.0f); break;
+        case ACT_SIGMOID: d = g * v * (1.0f - v); break;
+        case ACT_TANH: d = g * (1.0f - v * v); break;
+        case ACT_LRELU: d = alpha * x[i] > x[i] ? alpha * g : g; break; /* in place (x is y) only when alpha > 0 */
         default: d = g; break;
         }
         dx[i] = acc ? dx[i] + d : d;

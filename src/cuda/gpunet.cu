@@ -130,13 +130,22 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         mb[v].first = first[v];
         mb[v].last = last[v];
     }
+    /* activations in place: an activation overwrites its input when nothing else reads that
+     * input (one consumer, not the net's input) and the input's producer does not need its own
+     * output in backward (everything but another activation) */
+    int *alias = (int *)xmalloc((size_t)nn * sizeof(int));
+    net_act_in_place(net, alias);
     /* one arena: node data, node grads (sharing memory by lifetime), layer scratch, workspace */
     size_t off = 0;
     size_t *xoff = (size_t *)xcalloc((size_t)nn, sizeof *xoff);
     for (int i = 0; i < nn; i++) {
+        if (alias[i] >= 0) continue;
         xoff[i] = off;
         off += align256(shape_count(net->node[i].shape) * sizeof(float));
     }
+    for (int i = 0; i < nn; i++)
+        if (alias[i] >= 0) xoff[i] = xoff[alias[i]];
+    free(alias);
     g->grad_off = off;
     g->grad_bytes = memplan(mb, nn, 256);
     off += align256(g->grad_bytes);

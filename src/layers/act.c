@@ -116,6 +116,13 @@ static const LayerOps sigmoid_ops = {"sigmoid", act_forward, act_backward, NULL}
 static const LayerOps tanh_ops = {"tanh", act_forward, act_backward, NULL};
 static const LayerOps lrelu_ops = {"lrelu", act_forward, act_backward, NULL};
 
+int act_is(const Layer *l) { return l->ops->forward == act_forward; }
+
+int act_in_place_ok(const Layer *l) {
+    const ActPriv *a = l->priv;
+    return act_is(l) && (a->act != ACT_LRELU || a->alpha > 0);
+}
+
 int act_create(Net *net, int in, Act act, float alpha) {
     if (in < 0 || in >= net->nnode) die("activation: bad input handle %d", in);
     const LayerOps *ops;

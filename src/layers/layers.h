@@ -30,6 +30,10 @@ int bn_create(Net *net, int in);
  * SIGMOID, TANH, LRELU (max(alpha*x, x)), LINEAR (identity copy). Type named after the
  * function ("relu", "elu", ...). */
 int act_create(Net *net, int in, Act act, float alpha);
+/* 1 if l is an activation layer; act_in_place_ok: 1 if its gradient can be computed from its
+ * output alone, so that the output may overwrite the input (all but leaky relu with alpha <= 0). */
+int act_is(const Layer *l);
+int act_in_place_ok(const Layer *l);
 
 /* pool.c: max or average pooling, SAME or VALID (padding as conv). Max ignores padding; average
  * divides by the number of in-bounds elements in the window (TensorFlow's SAME average).
