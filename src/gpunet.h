@@ -10,8 +10,12 @@
  * Conventions are the CPU reference's (net.h): NCHW activations; backward accumulates into the
  * parameters' gradients after the step zeroes them, and into the activations' gradients except
  * for each node's first consumer, which writes (no zeroing pass). Precision: PREC_FP32 is true
- * fp32 (no TF32 anywhere), PREC_TF32 lets cuDNN and cuBLAS use TF32 tensor cores. fp16 and bf16
- * are not implemented yet: gpunet_new() refuses them with a message.
+ * fp32 (no TF32 anywhere), PREC_TF32 lets cuDNN and cuBLAS use TF32 tensor cores. PREC_FP16 and
+ * PREC_BF16 keep activations and their gradients in the 16-bit type (NCHW, tensor-op math,
+ * fp32 accumulation), the master weights, their gradients, the optimizer state and batch-norm
+ * statistics in fp32: the weights are cast to 16 bits after every update, and the convolutions'
+ * 16-bit weight gradients are cast into the fp32 gradients as each layer finishes. The loss
+ * layer keeps its per-sample losses in fp32.
  *
  * Everything runs on one stream; calls return once the work is queued, except those that hand a
  * value to the host (gpunet_loss, gpunet_download_*, gpunet_grads_finite), which synchronise.

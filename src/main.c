@@ -38,7 +38,7 @@ typedef struct Run {
     int nccl;        /* 1: the GPU backend averages gradients with NCCL */
 } Run;
 
-/* Picks the backend. --device=gpu: the GPU backend (fp32 and tf32 so far) on the GPU of this
+/* Picks the backend. --device=gpu: the GPU backend (fp32, tf32, fp16, bf16) on the GPU of this
  * rank's local rank, or exit 2 with the reason when there is none. Without --device the CPU
  * backend is used, with one line saying so: the GPU backend has not yet passed its parity tests
  * on a GPU, so it is only used when asked for. */
@@ -47,8 +47,11 @@ static void choose_device(Run *r) {
     int ngpu = gpu_count(why, sizeof why);
     if (r->cfg.device == DEVICE_GPU) {
         if (ngpu == 0) die_code(EXIT_USAGE, "--device=gpu: no usable GPU: %s", why);
-        if (r->cfg.precision == PREC_FP16 || r->cfg.precision == PREC_BF16)
-            die_code(EXIT_USAGE, "--precision=%s: the GPU backend trains in fp32 and tf32 only so far", precision_name(r->cfg.precision));
+        /* fp16 without --loss_scale: dynamic loss scaling, as mixed-precision training expects */
+        if (r->cfg.precision == PREC_FP16 && !r->cfg.given_loss_scale) {
+            r->cfg.dynamic_loss_scale = 1;
+            r->cfg.loss_scale = 65536;
+        }
         r->gpu = 1;
         r->gpu_device = r->dist.local_rank % ngpu;
         return;
@@ -240,6 +243,10 @@ static void print_header(const Run *r, const Net *net) {
     }
     printf("Data format: NCHW\n");
     printf("Data type:   %s\n", precision_name(c->precision));
+    if (c->dynamic_loss_scale)
+        printf("Loss scale:  dynamic (from %g)\n", c->loss_scale);
+    else if (c->loss_scale != 1)
+        printf("Loss scale:  %g\n", c->loss_scale);
     printf("Learning rate: %g (%s)\n", r->base_lr, c->given_learning_rate ? "given" : "model default");
     fflush(stdout);
 }

@@ -157,6 +157,38 @@ TEST(gpu_activations_match_cpu) {
     }
 }
 
+/* fp16 and bf16 (storage type on the device, fp32 master weights) against the fp32 CPU
+ * reference: every layer type, within the storage type's rounding (fp16 keeps 11 bits, bf16 8). */
+TEST(gpu_half_precision_layers_match_cpu) {
+    if (!have_gpu()) return;
+    const int precs[2] = {PREC_FP16, PREC_BF16};
+    const double tol[2] = {1e-2, 6e-2};
+    for (int k = 0; k < 2; k++) {
+        char name[64];
+#define HALF(what, n, c, h, w, mk)                                                                                     \
+    do {                                                                                                               \
+        snprintf(name, sizeof name, "%s %s", what, k ? "bf16" : "fp16");                                               \
+        parity(name, n, c, h, w, mk, precs[k], tol[k]);                                                                \
+    } while (0)
+        HALF("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same);
+        HALF("conv 3x3/2 uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven);
+        HALF("conv 1x1/2", 2, 8, 8, 8, mk_conv_1x1_s2);
+        HALF("bn 4-D", 4, 5, 6, 7, mk_bn);
+        HALF("maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool);
+        HALF("avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2);
+        HALF("spatial average", 3, 4, 5, 5, mk_spatial_avg);
+        HALF("fc + relu", 4, 3, 5, 5, mk_fc_relu);
+        HALF("concat of 3", 2, 3, 6, 6, mk_concat);
+        HALF("residual add", 2, 3, 6, 6, mk_add);
+        HALF("dropout keep 1", 2, 3, 4, 4, mk_dropout_keep1);
+        cur_act = ACT_TANH;
+        HALF("tanh", 2, 3, 5, 5, mk_act);
+        cur_act = ACT_LRELU;
+        HALF("lrelu", 2, 3, 5, 5, mk_act);
+#undef HALF
+    }
+}
+
 TEST(gpu_dropout_mask_law_and_backward) {
     if (!have_gpu()) return;
     Net *net = net_new(4, 8, 16, 16);
@@ -208,7 +240,7 @@ TEST(gpu_dropout_mask_law_and_backward) {
 
 /* N training steps of a model on both backends from the same start, same batch: parameters and
  * losses agree. */
-static void steps_agree(const char *model, int batch, int steps, double tol) {
+static void steps_agree(const char *model, int batch, int steps, int precision, double loss_scale, double tol) {
     const ModelInfo *mi = model_find(model);
     Net *a = model_build_net(mi, batch, 10), *b = model_build_net(mi, batch, 10);
     net_finalize(a, 1);
@@ -226,10 +258,10 @@ static void steps_agree(const char *model, int batch, int steps, double tol) {
     tc.opt.momentum = 0.9;
     tc.opt.nesterov = 1;
     tc.opt.weight_decay = 1e-4;
-    tc.loss_scale = 1;
+    tc.loss_scale = loss_scale;
     char err[256];
     int oom;
-    GpuNet *g = gpunet_new(b, 0, PREC_FP32, err, sizeof err, &oom);
+    GpuNet *g = gpunet_new(b, 0, precision, err, sizeof err, &oom);
     CHECK_MSG(g != NULL, "%s", err);
     if (!g) return;
     Trainer tcpu, tgpu;
@@ -242,7 +274,8 @@ static void steps_agree(const char *model, int batch, int steps, double tol) {
     }
     trainer_sync_host(&tgpu);
     double e = rel_err(b->params, a->params, a->params_total);
-    printf("    %s, %d steps: parameters max relative error %.2e, loss %.2e\n", model, steps, e, worst_loss);
+    printf("    %s %s, %d steps: parameters max relative error %.2e, loss %.2e\n", model, precision_name((Precision)precision), steps, e,
+           worst_loss);
     CHECK_MSG(e <= tol && worst_loss <= tol, "%s: parameters %.3g, loss %.3g > %.3g", model, e, worst_loss, tol);
     worst_seen = fmax(worst_seen, fmax(e, worst_loss));
     trainer_free(&tcpu);
@@ -255,8 +288,13 @@ static void steps_agree(const char *model, int batch, int steps, double tol) {
 
 TEST(gpu_training_steps_match_cpu) {
     if (!have_gpu()) return;
-    steps_agree("lenet", 16, 5, 1e-3);
-    steps_agree("resnet18", 2, 3, 1e-2);
+    steps_agree("lenet", 16, 5, PREC_FP32, 1, 1e-3);
+    steps_agree("resnet18", 2, 3, PREC_FP32, 1, 1e-2);
+    steps_agree("lenet", 16, 5, PREC_TF32, 1, 2e-2);
+    /* fp16 with a static loss scale (the CPU run has the same scale: exact in fp32) */
+    steps_agree("lenet", 16, 5, PREC_FP16, 128, 3e-2);
+    steps_agree("resnet18", 2, 3, PREC_FP16, 128, 5e-2);
+    steps_agree("lenet", 16, 5, PREC_BF16, 1, 1e-1);
     printf("    GPU parity: largest relative error seen %.2e\n", worst_seen);
 }
 

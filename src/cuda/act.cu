@@ -5,9 +5,9 @@
  * decides when: net_act_in_place). */
 #include "gpunet_internal.h"
 
-__global__ void k_act_forward(const float *x, float *y, size_t n, int act, float alpha) {
+template <typename T> __global__ void k_act_forward(const T *x, T *y, size_t n, int act, float alpha) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = x[i], r;
+        float v = to_f(x[i]), r;
         switch (act) {
         case ACT_RELU: r = v > 0 ? v : 0.0f; break;
         case ACT_RELU6: r = v > 0 ? (v < 6.0f ? v : 6.0f) : 0.0f; break;
@@ -24,23 +24,28 @@ __global__ void k_act_forward(const float *x, float *y, size_t n, int act, float
         case ACT_LRELU: r = alpha * v > v ? alpha * v : v; break;
         default: r = v; break;
         }
-        y[i] = r;
+        y[i] = from_f<T>(r);
     }
 }
 
-__global__ void k_act_backward(const float *x, const float *y, const float *dy, float *dx, size_t n, int act, float alpha, int acc) {
+template <typename T>
+__global__ void k_act_backward(const T *x, const T *y, const T *dy, T *dx, size_t n, int act, float alpha, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = y[i], g = dy[i], d;
+        float v = to_f(y[i]), g = to_f(dy[i]), d;
         switch (act) {
         case ACT_RELU: d = v > 0 ? g : 0.0f; break;
         case ACT_RELU6: d = (v > 0 && v < 6.0f) ? g : 0.0f; break;
         case ACT_ELU: d = v > 0 ? g : g * (v + 1.0f); break;
         case ACT_SIGMOID: d = g * v * (1.0f - v); break;
         case ACT_TANH: d = g * (1.0f - v * v); break;
-        case ACT_LRELU: d = alpha * x[i] > x[i] ? alpha * g : g; break; /* in place (x is y) only when alpha > 0 */
+        case ACT_LRELU: { /* in place (x is y) only when alpha > 0 */
+            float u = to_f(x[i]);
+            d = alpha * u > u ? alpha * g : g;
+            break;
+        }
         default: d = g; break;
         }
-        dx[i] = acc ? dx[i] + d : d;
+        dx[i] = from_f<T>(acc ? to_f(dx[i]) + d : d);
     }
 }
 
@@ -48,16 +53,18 @@ static void act_forward(GpuNet *g, Layer *l, int li) {
     (void)li;
     const ActPriv *a = (const ActPriv *)l->priv;
     size_t n = shape_count(g->net->node[l->in[0]].shape);
-    k_act_forward<<<gpu_blocks(n), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], n, (int)a->act, a->alpha);
+    GPU_DISPATCH(g, T, k_act_forward<T><<<gpu_blocks(n), 256, 0, g->s>>>((const T *)g->x[l->in[0]], (T *)g->x[l->out], n, (int)a->act, a->alpha));
 }
 
 static void act_backward(GpuNet *g, Layer *l, int li) {
     const ActPriv *a = (const ActPriv *)l->priv;
-    float *dx = g->dx[l->in[0]];
+    void *dx = g->dx[l->in[0]];
     if (!dx) return;
     size_t n = shape_count(g->net->node[l->in[0]].shape);
-    k_act_backward<<<gpu_blocks(n), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], g->dx[l->out], dx, n, (int)a->act, a->alpha,
-                                                  gpu_acc(g, li, 0));
+    GPU_DISPATCH(g, T,
+                 k_act_backward<T><<<gpu_blocks(n), 256, 0, g->s>>>((const T *)g->x[l->in[0]], (const T *)g->x[l->out],
+                                                                  (const T *)g->dx[l->out], (T *)dx, n, (int)a->act, a->alpha,
+                                                                  gpu_acc(g, li, 0)));
 }
 
 const GpuLayerImpl gpu_act_impl = {"act", NULL, NULL, act_forward, act_backward, NULL};

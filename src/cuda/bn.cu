@@ -9,7 +9,7 @@ typedef struct BnGpu {
     int training;       /* mode of the last forward */
     float *save_mean;   /* [c] */
     float *save_invstd; /* [c] */
-    float *discard;     /* dx when the input is the network input (which has no gradient) */
+    void *discard;      /* dx when the input is the network input (which has no gradient) */
 } BnGpu;
 
 static void bn_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
@@ -17,10 +17,10 @@ static void bn_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *worksp
     BnGpu *p = (BnGpu *)xcalloc(1, sizeof *p);
     g->lp[li] = p;
     Shape s = g->net->node[l->in[0]].shape;
-    p->x = gpu_tensor_desc(s);
-    p->p = gpu_tensor_desc(shape4(1, b->c, 1, 1));
+    p->x = gpu_tensor_desc(g, s);
+    p->p = gpu_tensor_desc_f32(shape4(1, b->c, 1, 1)); /* scale, bias and statistics stay fp32 */
     *scratch = 2 * (((size_t)b->c * sizeof(float) + 255) & ~(size_t)255);
-    if (l->in[0] == g->net->input) *scratch += shape_count(s) * sizeof(float);
+    if (l->in[0] == g->net->input) *scratch += shape_count(s) * g->esize;
     *workspace = 0;
 }
 
@@ -30,14 +30,14 @@ static void bn_bind(GpuNet *g, Layer *l, int li, char *scratch) {
     p->save_mean = (float *)scratch;
     const size_t cb = ((size_t)b->c * sizeof(float) + 255) & ~(size_t)255;
     p->save_invstd = (float *)(scratch + cb);
-    if (l->in[0] == g->net->input) p->discard = (float *)(scratch + 2 * cb);
+    if (l->in[0] == g->net->input) p->discard = scratch + 2 * cb;
 }
 
 static void bn_forward(GpuNet *g, Layer *l, int li) {
     BnGpu *p = (BnGpu *)g->lp[li];
     Net *net = g->net;
     const float one = 1.0f, zero = 0.0f;
-    const float *gamma = g->params + net->param[l->param0].off, *beta = g->params + net->param[l->param0 + 1].off;
+    const float *gamma = gpu_param(g, l->param0), *beta = gpu_param(g, l->param0 + 1);
     float *mm = g->state + net->buf[l->buf0].off, *mv = g->state + net->buf[l->buf0 + 1].off;
     p->training = net->training != 0;
     if (p->training)
@@ -51,18 +51,19 @@ static void bn_forward(GpuNet *g, Layer *l, int li) {
 
 /* inference-mode backward: dx (+)= gamma / sqrt(var + eps) dy (adds if acc); dgamma += sum dy xhat;
  * dbeta += sum dy (one block per channel) */
-__global__ void k_bn_backward_fixed(const float *x, const float *dy, float *dx, const float *gamma, const float *mean,
-                                    const float *var, float *dgamma, float *dbeta, int n, int c, size_t hw, int acc) {
+template <typename T>
+__global__ void k_bn_backward_fixed(const T *x, const T *dy, T *dx, const float *gamma, const float *mean, const float *var,
+                                    float *dgamma, float *dbeta, int n, int c, size_t hw, int acc) {
     const int ch = blockIdx.x;
     const float is = rsqrtf(var[ch] + BN_EPSILON), a = gamma[ch] * is, mu = mean[ch];
     __shared__ double s1[256], s2[256];
     double sdy = 0, sdyx = 0;
     for (size_t k = threadIdx.x; k < (size_t)n * hw; k += blockDim.x) {
         size_t i = (k / hw * c + ch) * hw + k % hw;
-        float d = dy[i];
+        float d = to_f(dy[i]);
         sdy += d;
-        sdyx += d * ((x[i] - mu) * is);
-        if (dx) dx[i] = acc ? dx[i] + a * d : a * d;
+        sdyx += d * ((to_f(x[i]) - mu) * is);
+        if (dx) dx[i] = from_f<T>(acc ? to_f(dx[i]) + a * d : a * d);
     }
     s1[threadIdx.x] = sdy;
     s2[threadIdx.x] = sdyx;
@@ -85,14 +86,16 @@ static void bn_backward(GpuNet *g, Layer *l, int li) {
     const Bn *b = (const Bn *)l->priv;
     Net *net = g->net;
     const float one = 1.0f;
-    const float *gamma = g->params + net->param[l->param0].off;
-    float *dgamma = g->grads + net->param[l->param0].off, *dbeta = g->grads + net->param[l->param0 + 1].off;
-    float *dx = g->dx[l->in[0]];
+    const float *gamma = gpu_param(g, l->param0);
+    float *dgamma = gpu_grad(g, l->param0), *dbeta = gpu_grad(g, l->param0 + 1);
+    void *dx = g->dx[l->in[0]];
     if (!p->training) {
         Shape s = net->node[l->in[0]].shape;
-        k_bn_backward_fixed<<<b->c, 256, 0, g->s>>>(g->x[l->in[0]], g->dx[l->out], dx, gamma, g->state + net->buf[l->buf0].off,
-                                                   g->state + net->buf[l->buf0 + 1].off, dgamma, dbeta, s.n, b->c, b->hw,
-                                                   gpu_acc(g, li, 0));
+        GPU_DISPATCH(g, T,
+                     k_bn_backward_fixed<T><<<b->c, 256, 0, g->s>>>((const T *)g->x[l->in[0]], (const T *)g->dx[l->out], (T *)dx, gamma,
+                                                                   g->state + net->buf[l->buf0].off,
+                                                                   g->state + net->buf[l->buf0 + 1].off, dgamma, dbeta, s.n, b->c,
+                                                                   b->hw, gpu_acc(g, li, 0)));
         return;
     }
     float beta_dx = gpu_acc(g, li, 0) ? 1.0f : 0.0f;

@@ -1,14 +1,15 @@
 /* concat.cu: the GPU half of concat along channels (src/layers/concat.c): each input is one
- * strided copy into its channel range; backward adds the range back. */
+ * strided copy into its channel range; backward copies (or adds) the range back. */
 #include "gpunet_internal.h"
 
 /* y[s][off + r] = x[s][r] for r < chw_in (forward); x[s][r] (+)= y[s][off + r] (backward: adds if
  * acc, else writes) */
-__global__ void k_concat(float *x, float *y, size_t total, size_t chw_in, size_t chw_out, size_t off, int backward, int acc) {
+template <typename T>
+__global__ void k_concat(T *x, T *y, size_t total, size_t chw_in, size_t chw_out, size_t off, int backward, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         size_t s = i / chw_in, r = i % chw_in, j = s * chw_out + off + r;
         if (backward)
-            x[i] = acc ? x[i] + y[j] : y[j];
+            x[i] = acc ? from_f<T>(to_f(x[i]) + to_f(y[j])) : y[j];
         else
             y[j] = x[i];
     }
@@ -20,10 +21,10 @@ static void concat_run(GpuNet *g, Layer *l, int li, int backward) {
     for (int k = 0; k < l->nin; k++) {
         Shape si = g->net->node[l->in[k]].shape;
         size_t chw_in = shape_sample(si), total = shape_count(si);
-        float *x = backward ? g->dx[l->in[k]] : g->x[l->in[k]];
-        float *y = backward ? g->dx[l->out] : g->x[l->out];
-        if (x)
-            k_concat<<<gpu_blocks(total), 256, 0, g->s>>>(x, y, total, chw_in, chw_out, off, backward, backward && gpu_acc(g, li, k));
+        void *x = backward ? g->dx[l->in[k]] : g->x[l->in[k]];
+        void *y = backward ? g->dx[l->out] : g->x[l->out];
+        int acc = backward && gpu_acc(g, li, k);
+        if (x) GPU_DISPATCH(g, T, k_concat<T><<<gpu_blocks(total), 256, 0, g->s>>>((T *)x, (T *)y, total, chw_in, chw_out, off, backward, acc));
         off += chw_in;
     }
 }

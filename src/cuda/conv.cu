@@ -13,30 +13,31 @@ typedef struct ConvGpu {
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
     int padded;       /* 1: explicit padding through xpad */
     int hp, wp;       /* padded input size */
-    float *xpad;      /* [n][cin][hp][wp] (padded only) */
-    float *dxpad;     /* its gradient */
+    void *xpad;       /* [n][cin][hp][wp] (padded only), storage type */
+    void *dxpad;      /* its gradient */
 } ConvGpu;
 
 /* x [n][c][h][w] -> xp [n][c][hp][wp] at (pt, pl), zeros around */
-__global__ void k_pad(const float *x, float *xp, int nc, int h, int w, int hp, int wp, int pt, int pl) {
+template <typename T> __global__ void k_pad(const T *x, T *xp, int nc, int h, int w, int hp, int wp, int pt, int pl) {
     size_t total = (size_t)nc * hp * wp;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int xx = (int)(i % wp), yy = (int)(i / wp % hp);
         size_t p = i / ((size_t)wp * hp);
         int sy = yy - pt, sx = xx - pl;
-        xp[i] = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? x[(p * h + sy) * w + sx] : 0.0f;
+        xp[i] = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? x[(p * h + sy) * w + sx] : from_f<T>(0.0f);
     }
 }
 
 /* dx (+)= the part of dxp that lies over x (adds if acc) */
-__global__ void k_unpad_add(const float *dxp, float *dx, int nc, int h, int w, int hp, int wp, int pt, int pl, int acc) {
+template <typename T>
+__global__ void k_unpad_add(const T *dxp, T *dx, int nc, int h, int w, int hp, int wp, int pt, int pl, int acc) {
     size_t total = (size_t)nc * h * w;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int xx = (int)(i % w), yy = (int)(i / w % h);
         size_t p = i / ((size_t)w * h);
         int py = yy + pt, px = xx + pl;
-        float v = (py < hp && px < wp) ? dxp[(p * hp + py) * wp + px] : 0.0f;
-        dx[i] = acc ? dx[i] + v : v;
+        float v = (py < hp && px < wp) ? to_f(dxp[(p * hp + py) * wp + px]) : 0.0f;
+        dx[i] = from_f<T>(acc ? to_f(dx[i]) + v : v);
     }
 }
 
@@ -53,10 +54,10 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     const int n = net->node[l->in[0]].shape.n;
     ConvGpu *p = (ConvGpu *)xcalloc(1, sizeof *p);
     g->lp[li] = p;
-    p->x = gpu_tensor_desc(net->node[l->in[0]].shape);
-    p->y = gpu_tensor_desc(net->node[l->out].shape);
+    p->x = gpu_tensor_desc(g, net->node[l->in[0]].shape);
+    p->y = gpu_tensor_desc(g, net->node[l->out].shape);
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, c->cout, c->cin, c->kh, c->kw));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, CUDNN_TENSOR_NCHW, c->cout, c->cin, c->kh, c->kw));
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
     /* symmetric padding (pt, pl) gives TensorFlow's output size when the total padding is even */
     int ph = c->pt, pw = c->pl;
@@ -68,16 +69,16 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
         p->padded = 1;
         p->hp = (c->oh - 1) * c->sh + c->kh;
         p->wp = (c->ow - 1) * c->sw + c->kw;
-        p->xp = gpu_tensor_desc(shape4(n, c->cin, p->hp, p->wp));
+        p->xp = gpu_tensor_desc(g, shape4(n, c->cin, p->hp, p->wp));
         CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, 0, 0, c->sh, c->sw, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
         CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->xp, p->w, &on, &oc, &oh, &ow));
         if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
         in = p->xp;
-        *scratch = 2 * (size_t)n * c->cin * p->hp * p->wp * sizeof(float);
+        *scratch = 2 * (((size_t)n * c->cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255);
     }
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, gpu_math(g)));
     if (c->pb >= 0) {
-        p->bias = gpu_tensor_desc(shape4(1, c->cout, 1, 1));
+        p->bias = gpu_tensor_desc(g, shape4(1, c->cout, 1, 1));
     }
     /* choose by measurement */
     const int want_fma = g->prec == PREC_FP32;
@@ -107,52 +108,59 @@ static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
     if (!p->padded) return;
     const Conv *c = (const Conv *)l->priv;
     size_t n = (size_t)g->net->node[l->in[0]].shape.n * c->cin * p->hp * p->wp;
-    p->xpad = (float *)scratch;
-    p->dxpad = p->xpad + n;
+    p->xpad = scratch;
+    p->dxpad = scratch + ((n * g->esize + 255) & ~(size_t)255);
 }
 
 static void conv_forward(GpuNet *g, Layer *l, int li) {
     const Conv *c = (const Conv *)l->priv;
     ConvGpu *p = (ConvGpu *)g->lp[li];
     const float one = 1.0f, zero = 0.0f;
-    const float *x = g->x[l->in[0]];
+    const void *x = g->x[l->in[0]];
     cudnnTensorDescriptor_t in = p->x;
     if (p->padded) {
         int nc = g->net->node[l->in[0]].shape.n * c->cin;
-        k_pad<<<gpu_blocks((size_t)nc * p->hp * p->wp), 256, 0, g->s>>>(x, p->xpad, nc, c->h, c->w, p->hp, p->wp, c->pt, c->pl);
+        GPU_DISPATCH(g, T,
+                     k_pad<T><<<gpu_blocks((size_t)nc * p->hp * p->wp), 256, 0, g->s>>>((const T *)x, (T *)p->xpad, nc, c->h, c->w, p->hp,
+                                                                                     p->wp, c->pt, c->pl));
         x = p->xpad;
         in = p->xp;
     }
-    CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, in, x, p->w, g->params + g->net->param[c->pw].off, p->conv, p->fwd, g->ws,
-                                        g->ws_bytes, &zero, p->y, g->x[l->out]));
-    if (c->pb >= 0)
-        CUDNN_CHECK(cudnnAddTensor(g->dnn, &one, p->bias, g->params + g->net->param[c->pb].off, &one, p->y, g->x[l->out]));
+    CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, in, x, p->w, gpu_weights(g, c->pw), p->conv, p->fwd, g->ws, g->ws_bytes, &zero,
+                                        p->y, g->x[l->out]));
+    if (c->pb >= 0) CUDNN_CHECK(cudnnAddTensor(g->dnn, &one, p->bias, gpu_weights(g, c->pb), &one, p->y, g->x[l->out]));
 }
 
 static void conv_backward(GpuNet *g, Layer *l, int li) {
     const Conv *c = (const Conv *)l->priv;
     ConvGpu *p = (ConvGpu *)g->lp[li];
     const float one = 1.0f, zero = 0.0f;
-    const float *dy = g->dx[l->out];
-    const float *x = p->padded ? p->xpad : g->x[l->in[0]];
+    /* fp32: add into the zeroed fp32 gradients; fp16/bf16: write the storage-type buffer, then cast */
+    const float *beta_w = gpu_half(g) ? &zero : &one;
+    const void *dy = g->dx[l->out];
+    const void *x = p->padded ? p->xpad : g->x[l->in[0]];
     cudnnTensorDescriptor_t in = p->padded ? p->xp : p->x;
-    if (c->pb >= 0)
-        CUDNN_CHECK(cudnnConvolutionBackwardBias(g->dnn, &one, p->y, dy, &one, p->bias, g->grads + g->net->param[c->pb].off));
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, in, x, p->y, dy, p->conv, p->bwd_filter, g->ws, g->ws_bytes, &one, p->w,
-                                               g->grads + g->net->param[c->pw].off));
-    float *dx = g->dx[l->in[0]];
+    if (c->pb >= 0) {
+        CUDNN_CHECK(cudnnConvolutionBackwardBias(g->dnn, &one, p->y, dy, beta_w, p->bias, gpu_conv_dw(g, c->pb)));
+        if (gpu_half(g)) gpu_grad_from_half(g, c->pb);
+    }
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, in, x, p->y, dy, p->conv, p->bwd_filter, g->ws, g->ws_bytes, beta_w, p->w,
+                                               gpu_conv_dw(g, c->pw)));
+    if (gpu_half(g)) gpu_grad_from_half(g, c->pw);
+    void *dx = g->dx[l->in[0]];
     if (!dx) return;
-    const float *w = g->params + g->net->param[c->pw].off;
+    const void *w = gpu_weights(g, c->pw);
     if (!p->padded) {
-        CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->conv, p->bwd_data, g->ws, g->ws_bytes, gpu_beta(g, li, 0),
-                                                 p->x, dx));
+        CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->conv, p->bwd_data, g->ws, g->ws_bytes,
+                                                 gpu_beta(g, li, 0), p->x, dx));
         return;
     }
     CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->conv, p->bwd_data, g->ws, g->ws_bytes, &zero, p->xp,
                                              p->dxpad));
     int nc = g->net->node[l->in[0]].shape.n * c->cin;
-    k_unpad_add<<<gpu_blocks((size_t)nc * c->h * c->w), 256, 0, g->s>>>(p->dxpad, dx, nc, c->h, c->w, p->hp, p->wp, c->pt, c->pl,
-                                                                         gpu_acc(g, li, 0));
+    GPU_DISPATCH(g, T,
+                 k_unpad_add<T><<<gpu_blocks((size_t)nc * c->h * c->w), 256, 0, g->s>>>((const T *)p->dxpad, (T *)dx, nc, c->h, c->w,
+                                                                                      p->hp, p->wp, c->pt, c->pl, gpu_acc(g, li, 0)));
 }
 
 static void conv_destroy(GpuNet *g, Layer *l, int li) {

@@ -14,20 +14,20 @@ __device__ static uint64_t mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-__global__ void k_dropout(const float *x, float *y, uint8_t *mask, size_t n, uint64_t key, float keep) {
+template <typename T> __global__ void k_dropout(const T *x, T *y, uint8_t *mask, size_t n, uint64_t key, float keep) {
     const float scale = 1.0f / keep;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float u = (float)(mix64(key + i * 0x9e3779b97f4a7c15ULL) >> 40) * (1.0f / 16777216.0f); /* [0, 1) */
         uint8_t k = u < keep;
         mask[i] = k;
-        y[i] = k ? x[i] * scale : 0.0f;
+        y[i] = from_f<T>(k ? to_f(x[i]) * scale : 0.0f);
     }
 }
 
-__global__ void k_dropout_backward(const float *dy, const uint8_t *mask, float *dx, size_t n, float scale, int acc) {
+template <typename T> __global__ void k_dropout_backward(const T *dy, const uint8_t *mask, T *dx, size_t n, float scale, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float d = !mask ? dy[i] : mask[i] ? dy[i] * scale : 0.0f;
-        dx[i] = acc ? dx[i] + d : d;
+        float d = !mask ? to_f(dy[i]) : mask[i] ? to_f(dy[i]) * scale : 0.0f;
+        dx[i] = from_f<T>(acc ? to_f(dx[i]) + d : d);
     }
 }
 
@@ -48,21 +48,22 @@ static void dropout_forward(GpuNet *g, Layer *l, int li) {
     size_t n = shape_count(g->net->node[l->in[0]].shape);
     p->training = g->net->training != 0;
     if (!p->training) {
-        CUDA_CHECK(cudaMemcpyAsync(g->x[l->out], g->x[l->in[0]], n * sizeof(float), cudaMemcpyDeviceToDevice, g->s));
+        CUDA_CHECK(cudaMemcpyAsync(g->x[l->out], g->x[l->in[0]], n * g->esize, cudaMemcpyDeviceToDevice, g->s));
         return;
     }
     uint64_t key = g->dropout_seed ^ (g->dropout_calls * 0xd1b54a32d192ed03ULL) ^ ((uint64_t)li << 48);
-    k_dropout<<<gpu_blocks(n), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], p->mask, n, key, d->keep);
+    GPU_DISPATCH(g, T, k_dropout<T><<<gpu_blocks(n), 256, 0, g->s>>>((const T *)g->x[l->in[0]], (T *)g->x[l->out], p->mask, n, key, d->keep));
 }
 
 static void dropout_backward(GpuNet *g, Layer *l, int li) {
     const Dropout *d = (const Dropout *)l->priv;
     DropoutGpu *p = (DropoutGpu *)g->lp[li];
-    float *dx = g->dx[l->in[0]];
+    void *dx = g->dx[l->in[0]];
     if (!dx) return;
     size_t n = shape_count(g->net->node[l->in[0]].shape);
-    k_dropout_backward<<<gpu_blocks(n), 256, 0, g->s>>>(g->dx[l->out], p->training ? p->mask : NULL, dx, n, 1.0f / d->keep,
-                                                      gpu_acc(g, li, 0));
+    GPU_DISPATCH(g, T,
+                 k_dropout_backward<T><<<gpu_blocks(n), 256, 0, g->s>>>((const T *)g->dx[l->out], p->training ? p->mask : NULL, (T *)dx, n,
+                                                                       1.0f / d->keep, gpu_acc(g, li, 0)));
 }
 
 const GpuLayerImpl gpu_dropout_impl = {"dropout", dropout_plan, dropout_bind, dropout_forward, dropout_backward, NULL};

@@ -21,14 +21,43 @@ static const GpuLayerImpl *impl_of(const char *type) {
     return NULL;
 }
 
-cudnnTensorDescriptor_t gpu_tensor_desc(Shape s) {
+static cudnnTensorDescriptor_t tensor_desc(cudnnDataType_t t, Shape s) {
     cudnnTensorDescriptor_t d;
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, t, s.n, s.c, s.h, s.w));
     return d;
 }
 
-cudnnMathType_t gpu_math(const GpuNet *g) { return g->prec == PREC_TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+cudnnTensorDescriptor_t gpu_tensor_desc(const GpuNet *g, Shape s) { return tensor_desc(g->dtype, s); }
+cudnnTensorDescriptor_t gpu_tensor_desc_f32(Shape s) { return tensor_desc(CUDNN_DATA_FLOAT, s); }
+
+cudnnMathType_t gpu_math(const GpuNet *g) {
+    return g->prec == PREC_FP32 ? CUDNN_FMA_MATH : g->prec == PREC_TF32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+/* w (storage type) = (T)params, over the whole arena */
+template <typename T> __global__ void k_cast_params(const float *p, T *w, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) w[i] = from_f<T>(p[i]);
+}
+
+/* fp16/bf16: refresh the storage-type weights from the fp32 master weights */
+static void cast_params(GpuNet *g) {
+    size_t n = g->P;
+    if (!gpu_half(g) || n == 0) return;
+    GPU_DISPATCH(g, T, k_cast_params<T><<<gpu_blocks(n), 256, 0, g->s>>>(g->params, (T *)g->wh, n));
+    KERNEL_CHECK();
+}
+
+template <typename T> __global__ void k_grad_from_half(const T *h, float *gr, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) gr[i] = to_f(h[i]);
+}
+
+void gpu_grad_from_half(GpuNet *g, int p) {
+    const Param *pp = &g->net->param[p];
+    const size_t off = g->poff[p];
+    GPU_DISPATCH(g, T,
+                 k_grad_from_half<T><<<gpu_blocks(pp->count), 256, 0, g->s>>>((const T *)g->gh + off, g->grads + off, pp->count));
+}
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
@@ -52,29 +81,40 @@ static int dev_alloc(GpuNet *g, void **p, size_t bytes, char *err, size_t errlen
 GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen, int *oom) {
     if (oom) *oom = 0;
     if (!net->finalized) die("gpunet_new before net_finalize");
-    if (precision != PREC_FP32 && precision != PREC_TF32) {
-        snprintf(err, errlen, "the GPU backend trains in fp32 and tf32 only so far: --precision=%s is not implemented yet",
-                 precision == PREC_FP16 ? "fp16" : "bf16");
+    if (precision != PREC_FP32 && precision != PREC_TF32 && precision != PREC_FP16 && precision != PREC_BF16) {
+        snprintf(err, errlen, "the GPU backend has no precision %d", precision);
         return NULL;
     }
     GpuNet *g = (GpuNet *)xcalloc(1, sizeof *g);
     g->net = net;
     g->device = device;
     g->prec = precision;
+    g->esize = gpu_half(g) ? 2 : 4;
+    g->dtype = precision == PREC_FP16 ? CUDNN_DATA_HALF : precision == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    g->ctype = precision == PREC_FP16 ? CUDA_R_16F : precision == PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
     CUDNN_CHECK(cudnnCreate(&g->dnn));
     CUDNN_CHECK(cudnnSetStream(g->dnn, g->s));
     CUBLAS_CHECK(cublasCreate(&g->blas));
     CUBLAS_CHECK(cublasSetStream(g->blas, g->s));
-    CUBLAS_CHECK(cublasSetMathMode(g->blas, precision == PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+    CUBLAS_CHECK(cublasSetMathMode(g->blas, precision == PREC_TF32   ? CUBLAS_TF32_TENSOR_OP_MATH
+                                             : precision == PREC_FP32 ? CUBLAS_PEDANTIC_MATH
+                                                                      : CUBLAS_DEFAULT_MATH));
     g->impl = (const GpuLayerImpl **)xcalloc((size_t)net->nlayer, sizeof *g->impl);
     g->lp = (void **)xcalloc((size_t)net->nlayer, sizeof *g->lp);
-    g->x = (float **)xcalloc((size_t)net->nnode, sizeof *g->x);
-    g->dx = (float **)xcalloc((size_t)net->nnode, sizeof *g->dx);
+    g->x = (void **)xcalloc((size_t)net->nnode, sizeof *g->x);
+    g->dx = (void **)xcalloc((size_t)net->nnode, sizeof *g->dx);
     g->dropout_seed = 0x6a09e667f3bcc909ULL;
 
-    size_t P = net->params_total ? net->params_total : 1, S = net->state_total ? net->state_total : 1;
+    g->poff = (size_t *)xcalloc((size_t)net->nparam + 1, sizeof *g->poff);
+    g->P = 0;
+    for (int p = 0; p < net->nparam; p++) {
+        g->poff[p] = g->P;
+        g->P += (net->param[p].count + 63) & ~(size_t)63;
+    }
+    g->host = (float *)xcalloc(g->P ? g->P : 1, sizeof(float));
+    size_t P = g->P ? g->P : 1, S = net->state_total ? net->state_total : 1;
     if (dev_alloc(g, (void **)&g->params, P * sizeof(float), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->grads, P * sizeof(float), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->velocity, P * sizeof(float), err, errlen, oom) ||
@@ -82,7 +122,8 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         dev_alloc(g, (void **)&g->labels, (size_t)net->batch * sizeof(int32_t), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->red, 4 * sizeof(double), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->stats, 2 * sizeof(double), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->flag, sizeof(int), err, errlen, oom)) {
+        dev_alloc(g, (void **)&g->flag, sizeof(int), err, errlen, oom) ||
+        (gpu_half(g) && (dev_alloc(g, &g->wh, P * g->esize, err, errlen, oom) || dev_alloc(g, &g->gh, P * g->esize, err, errlen, oom)))) {
         gpunet_free(g);
         return NULL;
     }
@@ -100,6 +141,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         CUDA_CHECK(cudaEventCreateWithFlags(&g->consumed[k], cudaEventDisableTiming));
     }
     CUDA_CHECK(cudaMemsetAsync(g->velocity, 0, P * sizeof(float), g->s));
+    CUDA_CHECK(cudaMemsetAsync(g->params, 0, P * sizeof(float), g->s));
     CUDA_CHECK(cudaMemsetAsync(g->grads, 0, P * sizeof(float), g->s));
 
     /* plan: every layer's descriptors, algorithms, scratch and workspace */
@@ -126,7 +168,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     }
     MemBlock *mb = (MemBlock *)xcalloc((size_t)nn, sizeof(MemBlock));
     for (int v = 0; v < nn; v++) {
-        mb[v].bytes = v == net->input ? 0 : shape_count(net->node[v].shape) * sizeof(float);
+        mb[v].bytes = v == net->input ? 0 : shape_count(net->node[v].shape) * g->esize;
         mb[v].first = first[v];
         mb[v].last = last[v];
     }
@@ -141,7 +183,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     for (int i = 0; i < nn; i++) {
         if (alias[i] >= 0) continue;
         xoff[i] = off;
-        off += align256(shape_count(net->node[i].shape) * sizeof(float));
+        off += align256(shape_count(net->node[i].shape) * g->esize);
     }
     for (int i = 0; i < nn; i++)
         if (alias[i] >= 0) xoff[i] = xoff[alias[i]];
@@ -164,8 +206,8 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         return NULL;
     }
     for (int i = 0; i < net->nnode; i++) {
-        g->x[i] = (float *)(g->acts + xoff[i]);
-        g->dx[i] = i == net->input ? NULL : (float *)(g->acts + g->grad_off + mb[i].off);
+        g->x[i] = g->acts + xoff[i];
+        g->dx[i] = i == net->input ? NULL : (void *)(g->acts + g->grad_off + mb[i].off);
     }
     g->ws = ws ? g->acts + wsoff : NULL;
     for (int i = 0; i < net->nlayer; i++)
@@ -214,6 +256,8 @@ void gpunet_free(GpuNet *g) {
     cudaFree(g->state);
     cudaFree(g->labels);
     cudaFree(g->red);
+    cudaFree(g->wh);
+    cudaFree(g->gh);
     cudaFree(g->stats);
     cudaFree(g->flag);
     if (g->blas) cublasDestroy(g->blas);
@@ -222,6 +266,8 @@ void gpunet_free(GpuNet *g) {
     free(g->impl);
     free(g->lp);
     free(g->acc);
+    free(g->poff);
+    free(g->host);
     free(g->slot0);
     free(g->zero_at);
     free(g->x);
@@ -233,52 +279,90 @@ size_t gpunet_bytes(const GpuNet *g) { return g->bytes; }
 
 void gpunet_sync(GpuNet *g) { CUDA_CHECK(cudaStreamSynchronize(g->s)); }
 
+/* The device arenas place each parameter tensor at a multiple of 64 elements (g->poff) so that
+ * every tensor the libraries see is aligned; the gaps hold zeros. Host <-> device copies go
+ * through g->host (P floats) and a gather or scatter on the host. */
+static void to_device(GpuNet *g, float *dev, const float *host) {
+    const Net *n = g->net;
+    memset(g->host, 0, g->P * sizeof(float));
+    for (int p = 0; p < n->nparam; p++) memcpy(g->host + g->poff[p], host + n->param[p].off, n->param[p].count * sizeof(float));
+    CUDA_CHECK(cudaMemcpyAsync(dev, g->host, g->P * sizeof(float), cudaMemcpyHostToDevice, g->s));
+    gpunet_sync(g);
+}
+
+static void to_host(GpuNet *g, float *host, const float *dev) {
+    const Net *n = g->net;
+    CUDA_CHECK(cudaMemcpyAsync(g->host, dev, g->P * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+    for (int p = 0; p < n->nparam; p++) memcpy(host + n->param[p].off, g->host + g->poff[p], n->param[p].count * sizeof(float));
+}
+
 void gpunet_upload_params(GpuNet *g) {
     const Net *n = g->net;
-    CUDA_CHECK(cudaMemcpyAsync(g->params, n->params, n->params_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
+    to_device(g, g->params, n->params);
     CUDA_CHECK(cudaMemcpyAsync(g->state, n->state, n->state_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
+    cast_params(g);
     gpunet_sync(g);
 }
 
 void gpunet_download_params(GpuNet *g) {
     Net *n = g->net;
-    CUDA_CHECK(cudaMemcpyAsync(n->params, g->params, n->params_total * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+    to_host(g, n->params, g->params);
     CUDA_CHECK(cudaMemcpyAsync(n->state, g->state, n->state_total * sizeof(float), cudaMemcpyDeviceToHost, g->s));
     gpunet_sync(g);
 }
 
-void gpunet_upload_velocity(GpuNet *g, const float *v) {
-    CUDA_CHECK(cudaMemcpyAsync(g->velocity, v, g->net->params_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
-    gpunet_sync(g);
+void gpunet_upload_velocity(GpuNet *g, const float *v) { to_device(g, g->velocity, v); }
+
+void gpunet_download_velocity(GpuNet *g, float *v) { to_host(g, v, g->velocity); }
+
+void gpunet_download_grads(GpuNet *g) { to_host(g, g->net->grads, g->grads); }
+
+void gpunet_upload_grads(GpuNet *g) { to_device(g, g->grads, g->net->grads); }
+
+/* host-side conversions between fp32 and the 16-bit storage types */
+static void host_to_storage(const GpuNet *g, const float *src, void *dst, size_t n) {
+    if (g->prec == PREC_FP16)
+        for (size_t i = 0; i < n; i++) ((__half *)dst)[i] = __float2half_rn(src[i]);
+    else
+        for (size_t i = 0; i < n; i++) ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
 }
 
-void gpunet_download_velocity(GpuNet *g, float *v) {
-    CUDA_CHECK(cudaMemcpyAsync(v, g->velocity, g->net->params_total * sizeof(float), cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-}
-
-void gpunet_download_grads(GpuNet *g) {
-    Net *n = g->net;
-    CUDA_CHECK(cudaMemcpyAsync(n->grads, g->grads, n->params_total * sizeof(float), cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-}
-
-void gpunet_upload_grads(GpuNet *g) {
-    const Net *n = g->net;
-    CUDA_CHECK(cudaMemcpyAsync(g->grads, n->grads, n->params_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
-    gpunet_sync(g);
+static void host_from_storage(const GpuNet *g, const void *src, float *dst, size_t n) {
+    if (g->prec == PREC_FP16)
+        for (size_t i = 0; i < n; i++) dst[i] = __half2float(((const __half *)src)[i]);
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
 }
 
 void gpunet_download_node(GpuNet *g, int id, float *dst, int grad) {
-    const float *src = grad ? g->dx[id] : g->x[id];
+    const void *src = grad ? g->dx[id] : g->x[id];
     if (!src) die("gpunet_download_node: node %d has no %s", id, grad ? "gradient" : "data");
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, shape_count(g->net->node[id].shape) * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+    size_t n = shape_count(g->net->node[id].shape);
+    if (!gpu_half(g)) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+        gpunet_sync(g);
+        return;
+    }
+    void *tmp = xmalloc(n * g->esize);
+    CUDA_CHECK(cudaMemcpyAsync(tmp, src, n * g->esize, cudaMemcpyDeviceToHost, g->s));
     gpunet_sync(g);
+    host_from_storage(g, tmp, dst, n);
+    free(tmp);
 }
 
 void gpunet_upload_node(GpuNet *g, int id, const float *src) {
-    CUDA_CHECK(cudaMemcpyAsync(g->x[id], src, shape_count(g->net->node[id].shape) * sizeof(float), cudaMemcpyHostToDevice, g->s));
+    size_t n = shape_count(g->net->node[id].shape);
+    if (!gpu_half(g)) {
+        CUDA_CHECK(cudaMemcpyAsync(g->x[id], src, n * sizeof(float), cudaMemcpyHostToDevice, g->s));
+        gpunet_sync(g);
+        return;
+    }
+    void *tmp = xmalloc(n * g->esize);
+    host_to_storage(g, src, tmp, n);
+    CUDA_CHECK(cudaMemcpyAsync(g->x[id], tmp, n * g->esize, cudaMemcpyHostToDevice, g->s));
     gpunet_sync(g);
+    free(tmp);
 }
 
 void gpunet_set_input(GpuNet *g, const float *nchw) {
@@ -298,14 +382,14 @@ void gpunet_set_labels(GpuNet *g, const int32_t *labels) {
 }
 
 /* NHWC bytes -> NCHW floats x / 127.5 - 1, one thread per pixel */
-__global__ void k_u8_to_input(const uint8_t *in, float *out, int n, int c, int hw) {
+template <typename T> __global__ void k_u8_to_input(const uint8_t *in, T *out, int n, int c, int hw) {
     const size_t pixels = (size_t)n * hw;
     for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pixels; p += (size_t)gridDim.x * blockDim.x) {
         size_t i = p / hw, q = p % hw;
         const uint8_t *s = in + p * c;
-        float *d = out + i * (size_t)c * hw + q;
+        T *d = out + i * (size_t)c * hw + q;
         /* no FMA contraction: the same rounding as the host's input_from_u8_nhwc */
-        for (int ch = 0; ch < c; ch++) d[(size_t)ch * hw] = __fadd_rn(__fmul_rn((float)s[ch], 1.0f / 127.5f), -1.0f);
+        for (int ch = 0; ch < c; ch++) d[(size_t)ch * hw] = from_f<T>(__fadd_rn(__fmul_rn((float)s[ch], 1.0f / 127.5f), -1.0f));
     }
 }
 
@@ -328,7 +412,9 @@ void gpunet_use_batch(GpuNet *g, int slot) {
     Net *n = g->net;
     const Shape s = n->node[n->input].shape;
     CUDA_CHECK(cudaStreamWaitEvent(g->s, g->staged[slot], 0));
-    k_u8_to_input<<<gpu_blocks((size_t)s.n * s.h * s.w), 256, 0, g->s>>>(g->stage[slot], g->x[n->input], s.n, s.c, s.h * s.w);
+    GPU_DISPATCH(g, T,
+                 k_u8_to_input<T><<<gpu_blocks((size_t)s.n * s.h * s.w), 256, 0, g->s>>>(g->stage[slot], (T *)g->x[n->input], s.n, s.c,
+                                                                                        s.h * s.w));
     KERNEL_CHECK();
     CUDA_CHECK(cudaMemcpyAsync(g->labels, g->stage_lab[slot], (size_t)n->batch * sizeof(int32_t), cudaMemcpyDeviceToDevice, g->s));
     CUDA_CHECK(cudaEventRecord(g->consumed[slot], g->s));
@@ -343,10 +429,11 @@ void gpunet_forward(GpuNet *g) {
 
 double gpunet_loss(GpuNet *g) {
     Net *n = g->net;
-    if (n->nlayer == 0 || strcmp(n->layer[n->nlayer - 1].ops->type, "softmax_xent") != 0) return 0;
-    int out = n->layer[n->nlayer - 1].out, bs = n->node[out].shape.n;
+    if (!g->loss_vec) return 0;
+    int bs = n->batch;
     float *h = (float *)xmalloc((size_t)bs * sizeof(float));
-    gpunet_download_node(g, out, h, 0);
+    CUDA_CHECK(cudaMemcpyAsync(h, g->loss_vec, (size_t)bs * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
     double s = 0;
     for (int i = 0; i < bs; i++) s += h[i];
     free(h);
@@ -369,7 +456,7 @@ void gpunet_nccl_init(GpuNet *g, const void *id, int rank, int nranks, size_t bu
     NCCL_CHECK(ncclCommInitRank(&g->comm, nranks, u, rank));
     g->nranks = nranks;
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking));
-    size_t n = g->net->params_total, per = bucket_bytes / sizeof(float);
+    size_t n = g->P, per = bucket_bytes / sizeof(float);
     if (per == 0) per = 1;
     g->nb = n ? (int)((n + per - 1) / per) : 0;
     g->blo = (size_t *)xcalloc((size_t)g->nb + 1, sizeof *g->blo);
@@ -407,16 +494,16 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
         CUDA_CHECK(cudaEventCreate(&g->ev_b2));
     }
     CUDA_CHECK(cudaEventRecord(g->ev_b0, g->s));
-    CUDA_CHECK(cudaMemsetAsync(g->grads, 0, n->params_total * sizeof(float), g->s));
+    CUDA_CHECK(cudaMemsetAsync(g->grads, 0, g->P * sizeof(float), g->s));
     g->next = 0;
     for (int i = n->nlayer - 1; i >= 0; i--) {
         Layer *l = &n->layer[i];
         /* a node nothing consumed (the loss's output) reads as zeros; every other gradient is
          * written by its first consumer before anything reads it */
         if (g->zero_at[i] >= 0)
-            CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * sizeof(float), g->s));
+            CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * g->esize, g->s));
         g->impl[i]->backward(g, l, i);
-        if (l->nparam > 0 && g->comm) launch_buckets(g, n->param[l->param0].off, g->lev[i]);
+        if (l->nparam > 0 && g->comm) launch_buckets(g, g->poff[l->param0], g->lev[i]);
         if (l->nparam > 0 && on_ready) {
             gpunet_sync(g);
             on_ready(ctx, n->param[l->param0].off);
@@ -500,14 +587,14 @@ static unsigned red_blocks(size_t n) {
 }
 
 void gpunet_scale_grads(GpuNet *g, float s) {
-    size_t n = g->net->params_total;
+    size_t n = g->P;
     if (n == 0 || s == 1.0f) return;
     k_scale<<<gpu_blocks(n), 256, 0, g->s>>>(g->grads, n, s);
     KERNEL_CHECK();
 }
 
 int gpunet_grads_finite(GpuNet *g) {
-    size_t n = g->net->params_total;
+    size_t n = g->P;
     int flag = 0;
     CUDA_CHECK(cudaMemsetAsync(g->flag, 0, sizeof(int), g->s));
     if (n) k_nonfinite<<<red_blocks(n), 256, 0, g->s>>>(g->grads, n, g->flag);
@@ -518,7 +605,7 @@ int gpunet_grads_finite(GpuNet *g) {
 }
 
 double gpunet_l2(GpuNet *g) {
-    size_t n = g->net->params_total;
+    size_t n = g->P;
     double h = 0;
     CUDA_CHECK(cudaMemsetAsync(g->red, 0, sizeof(double), g->s));
     if (n) k_sumsq2<<<red_blocks(n), 256, 0, g->s>>>(g->params, NULL, n, g->red);
@@ -558,19 +645,14 @@ __global__ void k_axpy(float *g, const float *w, size_t n, float a) {
 void gpunet_queue_stats(GpuNet *g, int with_l2) {
     Net *n = g->net;
     CUDA_CHECK(cudaMemsetAsync(g->stats, 0, 2 * sizeof(double), g->s));
-    if (n->nlayer > 0 && strcmp(n->layer[n->nlayer - 1].ops->type, "softmax_xent") == 0) {
-        int out = n->layer[n->nlayer - 1].out;
-        size_t bs = (size_t)n->node[out].shape.n;
-        /* the per-sample losses of the loss layer's output node */
-        k_sum<<<1, 256, 0, g->s>>>(g->x[out], bs, g->stats);
-    }
-    if (with_l2 && n->params_total) k_sumsq2<<<red_blocks(n->params_total), 256, 0, g->s>>>(g->params, NULL, n->params_total, g->stats + 1);
+    if (g->loss_vec) k_sum<<<1, 256, 0, g->s>>>(g->loss_vec, (size_t)n->batch, g->stats); /* the per-sample losses */
+    if (with_l2 && g->P) k_sumsq2<<<red_blocks(g->P), 256, 0, g->s>>>(g->params, NULL, g->P, g->stats + 1);
     KERNEL_CHECK();
 }
 
 void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite) {
     Net *n = g->net;
-    size_t P = n->params_total;
+    size_t P = g->P;
     double h[2] = {0, 0};
     int flag = 0;
     CUDA_CHECK(cudaMemsetAsync(g->flag, 0, sizeof(int), g->s));
@@ -588,19 +670,20 @@ void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite) {
 
 void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta, int larc_scale) {
     Net *n = g->net;
-    if (n->params_total == 0) return;
+    if (g->P == 0) return;
     if (larc_eta <= 0) {
-        size_t P = n->params_total;
+        size_t P = g->P;
         k_sgd<<<gpu_blocks(P), 256, 0, g->s>>>(g->params, g->grads, g->velocity, P, (float)lr, (float)momentum, nesterov,
                                               (float)weight_decay, NULL);
         KERNEL_CHECK();
+        cast_params(g);
         return;
     }
     /* LARC: a factor per parameter tensor; red[0..1] sums, red[2] (as float) the factor */
     float *factor = (float *)(g->red + 2);
     for (int p = 0; p < n->nparam; p++) {
         const Param *pp = &n->param[p];
-        float *w = g->params + pp->off, *gr = g->grads + pp->off, *v = g->velocity + pp->off;
+        float *w = g->params + g->poff[p], *gr = g->grads + g->poff[p], *v = g->velocity + g->poff[p];
         size_t c = pp->count;
         if (weight_decay != 0) k_axpy<<<gpu_blocks(c), 256, 0, g->s>>>(gr, w, c, (float)weight_decay);
         CUDA_CHECK(cudaMemsetAsync(g->red, 0, 2 * sizeof(double), g->s));
@@ -609,4 +692,5 @@ void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weig
         k_sgd<<<gpu_blocks(c), 256, 0, g->s>>>(w, gr, v, c, (float)lr, (float)momentum, nesterov, 0.0f, factor);
     }
     KERNEL_CHECK();
+    cast_params(g);
 }

@@ -3,6 +3,8 @@
 #define NVCNN_GPUNET_INTERNAL_H
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cudnn.h>
 #include <nccl.h>
 
@@ -37,8 +39,19 @@ struct GpuNet {
     cudaStream_t s;
     cudnnHandle_t dnn;
     cublasHandle_t blas;
-    float *params, *grads, *state, *velocity; /* arenas, host layout */
-    float **x, **dx;                          /* [nnode] node data and grad (dx[input] NULL) */
+    float *params, *grads, *state, *velocity; /* arenas, fp32; parameter p at poff[p] (64-element aligned) */
+    size_t *poff, P;                          /* [nparam] device offsets; arena length (floats) */
+    float *host;                              /* [P] staging for host <-> device copies */
+    /* activations and their gradients hold elements of the precision's storage type (float,
+     * __half or __nv_bfloat16: esize bytes, cuDNN type dtype, cuBLAS type ctype) */
+    void **x, **dx;                           /* [nnode] node data and grad (dx[input] NULL) */
+    size_t esize;
+    cudnnDataType_t dtype;
+    cudaDataType_t ctype;
+    /* fp16/bf16: the weights in the storage type (cast from the fp32 master copy after every
+     * update) and the convolutions' weight gradients in it (cast into grads per layer) */
+    void *wh, *gh;
+    float *loss_vec;                          /* [batch] per-sample losses (fp32, the loss layer's) */
     char *acts;                               /* activation arena: data, grads, scratch, workspace */
     size_t acts_bytes, grad_off, grad_bytes;  /* the node gradients region (planned by lifetime) */
     void *ws;                                 /* shared cuDNN workspace */
@@ -83,8 +96,51 @@ static inline const float *gpu_beta(const GpuNet *g, int li, int k) {
     return gpu_acc(g, li, k) ? &one : &zero;
 }
 
-/* Tensor descriptor of an NCHW fp32 shape. */
-cudnnTensorDescriptor_t gpu_tensor_desc(Shape s);
+/* Tensor descriptor of an NCHW shape in the storage type (gpu_tensor_desc) or in fp32. */
+cudnnTensorDescriptor_t gpu_tensor_desc(const GpuNet *g, Shape s);
+cudnnTensorDescriptor_t gpu_tensor_desc_f32(Shape s);
+/* 1 in fp16 and bf16 */
+static inline int gpu_half(const GpuNet *g) { return g->prec == PREC_FP16 || g->prec == PREC_BF16; }
+/* The weights a layer computes with (param p): the storage-type copy in fp16/bf16. */
+static inline const void *gpu_weights(const GpuNet *g, int p) {
+    size_t off = g->poff[p];
+    return gpu_half(g) ? (const void *)((const char *)g->wh + off * g->esize) : (const void *)(g->params + off);
+}
+/* Where cuDNN writes a convolution's weight gradient (param p): fp32 grads, or the storage-type
+ * buffer that gpu_grad_from_half() then casts into grads. */
+static inline void *gpu_conv_dw(const GpuNet *g, int p) {
+    size_t off = g->poff[p];
+    return gpu_half(g) ? (void *)((char *)g->gh + off * g->esize) : (void *)(g->grads + off);
+}
+void gpu_grad_from_half(GpuNet *g, int p);
+
+/* A parameter's fp32 value and gradient on the device. */
+static inline float *gpu_param(const GpuNet *g, int p) { return g->params + g->poff[p]; }
+static inline float *gpu_grad(const GpuNet *g, int p) { return g->grads + g->poff[p]; }
+
+/* Storage-type conversions for kernels templated on T (float, __half, __nv_bfloat16). */
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+/* Runs the statement with T the storage type of g's precision. */
+#define GPU_DISPATCH(g, T, ...)                                                                                        \
+    do {                                                                                                               \
+        if ((g)->prec == PREC_FP16) {                                                                                  \
+            typedef __half T;                                                                                          \
+            __VA_ARGS__;                                                                                               \
+        } else if ((g)->prec == PREC_BF16) {                                                                           \
+            typedef __nv_bfloat16 T;                                                                                   \
+            __VA_ARGS__;                                                                                               \
+        } else {                                                                                                       \
+            typedef float T;                                                                                           \
+            __VA_ARGS__;                                                                                               \
+        }                                                                                                              \
+    } while (0)
 /* cuDNN math type of the precision (fp32: no tensor cores; tf32: tensor-op math allowed). */
 cudnnMathType_t gpu_math(const GpuNet *g);
 /* Blocks for a grid-stride loop over n elements. */

@@ -26,11 +26,11 @@ __device__ static void window(const PoolDims &d, int oy, int ox, int *y0, int *y
     *x1 = xs + d.kw > d.w ? d.w : xs + d.kw;
 }
 
-__global__ void k_pool_forward(const float *x, float *y, int32_t *am, size_t total, PoolDims d, int is_max) {
+template <typename T> __global__ void k_pool_forward(const T *x, T *y, int32_t *am, size_t total, PoolDims d, int is_max) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int ox = (int)(i % d.ow), oy = (int)(i / d.ow % d.oh);
         size_t plane = i / ((size_t)d.ow * d.oh);
-        const float *xp = x + plane * d.h * d.w;
+        const T *xp = x + plane * d.h * d.w;
         int y0, y1, x0, x1;
         window(d, oy, ox, &y0, &y1, &x0, &x1);
         if (is_max) {
@@ -38,7 +38,7 @@ __global__ void k_pool_forward(const float *x, float *y, int32_t *am, size_t tot
             int bi = y0 * d.w + x0;
             for (int yy = y0; yy < y1; yy++)
                 for (int xx = x0; xx < x1; xx++) {
-                    float v = xp[yy * d.w + xx];
+                    float v = to_f(xp[yy * d.w + xx]);
                     if (v > best) {
                         best = v;
                         bi = yy * d.w + xx;
@@ -49,18 +49,19 @@ __global__ void k_pool_forward(const float *x, float *y, int32_t *am, size_t tot
         } else {
             float s = 0;
             for (int yy = y0; yy < y1; yy++)
-                for (int xx = x0; xx < x1; xx++) s += xp[yy * d.w + xx];
-            y[i] = s / (float)((y1 - y0) * (x1 - x0));
+                for (int xx = x0; xx < x1; xx++) s += to_f(xp[yy * d.w + xx]);
+            y[i] = from_f<T>(s / (float)((y1 - y0) * (x1 - x0)));
         }
     }
 }
 
 /* gather form: each input element sums the outputs whose window holds it (no atomics) */
-__global__ void k_pool_backward(const float *dy, const int32_t *am, float *dx, size_t total, PoolDims d, int is_max, int acc) {
+template <typename T>
+__global__ void k_pool_backward(const T *dy, const int32_t *am, T *dx, size_t total, PoolDims d, int is_max, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int xx = (int)(i % d.w), yy = (int)(i / d.w % d.h);
         size_t plane = i / ((size_t)d.w * d.h);
-        const float *g = dy + plane * d.oh * d.ow;
+        const T *g = dy + plane * d.oh * d.ow;
         const int32_t *a = is_max ? am + plane * d.oh * d.ow : NULL;
         /* outputs oy with oy*sh - pt <= yy < oy*sh - pt + kh */
         int oy_lo = (yy + d.pt - d.kh + d.sh) / d.sh, oy_hi = (yy + d.pt) / d.sh;
@@ -75,14 +76,14 @@ __global__ void k_pool_backward(const float *dy, const int32_t *am, float *dx, s
             for (int ox = ox_lo; ox <= ox_hi; ox++) {
                 int k = oy * d.ow + ox;
                 if (is_max) {
-                    if (a[k] == self) s += g[k];
+                    if (a[k] == self) s += to_f(g[k]);
                 } else {
                     int y0, y1, x0, x1;
                     window(d, oy, ox, &y0, &y1, &x0, &x1);
-                    s += g[k] / (float)((y1 - y0) * (x1 - x0));
+                    s += to_f(g[k]) / (float)((y1 - y0) * (x1 - x0));
                 }
             }
-        dx[i] = acc ? dx[i] + s : s;
+        dx[i] = from_f<T>(acc ? to_f(dx[i]) + s : s);
     }
 }
 
@@ -101,17 +102,19 @@ static void pool_bind(GpuNet *g, Layer *l, int li, char *scratch) {
 static void pool_forward(GpuNet *g, Layer *l, int li) {
     const Pool *p = (const Pool *)l->priv;
     size_t total = shape_count(g->net->node[l->out].shape);
-    k_pool_forward<<<gpu_blocks(total), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], ((PoolGpu *)g->lp[li])->argmax, total, dims(p),
-                                                      p->kind == POOL_MAX);
+    GPU_DISPATCH(g, T,
+                 k_pool_forward<T><<<gpu_blocks(total), 256, 0, g->s>>>((const T *)g->x[l->in[0]], (T *)g->x[l->out],
+                                                                      ((PoolGpu *)g->lp[li])->argmax, total, dims(p), p->kind == POOL_MAX));
 }
 
 static void pool_backward(GpuNet *g, Layer *l, int li) {
     const Pool *p = (const Pool *)l->priv;
-    float *dx = g->dx[l->in[0]];
+    void *dx = g->dx[l->in[0]];
     if (!dx) return;
     size_t total = shape_count(g->net->node[l->in[0]].shape);
-    k_pool_backward<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], ((PoolGpu *)g->lp[li])->argmax, dx, total, dims(p),
-                                                       p->kind == POOL_MAX, gpu_acc(g, li, 0));
+    GPU_DISPATCH(g, T,
+                 k_pool_backward<T><<<gpu_blocks(total), 256, 0, g->s>>>((const T *)g->dx[l->out], ((PoolGpu *)g->lp[li])->argmax,
+                                                                       (T *)dx, total, dims(p), p->kind == POOL_MAX, gpu_acc(g, li, 0)));
 }
 
 const GpuLayerImpl gpu_maxpool_impl = {"maxpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL};

@@ -3,31 +3,31 @@
 #include "gpunet_internal.h"
 
 /* y[s][p*c + ch] = x[s][ch][p] (forward); dx[s][ch][p] (+)= dy[s][p*c + ch] (backward: adds if acc) */
-__global__ void k_flatten(const float *x, float *y, size_t total, int c, size_t hw, int backward, int acc) {
+template <typename T> __global__ void k_flatten(const T *x, T *y, size_t total, int c, size_t hw, int backward, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         size_t chw = (size_t)c * hw, s = i / chw, r = i % chw, ch = r / hw, p = r % hw;
         size_t j = s * chw + p * c + ch; /* NHWC position of NCHW element i */
         if (backward)
-            y[i] = acc ? y[i] + x[j] : x[j];
+            y[i] = acc ? from_f<T>(to_f(y[i]) + to_f(x[j])) : x[j];
         else
             y[j] = x[i];
     }
 }
 
 /* one thread per (sample, channel) plane */
-__global__ void k_spatial_avg(const float *x, float *y, size_t planes, size_t hw) {
+template <typename T> __global__ void k_spatial_avg(const T *x, T *y, size_t planes, size_t hw) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < planes; i += (size_t)gridDim.x * blockDim.x) {
         double s = 0;
-        for (size_t k = 0; k < hw; k++) s += x[i * hw + k];
-        y[i] = (float)(s / (double)hw);
+        for (size_t k = 0; k < hw; k++) s += to_f(x[i * hw + k]);
+        y[i] = from_f<T>((float)(s / (double)hw));
     }
 }
 
-__global__ void k_spatial_avg_backward(const float *dy, float *dx, size_t total, size_t hw, int acc) {
+template <typename T> __global__ void k_spatial_avg_backward(const T *dy, T *dx, size_t total, size_t hw, int acc) {
     const float inv = 1.0f / (float)hw;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        float d = dy[i / hw] * inv;
-        dx[i] = acc ? dx[i] + d : d;
+        float d = to_f(dy[i / hw]) * inv;
+        dx[i] = from_f<T>(acc ? to_f(dx[i]) + d : d);
     }
 }
 
@@ -35,30 +35,38 @@ static void flatten_forward(GpuNet *g, Layer *l, int li) {
     (void)li;
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
-    k_flatten<<<gpu_blocks(total), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], total, s.c, (size_t)s.h * s.w, 0, 0);
+    GPU_DISPATCH(g, T,
+                 k_flatten<T><<<gpu_blocks(total), 256, 0, g->s>>>((const T *)g->x[l->in[0]], (T *)g->x[l->out], total, s.c,
+                                                                 (size_t)s.h * s.w, 0, 0));
 }
 
 static void flatten_backward(GpuNet *g, Layer *l, int li) {
-    float *dx = g->dx[l->in[0]];
+    void *dx = g->dx[l->in[0]];
     if (!dx) return;
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
-    k_flatten<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], dx, total, s.c, (size_t)s.h * s.w, 1, gpu_acc(g, li, 0));
+    GPU_DISPATCH(g, T,
+                 k_flatten<T><<<gpu_blocks(total), 256, 0, g->s>>>((const T *)g->dx[l->out], (T *)dx, total, s.c, (size_t)s.h * s.w, 1,
+                                                                 gpu_acc(g, li, 0)));
 }
 
 static void avg_forward(GpuNet *g, Layer *l, int li) {
     (void)li;
     Shape s = g->net->node[l->in[0]].shape;
     size_t planes = (size_t)s.n * s.c;
-    k_spatial_avg<<<gpu_blocks(planes), 256, 0, g->s>>>(g->x[l->in[0]], g->x[l->out], planes, (size_t)s.h * s.w);
+    GPU_DISPATCH(g, T,
+                 k_spatial_avg<T><<<gpu_blocks(planes), 256, 0, g->s>>>((const T *)g->x[l->in[0]], (T *)g->x[l->out], planes,
+                                                                      (size_t)s.h * s.w));
 }
 
 static void avg_backward(GpuNet *g, Layer *l, int li) {
-    float *dx = g->dx[l->in[0]];
+    void *dx = g->dx[l->in[0]];
     if (!dx) return;
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
-    k_spatial_avg_backward<<<gpu_blocks(total), 256, 0, g->s>>>(g->dx[l->out], dx, total, (size_t)s.h * s.w, gpu_acc(g, li, 0));
+    GPU_DISPATCH(g, T,
+                 k_spatial_avg_backward<T><<<gpu_blocks(total), 256, 0, g->s>>>((const T *)g->dx[l->out], (T *)dx, total,
+                                                                              (size_t)s.h * s.w, gpu_acc(g, li, 0)));
 }
 
 const GpuLayerImpl gpu_flatten_impl = {"flatten", NULL, NULL, flatten_forward, flatten_backward, NULL};

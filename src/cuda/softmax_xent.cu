@@ -5,14 +5,15 @@
 
 typedef struct XentGpu {
     float *prob; /* [n][classes] */
+    float *loss; /* [n] per-sample losses, fp32 whatever the storage type */
 } XentGpu;
 
-__global__ void k_xent_forward(const float *z, const int32_t *labels, float *prob, float *loss, int c) {
+template <typename T> __global__ void k_xent_forward(const T *z, const int32_t *labels, float *prob, float *loss, T *out, int c) {
     const int i = blockIdx.x;
-    const float *row = z + (size_t)i * c;
+    const T *row = z + (size_t)i * c;
     __shared__ double red[256];
     double m = -1e300;
-    for (int j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)row[j]);
+    for (int j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)to_f(row[j]));
     red[threadIdx.x] = m;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -22,7 +23,7 @@ __global__ void k_xent_forward(const float *z, const int32_t *labels, float *pro
     m = red[0];
     __syncthreads();
     double sum = 0;
-    for (int j = threadIdx.x; j < c; j += blockDim.x) sum += exp((double)row[j] - m);
+    for (int j = threadIdx.x; j < c; j += blockDim.x) sum += exp((double)to_f(row[j]) - m);
     red[threadIdx.x] = sum;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -30,44 +31,56 @@ __global__ void k_xent_forward(const float *z, const int32_t *labels, float *pro
         __syncthreads();
     }
     const double lse = m + log(red[0]);
-    for (int j = threadIdx.x; j < c; j += blockDim.x) prob[(size_t)i * c + j] = (float)exp((double)row[j] - lse);
-    if (threadIdx.x == 0) loss[i] = (float)(lse - (double)row[labels[i]]);
+    for (int j = threadIdx.x; j < c; j += blockDim.x) prob[(size_t)i * c + j] = (float)exp((double)to_f(row[j]) - lse);
+    if (threadIdx.x == 0) {
+        loss[i] = (float)(lse - (double)to_f(row[labels[i]]));
+        out[i] = from_f<T>(loss[i]);
+    }
 }
 
-__global__ void k_xent_backward(const float *prob, const int32_t *labels, float *dz, int n, int c, float scale, int acc) {
+template <typename T>
+__global__ void k_xent_backward(const float *prob, const int32_t *labels, T *dz, int n, int c, float scale, int acc) {
     const float inv = scale / (float)n;
     size_t total = (size_t)n * c;
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
         int i = (int)(k / c), j = (int)(k % c);
         float d = (prob[k] - (j == labels[i] ? 1.0f : 0.0f)) * inv;
-        dz[k] = acc ? dz[k] + d : d;
+        dz[k] = from_f<T>(acc ? to_f(dz[k]) + d : d);
     }
 }
 
 static void xent_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
     g->lp[li] = xcalloc(1, sizeof(XentGpu));
-    *scratch = shape_count(g->net->node[l->in[0]].shape) * sizeof(float);
+    Shape s = g->net->node[l->in[0]].shape;
+    *scratch = ((shape_count(s) * sizeof(float) + 255) & ~(size_t)255) + (size_t)s.n * sizeof(float);
     *workspace = 0;
 }
 
 static void xent_bind(GpuNet *g, Layer *l, int li, char *scratch) {
-    (void)l;
-    ((XentGpu *)g->lp[li])->prob = (float *)scratch;
+    XentGpu *p = (XentGpu *)g->lp[li];
+    p->prob = (float *)scratch;
+    p->loss = (float *)(scratch + ((shape_count(g->net->node[l->in[0]].shape) * sizeof(float) + 255) & ~(size_t)255));
+    g->loss_vec = p->loss;
 }
 
 static void xent_forward(GpuNet *g, Layer *l, int li) {
     const Xent *x = (const Xent *)l->priv;
     int n = g->net->node[l->in[0]].shape.n;
-    k_xent_forward<<<n, 256, 0, g->s>>>(g->x[l->in[0]], g->labels, ((XentGpu *)g->lp[li])->prob, g->x[l->out], x->classes);
+    XentGpu *p = (XentGpu *)g->lp[li];
+    GPU_DISPATCH(g, T,
+                 k_xent_forward<T><<<n, 256, 0, g->s>>>((const T *)g->x[l->in[0]], g->labels, p->prob, p->loss, (T *)g->x[l->out],
+                                                       x->classes));
 }
 
 static void xent_backward(GpuNet *g, Layer *l, int li) {
     const Xent *x = (const Xent *)l->priv;
-    float *dz = g->dx[l->in[0]];
+    void *dz = g->dx[l->in[0]];
     if (!dz) return;
     int n = g->net->node[l->in[0]].shape.n;
-    k_xent_backward<<<gpu_blocks((size_t)n * x->classes), 256, 0, g->s>>>(((XentGpu *)g->lp[li])->prob, g->labels, dz, n, x->classes,
-                                                                         g->loss_scale, gpu_acc(g, li, 0));
+    GPU_DISPATCH(g, T,
+                 k_xent_backward<T><<<gpu_blocks((size_t)n * x->classes), 256, 0, g->s>>>(((XentGpu *)g->lp[li])->prob, g->labels,
+                                                                                         (T *)dz, n, x->classes, g->loss_scale,
+                                                                                         gpu_acc(g, li, 0)));
 }
 
 const GpuLayerImpl gpu_xent_impl = {"softmax_xent", xent_plan, xent_bind, xent_forward, xent_backward, NULL};
