@@ -50,7 +50,7 @@ static const FlagDoc flags[] = {
     {OPT_LR_DECAY_EPOCHS, "lr_decay_epochs", 1, "30", "step policy: epochs between decays"},
     {OPT_LR_DECAY_RATE, "lr_decay_rate", 1, "0.1", "step policy: factor per decay"},
     {OPT_WARMUP_EPOCHS, "warmup_epochs", 1, "0", "linear learning-rate warmup"},
-    {OPT_LOSS_SCALE, "loss_scale", 1, "1", "N (static) or dynamic"},
+    {OPT_LOSS_SCALE, "loss_scale", 1, "1; dynamic for fp16", "N (static) or dynamic"},
     {OPT_LARC_ETA, "larc_eta", 1, "(off)", "LARC trust coefficient"},
     {OPT_LARC_MODE, "larc_mode", 1, "clip", "clip | scale"},
     {OPT_EVAL, "eval", 0, "off", "evaluate the model in --log_dir on validation-*"},
