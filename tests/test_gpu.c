@@ -352,3 +352,13 @@ TEST(gpu_staged_batches_match_host_conversion) {
     }
     free(want), free(got);
 }
+
+/* A batch that does not fit: exit 3, one line naming the model, the batch and the bytes. */
+TEST(gpu_out_of_memory_exits_3) {
+    if (!have_gpu()) return;
+    char *o = NULL;
+    int rc = th_run("./nvcnn --model=resnet50 --batch_size=4096 --device=gpu --num_batches=1", &o);
+    CHECK_MSG(rc == 3, "exit %d:\n%s", rc, o);
+    CHECK_MSG(o && strstr(o, "--model=resnet50 --batch_size=4096 does not fit on the GPU") && strstr(o, "bytes requested"), "%s", o);
+    free(o);
+}

@@ -144,16 +144,6 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     CUDA_CHECK(cudaMemsetAsync(g->params, 0, P * sizeof(float), g->s));
     CUDA_CHECK(cudaMemsetAsync(g->grads, 0, P * sizeof(float), g->s));
 
-    /* plan: every layer's descriptors, algorithms, scratch and workspace */
-    size_t *scratch = (size_t *)xcalloc((size_t)net->nlayer, sizeof *scratch), ws = 0;
-    for (int i = 0; i < net->nlayer; i++) {
-        Layer *l = &net->layer[i];
-        g->impl[i] = impl_of(l->ops->type);
-        if (!g->impl[i]) die("the GPU backend has no '%s' layer", l->ops->type);
-        size_t w = 0;
-        if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &scratch[i], &w);
-        if (w > ws) ws = w;
-    }
     /* the activation gradients' schedule: who writes, who adds, when each is alive */
     const int nn = net->nnode;
     int *first = (int *)xmalloc((size_t)nn * sizeof(int)), *last = (int *)xmalloc((size_t)nn * sizeof(int));
@@ -191,6 +181,30 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     g->grad_off = off;
     g->grad_bytes = memplan(mb, nn, 256);
     off += align256(g->grad_bytes);
+    /* a batch that cannot fit fails here, before cuDNN's measurements allocate anything */
+    {
+        size_t fr = 0, tot = 0;
+        CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+        if (off > fr) {
+            snprintf(err, errlen, "out of GPU memory: %zu bytes requested (%.2f GiB) for activations and their gradients, "
+                                  "with %zu held, %.2f GiB free of %.2f GiB",
+                     off, (double)off / 1073741824.0, g->bytes, (double)fr / 1073741824.0, (double)tot / 1073741824.0);
+            if (oom) *oom = 1;
+            free(xoff), free(mb), free(first), free(last), free(zero);
+            gpunet_free(g);
+            return NULL;
+        }
+    }
+    /* plan: every layer's descriptors, algorithms, scratch and workspace */
+    size_t *scratch = (size_t *)xcalloc((size_t)net->nlayer, sizeof *scratch), ws = 0;
+    for (int i = 0; i < net->nlayer; i++) {
+        Layer *l = &net->layer[i];
+        g->impl[i] = impl_of(l->ops->type);
+        if (!g->impl[i]) die("the GPU backend has no '%s' layer", l->ops->type);
+        size_t w = 0;
+        if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &scratch[i], &w);
+        if (w > ws) ws = w;
+    }
     size_t *soff = (size_t *)xcalloc((size_t)net->nlayer, sizeof *soff);
     for (int i = 0; i < net->nlayer; i++) {
         soff[i] = off;
