@@ -54,8 +54,6 @@ void gpunet_use_batch(GpuNet *g, int slot) { (void)g, (void)slot; NO_GPU; }
 double gpunet_loss(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_backward(GpuNet *g, float s, void (*f)(void *, size_t), void *c) { (void)g, (void)s, (void)f, (void)c; NO_GPU; }
 void gpunet_scale_grads(GpuNet *g, float s) { (void)g, (void)s; NO_GPU; }
-int gpunet_grads_finite(GpuNet *g) { (void)g; NO_GPU; }
-double gpunet_l2(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_queue_stats(GpuNet *g, int w) { (void)g, (void)w; NO_GPU; }
 void gpunet_read_stats(GpuNet *g, double *l, double *l2, int *f) { (void)g, (void)l, (void)l2, (void)f; NO_GPU; }
 void gpunet_sgd(GpuNet *g, double lr, double m, int n, double wd, double eta, int sc) {

@@ -18,7 +18,7 @@
  * layer keeps its per-sample losses in fp32.
  *
  * Everything runs on one stream; calls return once the work is queued, except those that hand a
- * value to the host (gpunet_loss, gpunet_download_*, gpunet_grads_finite), which synchronise.
+ * value to the host (gpunet_loss, gpunet_download_*, gpunet_read_stats), which synchronise.
  */
 #ifndef NVCNN_GPUNET_H
 #define NVCNN_GPUNET_H
@@ -79,17 +79,14 @@ double gpunet_loss(GpuNet *g);
  * If `on_ready` is given it is called after each layer that owns parameters with the arena
  * offset from which every gradient is final (as net->on_grad_ready), after synchronising. */
 void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_t), void *ctx);
-/* Multiplies every gradient by s (unscaling). 1 if every gradient is finite (synchronises). */
+/* Multiplies every gradient by s (unscaling). */
 void gpunet_scale_grads(GpuNet *g, float s);
-int gpunet_grads_finite(GpuNet *g);
 /* The trainer's one synchronisation per step: gpunet_queue_stats(), queued after forward and
  * before the update, sums the loss and (with_l2) the squared weights on the device;
  * gpunet_read_stats() checks the gradients for inf/nan and returns all three (synchronises):
  * the mean cross-entropy, 0.5 * sum of squared weights, and 1 if every gradient is finite. */
 void gpunet_queue_stats(GpuNet *g, int with_l2);
 void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite);
-/* 0.5 * sum of squares of every parameter (synchronises). */
-double gpunet_l2(GpuNet *g);
 /* The optimizer step of optim.h on the device: weight decay, LARC (eta 0: off; scale_mode 0:
  * clip), then momentum (Nesterov as TensorFlow when nesterov). */
 void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta,

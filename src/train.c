@@ -50,6 +50,20 @@ static int all_finite(const float *g, size_t n) {
     return ok;
 }
 
+/* Counts the step as skipped (inf/nan gradients) or good, and moves a dynamic loss scale: halved
+ * on overflow, doubled after 2000 good steps in a row. Returns finite: whether to update. */
+static int account_step(Trainer *t, int finite) {
+    if (!finite) {
+        t->skipped_steps++;
+        t->good_steps = 0;
+        if (t->dynamic && t->loss_scale > 1) t->loss_scale *= 0.5;
+        return 0;
+    }
+    t->good_steps++;
+    if (t->dynamic && t->good_steps % 2000 == 0 && t->loss_scale < 16777216.0) t->loss_scale *= 2;
+    return 1;
+}
+
 void trainer_sync_host(Trainer *t) {
     if (!t->gpu) return;
     gpunet_download_params(t->gpu);
@@ -102,15 +116,7 @@ static double gpu_end(Trainer *t, double lr) {
     if (t->nccl) t->exposed_seconds += ems * 1e-3;
     const double wd = t->opt.c.weight_decay;
     loss += wd * l2;
-    if (!finite) {
-        t->skipped_steps++;
-        t->good_steps = 0;
-        if (t->dynamic && t->loss_scale > 1) t->loss_scale *= 0.5;
-        return loss;
-    }
-    gpunet_sgd(g, lr, t->opt.c.momentum, t->opt.c.nesterov, wd, t->opt.c.larc_eta, t->opt.c.larc_scale);
-    t->good_steps++;
-    if (t->dynamic && t->good_steps % 2000 == 0 && t->loss_scale < 16777216.0) t->loss_scale *= 2;
+    if (account_step(t, finite)) gpunet_sgd(g, lr, t->opt.c.momentum, t->opt.c.nesterov, wd, t->opt.c.larc_eta, t->opt.c.larc_scale);
     return loss;
 }
 
@@ -148,16 +154,8 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr) {
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < net->params_total; i++) g[i] *= inv;
     }
-    if (!all_finite(net->grads, net->params_total)) {
-        /* identical on every rank: the averaged gradients are the same everywhere */
-        t->skipped_steps++;
-        t->good_steps = 0;
-        if (t->dynamic && t->loss_scale > 1) t->loss_scale *= 0.5;
-        return loss;
-    }
-    optim_step(&t->opt, net, lr);
-    t->good_steps++;
-    if (t->dynamic && t->good_steps % 2000 == 0 && t->loss_scale < 16777216.0) t->loss_scale *= 2;
+    /* identical on every rank: the averaged gradients are the same everywhere */
+    if (account_step(t, all_finite(net->grads, net->params_total))) optim_step(&t->opt, net, lr);
     return loss;
 }
 

@@ -607,28 +607,6 @@ void gpunet_scale_grads(GpuNet *g, float s) {
     KERNEL_CHECK();
 }
 
-int gpunet_grads_finite(GpuNet *g) {
-    size_t n = g->P;
-    int flag = 0;
-    CUDA_CHECK(cudaMemsetAsync(g->flag, 0, sizeof(int), g->s));
-    if (n) k_nonfinite<<<red_blocks(n), 256, 0, g->s>>>(g->grads, n, g->flag);
-    KERNEL_CHECK();
-    CUDA_CHECK(cudaMemcpyAsync(&flag, g->flag, sizeof(int), cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-    return !flag;
-}
-
-double gpunet_l2(GpuNet *g) {
-    size_t n = g->P;
-    double h = 0;
-    CUDA_CHECK(cudaMemsetAsync(g->red, 0, sizeof(double), g->s));
-    if (n) k_sumsq2<<<red_blocks(n), 256, 0, g->s>>>(g->params, NULL, n, g->red);
-    KERNEL_CHECK();
-    CUDA_CHECK(cudaMemcpyAsync(&h, g->red, sizeof(double), cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-    return 0.5 * h;
-}
-
 /* g += wd w; v = m v + s g; w -= lr (nesterov ? s g + m v : v), with s read from *scale (LARC)
  * or 1. */
 __global__ void k_sgd(float *w, float *gr, float *v, size_t n, float lr, float m, int nest, float wd, const float *scale) {
