@@ -17,7 +17,8 @@
  * 16-bit weight gradients are cast into the fp32 gradients as each layer finishes. The loss
  * layer keeps its per-sample losses in fp32.
  *
- * Everything runs on one stream; calls return once the work is queued, except those that hand a
+ * The work runs on one compute stream (batch copies and NCCL buckets on streams of their own,
+ * ordered by events); calls return once the work is queued, except those that hand a
  * value to the host (gpunet_loss, gpunet_download_*, gpunet_read_stats), which synchronise.
  */
 #ifndef NVCNN_GPUNET_H
