@@ -22,10 +22,10 @@ void resize_bilinear_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int d
 void distort_color(uint8_t *img, int npix, int order, Rng *rng);
 
 #define CROP_MIN_OBJECT_COVERED 0.1f
-#define CROP_MIN_AREA 0.05f
+#define CROP_MIN_AREA 0.1f
 #define CROP_MAX_AREA 1.0f
-#define CROP_MIN_ASPECT 0.75f
-#define CROP_MAX_ASPECT (4.0f / 3.0f)
+#define CROP_MIN_ASPECT 0.8f
+#define CROP_MAX_ASPECT 1.25f
 #define CROP_ATTEMPTS 100
 
 #endif
