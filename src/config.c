@@ -38,7 +38,7 @@ static const FlagDoc flags[] = {
     {OPT_DISPLAY_EVERY, "display_every", 1, "10", "print a row every N steps"},
     {OPT_PRECISION, "precision", 1, "fp32", "fp32 | tf32 | fp16 | bf16"},
     {OPT_FP16, "fp16", 0, "", "alias of --precision=fp16"},
-    {OPT_DEVICE, "device", 1, "gpu if present, else cpu", "gpu | cpu"},
+    {OPT_DEVICE, "device", 1, "cpu (gpu: opt-in, see README)", "gpu | cpu"},
     {OPT_LOG_DIR, "log_dir", 1, "(none)", "checkpoints and logs"},
     {OPT_LEARNING_RATE, "learning_rate", 1, "model default", "alexnet 0.03, googlenet 0.04, vgg 0.02, inception3 0.2, resnet 0.1 x total batch / 256, others 0.001"},
     {OPT_MOMENTUM, "momentum", 1, "0.9", "momentum of SGD"},
@@ -55,7 +55,7 @@ static const FlagDoc flags[] = {
     {OPT_LARC_MODE, "larc_mode", 1, "clip", "clip | scale"},
     {OPT_EVAL, "eval", 0, "off", "evaluate the model in --log_dir on validation-*"},
     {OPT_DISTORT_COLOR, "distort_color", 0, "off", "random brightness/saturation/hue/contrast"},
-    {OPT_CROP_AREA_MIN, "crop_area_min", 1, "0.05", "smallest training crop, as a fraction of the image area (1: no crop)"},
+    {OPT_CROP_AREA_MIN, "crop_area_min", 1, "0.1", "smallest training crop, as a fraction of the image area (1: no crop; nvcnn 1.6: 0.1)"},
     {OPT_INPUT_THREADS, "input_threads", 1, "cores / ranks per node", "decode workers"},
     {OPT_SHUFFLE_BUFFER, "shuffle_buffer", 1, "10000", "records in the shuffle buffer"},
     {OPT_SKIP_CORRUPT, "skip_corrupt", 0, "off", "skip and count corrupt records instead of exiting"},
@@ -154,7 +154,7 @@ void config_parse(Config *cfg, int argc, char **argv) {
     cfg->lr_decay_rate = 0.1;
     cfg->loss_scale = 1;
     cfg->shuffle_buffer = 10000;
-    cfg->crop_area_min = 0.05;
+    cfg->crop_area_min = 0.1;
     cfg->num_classes = 1000;
     cfg->seed = 1234;
     cfg->nstep_burnin = 20;

@@ -56,6 +56,9 @@ static void choose_device(Run *r) {
         r->gpu_device = r->dist.local_rank % ngpu;
         return;
     }
+    if (r->cfg.precision != PREC_FP32)
+        die_code(EXIT_USAGE, "--precision=%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32",
+                 precision_name(r->cfg.precision));
     if (r->cfg.device == DEVICE_AUTO) {
         if (ngpu == 0)
             printf("No GPU found (%s): using the CPU backend\n", why);
@@ -63,9 +66,6 @@ static void choose_device(Run *r) {
             printf("Found %d GPU(s): using the CPU backend (the GPU backend is new: ask for it with --device=gpu)\n", ngpu);
         r->cfg.device = DEVICE_CPU;
     }
-    if (r->cfg.precision != PREC_FP32)
-        die_code(EXIT_USAGE, "--precision=%s needs the GPU backend; the CPU backend trains in fp32",
-                 precision_name(r->cfg.precision));
 }
 
 /* Flags whose features are not in this build yet: refused, never silently ignored. */
@@ -247,15 +247,20 @@ static void print_header(const Run *r, const Net *net) {
         printf("Loss scale:  dynamic (from %g)\n", c->loss_scale);
     else if (c->loss_scale != 1)
         printf("Loss scale:  %g\n", c->loss_scale);
-    printf("Learning rate: %g (%s)\n", r->base_lr, c->given_learning_rate ? "given" : "model default");
+    if (!c->eval) printf("Learning rate: %g (%s)\n", r->base_lr, c->given_learning_rate ? "given" : "model default");
     fflush(stdout);
 }
 
+/* nvcnn's summary: the mean rate of the steps after burn-in, its standard error and jitter. The
+ * standard error needs 3 timed steps: with 1 or 2 the figure is printed without one. */
 static void print_speed_summary(const double *rates, long n, int burnin) {
     printf("----------------------------------------------------------------\n");
-    if (n > 0) {
+    if (n > 2) {
         Stats s = stats_compute(rates, (size_t)n);
         printf("Images/sec: %.1f +/- %.1f (jitter = %.1f)\n", s.mean, s.stderr_, s.jitter);
+    } else if (n > 0) {
+        Stats s = stats_compute(rates, (size_t)n);
+        printf("Images/sec: %.1f (%ld timed step%s: too few for an error estimate)\n", s.mean, n, n == 1 ? "" : "s");
     } else {
         printf("No results, did not get past burn-in phase (%d steps)\n", burnin);
     }
@@ -485,8 +490,9 @@ static int train(Run *r) {
     double last_save = now_seconds();
     int stopped = 0;
 
+    /* nvcnn's rule: the first --nstep_burnin steps of this run are left out of Images/sec; a run
+     * that never gets past them prints nvcnn's "No results" line */
     int burnin = c->nstep_burnin;
-    if (burnin > r->nstep / 2) burnin = (int)(r->nstep / 2);
     double *rates = xmalloc((size_t)(r->nstep > 0 ? r->nstep : 1) * sizeof *rates);
     long nrates = 0;
     double ema = 0, ema_w = 0;
@@ -532,7 +538,7 @@ static int train(Run *r) {
         ema_w = 0.9 * ema_w + 0.1;
         double rate = (double)r->total_batch / elapsed;
         if (step - step0 >= burnin) rates[nrates++] = rate;
-        if (step == step0 || (step + 1) % c->display_every == 0) {
+        if (step == step0 || (step + 1) % c->display_every == 0 || step + 1 == r->nstep) {
             if (tr.gpu) gpunet_download_node(tr.gpu, net->logits, net->node[net->logits].data, 0);
             double v[3] = {ema / ema_w, net_topk_correct(net, 1), net_topk_correct(net, 5)};
             dist_allreduce_sum_d(&r->dist, v, 3);
@@ -635,8 +641,12 @@ int main(int argc, char **argv) {
     choose_allreduce(&r);
     r.total_batch = r.cfg.batch_size * r.dist.size;
 
+    /* threads per rank: OMP_NUM_THREADS where the user set it, else the cores shared by the ranks
+     * of this node */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     r.threads = (int)(cores / (r.dist.local_size > 0 ? r.dist.local_size : 1));
+    const char *omp_env = getenv("OMP_NUM_THREADS");
+    if (omp_env && atoi(omp_env) > 0) r.threads = atoi(omp_env);
     if (r.threads < 1) r.threads = 1;
     omp_set_num_threads(r.threads);
     openblas_set_num_threads(r.threads);

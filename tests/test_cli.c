@@ -111,9 +111,34 @@ TEST(cli_synthetic_training_output_format) {
     }
     /* lenet with 1000 classes: 5*5*3*32+32 + 5*5*32*64+64 + 7*7*64*512+512 + 512*1000+1000 */
     CHECK(strstr(o, "Parameters:  2172840\n") != NULL);
-    /* rows at steps 1, 5 and 10 only */
-    CHECK(strstr(o, "\n     2     1 ") == NULL && strstr(o, "\n    12     1 ") == NULL);
+    /* rows at steps 1, 5, 10 and the last (12) only */
+    CHECK(strstr(o, "\n     2     1 ") == NULL && strstr(o, "\n    11     1 ") == NULL);
+    CHECK_MSG(strstr(o, "\n    12     1 ") != NULL, "no row for the last step in:\n%s", o);
     free(o);
+}
+
+/* Runs too short for an error estimate print the figure alone; none timed: nvcnn's line. */
+TEST(cli_short_runs_print_no_meaningless_figures) {
+    char *o;
+    CHECK(nv("--model=trivial --batch_size=2 --num_batches=3 --nstep_burnin=1", &o) == 0);
+    CHECK_MSG(strstr(o, "Images/sec: ") && strstr(o, "(2 timed steps: too few for an error estimate)\n") &&
+                  !strstr(o, "nan"),
+              "%s", o);
+    free(o);
+    CHECK(nv("--model=trivial --batch_size=2 --num_batches=2 --nstep_burnin=2", &o) == 0);
+    CHECK_MSG(strstr(o, "No results, did not get past burn-in phase (2 steps)\n") && !strstr(o, "Images/sec:"), "%s", o);
+    free(o);
+}
+
+/* --precision=fp16 on the CPU: one error line, nothing before it */
+TEST(cli_half_precision_on_cpu_is_one_line) {
+    const char *cases[] = {"--model=lenet --precision=fp16 --num_batches=1", "--model=lenet --fp16 --device=cpu"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *o;
+        CHECK(nv(cases[i], &o) == 2);
+        CHECK_MSG(count_lines_with(o, "\n") == 1 && strncmp(o, "nvcnn: error: --precision=fp16", 30) == 0, "%s", o);
+        free(o);
+    }
 }
 
 TEST(cli_unsupported_flags_are_refused_not_ignored) {

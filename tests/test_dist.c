@@ -79,7 +79,7 @@ TEST(dist_nvcnn_under_mpirun_prints_once) {
         th_skip("no MPI in this build or no mpirun");
         return;
     }
-    snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=3 --num_classes=10", mr);
+    snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=3 --nstep_burnin=0 --num_classes=10", mr);
     int rc = th_run(cmd, &o);
     CHECK_MSG(rc == 0, "exit %d\n%s", rc, o);
     CHECK(o && strstr(o, "Num ranks:   2\n"));
