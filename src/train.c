@@ -159,6 +159,24 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr) {
     return loss;
 }
 
+void trainer_forward_begin(Trainer *t, const int32_t *labels) {
+    Net *net = t->net;
+    net->labels = labels;
+    net->training = 0;
+    if (t->gpu) {
+        if (!t->device_input) {
+            gpunet_set_input(t->gpu, net->node[net->input].data);
+            gpunet_set_labels(t->gpu, labels);
+        }
+        gpunet_forward(t->gpu);
+    } else {
+        net_forward(net);
+    }
+    net->training = 1;
+}
+
+double trainer_forward_end(Trainer *t) { return t->gpu ? gpunet_loss(t->gpu) : t->net->loss; }
+
 void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *top5) {
     Net *net = t->net;
     net->labels = labels;

@@ -57,6 +57,11 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr);
  * backend begin only records the labels and end runs the whole step. */
 void trainer_step_begin(Trainer *t, const int32_t *labels);
 double trainer_step_end(Trainer *t, double lr);
+/* --forward_only's step, in two halves as trainer_step_begin/_end: forward in inference mode
+ * (batch norm on its moving statistics, no dropout) on this step's batch; end returns the mean
+ * cross-entropy. No backward, no update. */
+void trainer_forward_begin(Trainer *t, const int32_t *labels);
+double trainer_forward_end(Trainer *t);
 /* Forward in inference mode; returns top-1 and top-5 correct counts of the batch's first
  * `count` samples. */
 void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *top5);

@@ -1,0 +1,74 @@
+/* evaluate.c: see evaluate.h. */
+#include "evaluate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "input.h"
+#include "util.h"
+
+void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
+    const Config *c = &r->cfg;
+    Loader *ld = input_open_loader(r, "validation", 0, 0);
+    Net *net = tr->net;
+    Node *in = net_node(net, net->input);
+    size_t cap = 64, n = 0;
+    double *t1 = xmalloc(cap * sizeof *t1), *t5 = xmalloc(cap * sizeof *t5);
+    printf("Evaluating on %zu validation images\n", loader_num_records(ld));
+    printf("  Step  Top-1  Top-5\n");
+    for (long step = 0;; step++) {
+        LoaderBatch *b = loader_next(ld);
+        double acc[4] = {0, 0, 0, b ? 0 : 1}; /* top1, top5, count, ranks done */
+        if (b) {
+            int c1, c5;
+            /* a short last batch: the slots past count hold stale bytes; give them a valid label */
+            for (int i = b->count; i < c->batch_size; i++) b->labels[i] = 0;
+            if (tr->gpu) {
+                gpunet_stage_batch(tr->gpu, 0, b->images, b->labels);
+                gpunet_use_batch(tr->gpu, 0);
+                gpunet_stage_wait(tr->gpu, 0);
+                tr->device_input = 1;
+            } else {
+                input_from_u8_nhwc(in->data, b->images, c->batch_size, 3, in->shape.h, in->shape.w);
+            }
+            trainer_eval(tr, b->labels, b->count, &c1, &c5);
+            acc[0] = c1;
+            acc[1] = c5;
+            acc[2] = b->count;
+            loader_release(ld, b);
+        }
+        dist_allreduce_sum_d(&r->dist, acc, 4);
+        if (acc[2] > 0) {
+            if (n == cap) {
+                cap *= 2;
+                t1 = xrealloc(t1, cap * sizeof *t1);
+                t5 = xrealloc(t5, cap * sizeof *t5);
+            }
+            t1[n] = 100.0 * acc[0] / acc[2];
+            t5[n] = 100.0 * acc[1] / acc[2];
+            if (step == 0 || (step + 1) % c->display_every == 0) printf("%6ld %5.1f%% %5.1f%%\n", step + 1, t1[n], t5[n]);
+            n++;
+        }
+        if ((int)acc[3] == r->dist.size) break;
+    }
+    *top1 = *top5 = NAN;
+    printf("----------------------------------------------------------------\n");
+    if (n > 0) {
+        Stats s1 = stats_compute(t1, n), s5 = stats_compute(t5, n);
+        *top1 = s1.mean;
+        *top5 = s5.mean;
+        printf("Validation Top-1: %.3f %% +/- %.2f (jitter = %.1f)\n", s1.mean, s1.stderr_, s1.jitter);
+        printf("Validation Top-5: %.3f %% +/- %.2f (jitter = %.1f)\n", s5.mean, s5.stderr_, s5.jitter);
+    } else {
+        printf("No validation images\n");
+    }
+    printf("----------------------------------------------------------------\n");
+    size_t skipped = loader_skipped(ld);
+    double sk = (double)skipped;
+    dist_allreduce_sum_d(&r->dist, &sk, 1);
+    if (sk > 0) printf("Skipped corrupt validation records: %.0f\n", sk);
+    free(t1);
+    free(t5);
+    loader_close(ld);
+}

@@ -1,0 +1,12 @@
+/* evaluate.h: one pass over validation-* in inference mode, with nvcnn.py's Validation Top-1/Top-5
+ * lines (per-step accuracies over all ranks: mean +/- standard error, jitter). */
+#ifndef NVCNN_EVALUATE_H
+#define NVCNN_EVALUATE_H
+
+#include "run.h"
+#include "train.h"
+
+/* Prints the table and the two lines; top1/top5 receive the means (NAN without images). */
+void evaluate(Run *r, Trainer *tr, double *top1, double *top5);
+
+#endif

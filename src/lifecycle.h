@@ -1,0 +1,31 @@
+/* lifecycle.h: the run's life around its steps: resuming from --log_dir's newest checkpoint,
+ * periodic checkpoints (--save_interval), signals (SIGTERM/SIGINT: checkpoint and exit 0;
+ * SIGUSR1: checkpoint and carry on), on which every rank agrees, and the final checkpoint. */
+#ifndef NVCNN_LIFECYCLE_H
+#define NVCNN_LIFECYCLE_H
+
+#include "net.h"
+#include "run.h"
+#include "train.h"
+
+typedef struct Lifecycle {
+    Run *r;
+    Net *net;
+    Trainer *tr;
+    double last_save;  /* wall clock of the last checkpoint (or of the start) */
+    int stopped;       /* a stop signal ended the run */
+} Lifecycle;
+
+/* Restores the newest checkpoint of --log_dir (rank 0 reads it, every rank receives it) and
+ * returns the step to resume from (0: none). A checkpoint of another model or shape ends the run
+ * with exit 2 and the reason. */
+long lifecycle_restore(Run *r, Net *net, Trainer *tr);
+/* lifecycle_restore(), then the signal handlers; returns the step to start from. */
+long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr);
+/* After step `step` (0-based): acts on signals and the checkpoint interval, agreed by every rank.
+ * Returns 1 when the run must stop (a stop signal; r->nstep becomes step + 1). */
+int lifecycle_poll(Lifecycle *life, long step);
+/* The end of a run that made steps: the final checkpoint (unless a stop signal wrote it). */
+void lifecycle_finish(Lifecycle *life, long step0);
+
+#endif

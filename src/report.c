@@ -1,0 +1,159 @@
+/* report.c: see report.h. */
+#include "report.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "util.h"
+
+void report_header(const Run *r, const Net *net) {
+    const Config *c = &r->cfg;
+    printf("Cmd line args:\n");
+    for (int i = 1; i < c->argc; i++) printf("  %s\n", c->argv[i]);
+    printf("Num ranks:   %d\n", r->dist.size);
+    if (c->data_dir)
+        printf("Num images:  %zu\n", r->nrecord);
+    else
+        printf("Num images:  Synthetic\n");
+    printf("Model:       %s\n", r->model->name);
+    printf("Parameters:  %zu\n", net_num_params(net));
+    printf("Batch size:  %d per device\n", c->batch_size);
+    printf("             %d total\n", r->total_batch);
+    if (r->gpu) {
+        char desc[256];
+        gpu_describe(r->gpu_device, desc, sizeof desc);
+        if (r->dist.size == 1)
+            printf("Devices:     gpu: %s\n", desc);
+        else
+            printf("Devices:     %d x gpu: %s\n", r->dist.size, desc);
+    } else if (r->dist.size == 1) {
+        printf("Devices:     cpu (%d threads)\n", r->threads);
+    } else {
+        printf("Devices:     %d x cpu (%d threads each)\n", r->dist.size, r->threads);
+    }
+    printf("Data format: NCHW\n");
+    printf("Data type:   %s\n", precision_name(c->precision));
+    if (c->forward_only)
+        printf("Mode:        forward only (inference: batch norm on its moving statistics, no backward, no update)\n");
+    if (c->dynamic_loss_scale && !c->forward_only)
+        printf("Loss scale:  dynamic (from %g)\n", c->loss_scale);
+    else if (c->loss_scale != 1 && !c->forward_only)
+        printf("Loss scale:  %g\n", c->loss_scale);
+    if (!c->eval && !c->forward_only)
+        printf("Learning rate: %g (%s)\n", r->base_lr, c->given_learning_rate ? "given" : "model default");
+    if (c->print_layers) {
+        printf("Layers:\n");
+        net_print_summary(net, stdout);
+    }
+    fflush(stdout);
+}
+
+void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
+    memset(rep, 0, sizeof *rep);
+    rep->r = r;
+    rep->tr = tr;
+    rep->step0 = step0;
+    rep->burnin = r->cfg.nstep_burnin; /* nvcnn.py: the first steps of the run, however short */
+    rep->rates = xmalloc((size_t)(r->nstep > 0 ? r->nstep : 1) * sizeof *rep->rates);
+    rep->last_summary = now_seconds();
+    if (r->cfg.log_dir && r->dist.rank == 0) {
+        char err[512];
+        rep->elog = events_open(r->cfg.log_dir, err, sizeof err);
+        if (!rep->elog) die_code(EXIT_USAGE, "--log_dir=%s: %s", r->cfg.log_dir, err);
+    }
+    printf(r->cfg.forward_only ? "Forward only\n" : "Training\n");
+    printf(r->cfg.forward_only ? "  Step Epoch Img/sec   Loss\n" : "  Step Epoch Img/sec   Loss   LR\n");
+    fflush(stdout);
+}
+
+void report_step(Report *rep, long step, double loss, double lr, double seconds) {
+    Run *r = rep->r;
+    const Config *c = &r->cfg;
+    Net *net = rep->tr->net;
+    rep->ema = 0.9 * rep->ema + 0.1 * loss;
+    rep->ema_w = 0.9 * rep->ema_w + 0.1;
+    const double rate = (double)r->total_batch / seconds;
+    if (step - rep->step0 >= rep->burnin) rep->rates[rep->nrates++] = rate;
+    const int last = step + 1 == r->nstep;
+    const int row = step == rep->step0 || (step + 1) % c->display_every == 0 || last;
+    const int summary = rep->elog && (step == rep->step0 || last || now_seconds() - rep->last_summary >= c->summary_interval);
+    if (!row && !summary) return;
+    /* top-1/top-5 from the logits (on the GPU backend: downloaded for the purpose) */
+    if (rep->tr->gpu) gpunet_download_node(rep->tr->gpu, net->logits, net->node[net->logits].data, 0);
+    const double top1 = net_topk_correct(net, 1), top5 = net_topk_correct(net, 5);
+    const double epoch = (double)(step + 1) * r->total_batch / (double)r->nrecord;
+    const double lr_or_none = c->forward_only ? NAN : lr;
+    if (row) { /* every rank takes part in the average */
+        double v[3] = {rep->ema / rep->ema_w, top1, top5};
+        dist_allreduce_sum_d(&r->dist, v, 3);
+        const double avg = v[0] / r->dist.size;
+        const long ep = (long)((double)step * r->total_batch / (double)r->nrecord);
+        if (c->forward_only)
+            printf("%6ld %5ld %7.1f %7.3f\n", step + 1, ep + 1, rate, avg);
+        else
+            printf("%6ld %5ld %7.1f %7.3f %7.5f\n", step + 1, ep + 1, rate, avg, lr);
+        fflush(stdout);
+        events_csv(rep->elog, step + 1, epoch, avg, lr_or_none, rate, 100.0 * v[1] / r->total_batch,
+                   100.0 * v[2] / r->total_batch, NAN, NAN);
+    }
+    if (summary) {
+        const int n = c->batch_size;
+        static const char *const tags[] = {"total loss raw", "total loss avg", "learning rate", "train accuracy top-1 %",
+                                           "train accuracy top-5 %", "images/sec"};
+        const double vals[] = {loss, rep->ema / rep->ema_w, lr_or_none, 100.0 * top1 / n, 100.0 * top5 / n, rate};
+        events_scalars(rep->elog, step + 1, tags, vals, 6);
+        rep->last_summary = now_seconds();
+    }
+}
+
+void report_validation(Report *rep, double top1, double top5) {
+    Run *r = rep->r;
+    static const char *const tags[] = {"validation accuracy top-1 %", "validation accuracy top-5 %"};
+    const double vals[] = {top1, top5};
+    events_scalars(rep->elog, r->nstep, tags, vals, 2);
+    events_csv(rep->elog, r->nstep, (double)r->nstep * r->total_batch / (double)r->nrecord, NAN, NAN, NAN, NAN, NAN,
+               top1, top5);
+}
+
+/* nvcnn.py's summary: the mean rate of the steps after burn-in, its standard error and jitter. The
+ * standard error needs 3 timed steps: with 1 or 2 the figure is printed without one. */
+static void print_speed_summary(const double *rates, long n, int burnin) {
+    printf("----------------------------------------------------------------\n");
+    if (n > 2) {
+        Stats s = stats_compute(rates, (size_t)n);
+        printf("Images/sec: %.1f +/- %.1f (jitter = %.1f)\n", s.mean, s.stderr_, s.jitter);
+    } else if (n > 0) {
+        Stats s = stats_compute(rates, (size_t)n);
+        printf("Images/sec: %.1f (%ld timed step%s: too few for an error estimate)\n", s.mean, n, n == 1 ? "" : "s");
+    } else {
+        printf("No results, did not get past burn-in phase (%d steps)\n", burnin);
+    }
+    printf("----------------------------------------------------------------\n");
+}
+
+void report_end(Report *rep, long steps) {
+    Run *r = rep->r;
+    const Trainer *tr = rep->tr;
+    print_speed_summary(rep->rates, rep->nrates, rep->burnin);
+    if (tr->gpu) printf("Peak GPU memory: %.2f GiB\n", (double)gpu_mem_used(r->gpu_device) / 1073741824.0);
+    if (tr->skipped_steps) printf("Skipped steps (inf/nan gradients): %ld\n", tr->skipped_steps);
+    if (r->dist.size > 1 && !r->cfg.forward_only) {
+        double t[2] = {tr->backward_seconds, tr->exposed_seconds};
+        dist_allreduce_sum_d(&r->dist, t, 2);
+        const double per = (double)r->dist.size * (double)(steps > 0 ? steps : 1);
+        const int off = r->cfg.allreduce == ALLREDUCE_NONE;
+        printf("Backward: %.2f ms/step; allreduce %s: %.2f ms/step exposed (after backward), %d bucket(s) of %g MiB\n",
+               1e3 * t[0] / per, off ? "off" : tr->nccl ? "on (nccl)" : "on (mpi)", 1e3 * t[1] / per,
+               tr->nccl ? gpunet_nccl_buckets(tr->gpu) : tr->sync ? gradsync_buckets(tr->sync) : 0, r->cfg.bucket_mb);
+    }
+}
+
+void report_close(Report *rep) {
+    events_close(rep->elog);
+    free(rep->rates);
+    rep->elog = NULL;
+    rep->rates = NULL;
+}

@@ -1,0 +1,26 @@
+/* run.h: one invocation of nvcnn: the configuration and what main() derived from it, shared by
+ * the files of the training loop (input.c, report.c, lifecycle.c, evaluate.c). */
+#ifndef NVCNN_RUN_H
+#define NVCNN_RUN_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "dist.h"
+#include "models.h"
+
+typedef struct Run {
+    Config cfg;
+    Dist dist;
+    const ModelInfo *model;
+    int total_batch;
+    int threads;
+    long nstep;      /* the step the run ends at (a stop signal moves it) */
+    size_t nrecord;  /* images per epoch over all ranks */
+    double base_lr;
+    int gpu;         /* 1: the GPU backend on device gpu_device */
+    int gpu_device;
+    int nccl;        /* 1: the GPU backend averages gradients with NCCL */
+} Run;
+
+#endif
