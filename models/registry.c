@@ -43,8 +43,9 @@ const char *model_names(void) {
     return buf;
 }
 
+/* nvcnn.py's defaults; the ResNets' (base_lr < 0) scales with the total batch: 1.0 x batch / 1024 */
 double model_default_lr(const ModelInfo *m, int total_batch) {
-    if (m->base_lr < 0) return 0.1 * (double)total_batch / 256.0;
+    if (m->base_lr < 0) return 1.0 * (double)total_batch / 1024.0;
     return m->base_lr;
 }
 

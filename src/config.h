@@ -48,6 +48,9 @@ typedef struct Config {
     int save_interval;         /* seconds */
     int verbose;
     int print_layers;
+    int forward_only;          /* inference benchmark: no backward, no update */
+    int summary_interval;      /* seconds between TensorBoard summaries */
+    int num_gpus;              /* GPUs per process: only 1 (one process per GPU) */
     /* The command line as given, for the header. */
     int argc;
     char **argv;
@@ -59,6 +62,8 @@ typedef struct Config {
  * an unknown model prints one "nvcnn: error: ..." line and exits 2. */
 void config_parse(Config *cfg, int argc, char **argv);
 void config_print_usage(FILE *f);
+/* The flag table of the README (markdown), from the same list as --help. */
+void config_print_markdown(FILE *f);
 const char *precision_name(Precision p);
 
 #endif

@@ -60,10 +60,10 @@ TEST(models_image_sizes_and_default_lr) {
     CHECK(model_find("lenet")->image_size == 28);
     CHECK(model_find("resnet50")->image_size == 224);
     CHECK(model_find("googlenet")->image_size == 224);
-    /* resnet: 0.1 x total batch / 256 */
-    CHECK_NEAR(model_default_lr(model_find("resnet50"), 256), 0.1, 1e-12);
-    CHECK_NEAR(model_default_lr(model_find("resnet18"), 64), 0.025, 1e-12);
-    CHECK_NEAR(model_default_lr(model_find("resnet152"), 1024), 0.4, 1e-12);
+    /* resnet: nvcnn.py's 1.0 x total batch / 1024 */
+    CHECK_NEAR(model_default_lr(model_find("resnet50"), 256), 0.25, 1e-12);
+    CHECK_NEAR(model_default_lr(model_find("resnet18"), 64), 0.0625, 1e-12);
+    CHECK_NEAR(model_default_lr(model_find("resnet152"), 1024), 1.0, 1e-12);
     /* the others: a fixed rate, independent of the batch */
     CHECK_NEAR(model_default_lr(model_find("alexnet"), 256), 0.03, 1e-12);
     CHECK_NEAR(model_default_lr(model_find("alexnet"), 1024), 0.03, 1e-12);
