@@ -27,13 +27,21 @@ static double wall_time(void) {
     return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
 }
 
-static void write_event(EventLog *e, const Tensorboard__Event *ev) {
+/* The framed record of an Event, in *out (free()). */
+static size_t frame_event(const Tensorboard__Event *ev, uint8_t **out) {
     size_t n = tensorboard__event__get_packed_size(ev);
-    uint8_t *msg = xmalloc(n ? n : 1), *rec = xmalloc(n + 16);
+    uint8_t *msg = xmalloc(n ? n : 1);
+    *out = xmalloc(n + 16);
     tensorboard__event__pack(ev, msg);
-    tfr_frame(msg, n, rec);
-    if (fwrite(rec, 1, n + 16, e->ev) != n + 16 || fflush(e->ev) != 0) warn("cannot write %s: %s", e->path, strerror(errno));
+    tfr_frame(msg, n, *out);
     free(msg);
+    return n + 16;
+}
+
+static void write_event(EventLog *e, const Tensorboard__Event *ev) {
+    uint8_t *rec;
+    size_t n = frame_event(ev, &rec);
+    if (fwrite(rec, 1, n, e->ev) != n || fflush(e->ev) != 0) warn("cannot write %s: %s", e->path, strerror(errno));
     free(rec);
 }
 
@@ -65,17 +73,17 @@ EventLog *events_open(const char *dir, char *err, size_t errlen) {
 
 const char *events_path(const EventLog *e) { return e->path; }
 
-void events_log(EventLog *e, int64_t step, double epoch, double loss, double lr, double img_per_sec, double top1,
-                double top5, double eval_top1, double eval_top5) {
-    if (!e) return;
-    const char *tags[] = {"loss", "learning_rate", "images_per_sec", "train/top1", "train/top5", "eval/top1", "eval/top5"};
-    double vals[] = {loss, lr, img_per_sec, top1, top5, eval_top1, eval_top5};
-    Tensorboard__SummaryValue v[7], *vp[7];
+/* Builds the Event of the scalars (NAN left out): written to `e`, or framed into *out. */
+static size_t with_scalar_event(double wall, int64_t step, const char *const *tags, const double *vals, int n,
+                                EventLog *e, uint8_t **out) {
+    Tensorboard__SummaryValue *v = xcalloc((size_t)(n > 0 ? n : 1), sizeof *v);
+    Tensorboard__SummaryValue **vp = xcalloc((size_t)(n > 0 ? n : 1), sizeof *vp);
     size_t nv = 0;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < n; i++) {
         if (isnan(vals[i])) continue;
         tensorboard__summary_value__init(&v[nv]);
         v[nv].tag = (char *)tags[i];
+        v[nv].value_case = TENSORBOARD__SUMMARY_VALUE__VALUE_SIMPLE_VALUE; /* present even when 0 */
         v[nv].simple_value = (float)vals[i];
         vp[nv] = &v[nv];
         nv++;
@@ -84,11 +92,32 @@ void events_log(EventLog *e, int64_t step, double epoch, double loss, double lr,
     s.n_value = nv;
     s.value = vp;
     Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
-    ev.wall_time = wall_time();
+    ev.wall_time = wall;
     ev.step = step;
     ev.what_case = TENSORBOARD__EVENT__WHAT_SUMMARY;
     ev.summary = &s;
-    write_event(e, &ev);
+    size_t len = 0;
+    if (e)
+        write_event(e, &ev);
+    else
+        len = frame_event(&ev, out);
+    free(vp);
+    free(v);
+    return len;
+}
+
+void events_scalars(EventLog *e, int64_t step, const char *const *tags, const double *vals, int n) {
+    if (e) with_scalar_event(wall_time(), step, tags, vals, n, e, NULL);
+}
+
+size_t events_encode(double wall, int64_t step, const char *const *tags, const double *vals, int n, uint8_t **out) {
+    return with_scalar_event(wall, step, tags, vals, n, NULL, out);
+}
+
+void events_csv(EventLog *e, int64_t step, double epoch, double loss, double lr, double img_per_sec, double top1,
+                double top5, double eval_top1, double eval_top5) {
+    if (!e) return;
+    const double vals[] = {loss, lr, img_per_sec, top1, top5, eval_top1, eval_top5};
     fprintf(e->csv, "%" PRId64 ",%.6f", step, epoch);
     for (int i = 0; i < 7; i++) {
         if (isnan(vals[i]))

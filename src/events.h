@@ -1,7 +1,9 @@
 /* events.h: training logs in a log directory, for TensorBoard and for people without it.
  *  - events.out.tfevents.<time>.<host>: TFRecord-framed tensorboard.Event protos (protobuf-c); the
- *    first record carries file_version "brain.Event:2", then one Event per logged step with scalar
- *    summaries (loss, learning_rate, images_per_sec, train/top1, train/top5, eval/top1, eval/top5);
+ *    first record carries file_version "brain.Event:2", then one Event per summary with scalars
+ *    under nvcnn.py's tags ("total loss raw", "total loss avg", "learning rate", "train accuracy
+ *    top-1 %", "train accuracy top-5 %") and this program's ("images/sec", "validation accuracy
+ *    top-1 %", "validation accuracy top-5 %"). Every scalar is written, zeros included;
  *  - metrics.csv: step,epoch,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5 with
  *    empty cells where a value does not apply.
  * Every write is flushed, so a run killed at any point leaves whole records behind. */
@@ -15,9 +17,13 @@ typedef struct EventLog EventLog;
 
 /* NULL with a message in err if the directory cannot be written. */
 EventLog *events_open(const char *dir, char *err, size_t errlen);
-/* One row/event; pass NAN for values that do not apply. */
-void events_log(EventLog *e, int64_t step, double epoch, double loss, double lr, double img_per_sec, double top1,
+/* One TensorBoard event at `step` with the scalars tags[i] = vals[i] (NAN: left out). */
+void events_scalars(EventLog *e, int64_t step, const char *const *tags, const double *vals, int n);
+/* One row of metrics.csv; pass NAN for values that do not apply. */
+void events_csv(EventLog *e, int64_t step, double epoch, double loss, double lr, double img_per_sec, double top1,
                 double top5, double eval_top1, double eval_top5);
+/* The TFRecord-framed bytes of a scalar Event (what events_scalars() writes), in *out (free()). */
+size_t events_encode(double wall_time, int64_t step, const char *const *tags, const double *vals, int n, uint8_t **out);
 void events_close(EventLog *e);
 /* The event file's path. */
 const char *events_path(const EventLog *e);

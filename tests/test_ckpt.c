@@ -311,49 +311,6 @@ TEST(ckpt_sigusr1_writes_a_checkpoint_and_carries_on) {
     free(t);
 }
 
-TEST(ckpt_log_dir_events_and_metrics) {
-    char d[600], cmd[1400], *o = NULL;
-    snprintf(d, sizeof d, "%s/logs/nested", th_tmpdir());
-    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=8 --num_batches=5 --display_every=2 --log_dir=%s", d);
-    CHECK(th_run(cmd, &o) == 0);
-    free(o);
-    char csv[700];
-    snprintf(csv, sizeof csv, "%s/metrics.csv", d);
-    char *t = slurp_text(csv);
-    CHECK_MSG(strncmp(t, "step,epoch,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n", 75) == 0, "%s", t);
-    /* rows at the displayed steps: 1, 2, 4 */
-    CHECK(strstr(t, "\n1,") && strstr(t, "\n2,") && strstr(t, "\n4,") && !strstr(t, "\n3,") && !strstr(t, "\n5,"));
-    free(t);
-    /* the event file: TFRecord framing with valid CRCs, Event protos with the scalars */
-    snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.* 2>/dev/null | head -1", d);
-    char *name = NULL;
-    th_run(cmd, &name);
-    if (name) name[strcspn(name, "\n")] = 0;
-    char e[256];
-    TfrReader *r = name ? tfr_open(name, 0, e, sizeof e) : NULL;
-    CHECK_MSG(r != NULL, "no event file in %s", d);
-    int records = 0, scalars = 0, version = 0;
-    TfrRecord rec;
-    while (r && tfr_next(r, &rec) == 1) {
-        Tensorboard__Event *ev = tensorboard__event__unpack(NULL, rec.len, rec.data);
-        CHECK(ev != NULL);
-        if (!ev) break;
-        if (ev->what_case == TENSORBOARD__EVENT__WHAT_FILE_VERSION) version = strcmp(ev->file_version, "brain.Event:2") == 0;
-        if (ev->what_case == TENSORBOARD__EVENT__WHAT_SUMMARY)
-            for (size_t i = 0; i < ev->summary->n_value; i++) {
-                if (strcmp(ev->summary->value[i]->tag, "loss") == 0 && ev->step == 1) {
-                    CHECK(ev->summary->value[i]->simple_value > 1 && ev->summary->value[i]->simple_value < 4);
-                }
-                scalars++;
-            }
-        tensorboard__event__free_unpacked(ev, NULL);
-        records++;
-    }
-    CHECK_MSG(version && records == 4 && scalars == 3 * 5, "version %d, %d records, %d scalars", version, records, scalars);
-    if (r) tfr_close(r);
-    free(name);
-}
-
 TEST(ckpt_unwritable_log_dir_and_other_model_are_refused) {
     char f[600], cmd[1400], *o = NULL;
     snprintf(f, sizeof f, "%s/a-file", th_tmpdir());

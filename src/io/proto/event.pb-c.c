@@ -161,11 +161,11 @@ static const ProtobufCFieldDescriptor tensorboard__summary_value__field_descript
     2,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_FLOAT,
-    0,   /* quantifier_offset */
+    offsetof(Tensorboard__SummaryValue, value_case),
     offsetof(Tensorboard__SummaryValue, simple_value),
     NULL,
     NULL,
-    0,             /* flags */
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
 };

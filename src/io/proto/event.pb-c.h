@@ -25,15 +25,24 @@ typedef struct Tensorboard__Event Tensorboard__Event;
 
 /* --- messages --- */
 
+typedef enum {
+  TENSORBOARD__SUMMARY_VALUE__VALUE__NOT_SET = 0,
+  TENSORBOARD__SUMMARY_VALUE__VALUE_SIMPLE_VALUE = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(TENSORBOARD__SUMMARY_VALUE__VALUE__CASE)
+} Tensorboard__SummaryValue__ValueCase;
+
 struct  Tensorboard__SummaryValue
 {
   ProtobufCMessage base;
   char *tag;
-  float simple_value;
+  Tensorboard__SummaryValue__ValueCase value_case;
+  union {
+    float simple_value;
+  };
 };
 #define TENSORBOARD__SUMMARY_VALUE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&tensorboard__summary_value__descriptor) \
-    , (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, TENSORBOARD__SUMMARY_VALUE__VALUE__NOT_SET, {0} }
 
 
 struct  Tensorboard__Summary

@@ -1,0 +1,196 @@
+/* test_events.c: TensorBoard event files. The encoding of scalar events is compared byte for byte
+ * with records written by TensorBoard's own writer (data/fixtures/tb-scalars.*, made once by
+ * scripts/make_fixtures_events.py, which also recorded what TensorBoard's EventAccumulator reads
+ * back: every scalar, zeros included); runs of ./nvcnn must log every scalar under nvcnn.py's tags
+ * at the steps --summary_interval asks for, zeros included. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "events.h"
+#include "harness.h"
+#include "io/proto/event.pb-c.h"
+#include "io/tfrecord.h"
+#include "testutil.h"
+
+enum { MAXV = 16, MAXE = 64 };
+typedef struct Ev {
+    double wall;
+    long step;
+    int n;
+    char tag[MAXV][64];
+    double val[MAXV];
+    int present[MAXV]; /* value_case set */
+} Ev;
+
+/* The summaries of an event file (the file_version record skipped). Returns the count. */
+static int read_events(const char *path, Ev *ev, int max) {
+    char e[256];
+    TfrReader *r = tfr_open(path, 0, e, sizeof e);
+    CHECK_MSG(r != NULL, "%s: %s", path, e);
+    if (!r) return 0;
+    int n = 0;
+    TfrRecord rec;
+    while (tfr_next(r, &rec) == 1 && n < max) {
+        Tensorboard__Event *m = tensorboard__event__unpack(NULL, rec.len, rec.data);
+        CHECK(m != NULL);
+        if (!m) break;
+        if (m->what_case == TENSORBOARD__EVENT__WHAT_SUMMARY) {
+            Ev *x = &ev[n++];
+            memset(x, 0, sizeof *x);
+            x->wall = m->wall_time;
+            x->step = (long)m->step;
+            for (size_t i = 0; i < m->summary->n_value && x->n < MAXV; i++, x->n++) {
+                snprintf(x->tag[x->n], sizeof x->tag[0], "%s", m->summary->value[i]->tag);
+                x->present[x->n] = m->summary->value[i]->value_case == TENSORBOARD__SUMMARY_VALUE__VALUE_SIMPLE_VALUE;
+                x->val[x->n] = m->summary->value[i]->simple_value;
+            }
+        }
+        tensorboard__event__free_unpacked(m, NULL);
+    }
+    tfr_close(r);
+    return n;
+}
+
+static const Ev *at_step(const Ev *ev, int n, long step) {
+    for (int i = 0; i < n; i++)
+        if (ev[i].step == step) return &ev[i];
+    return NULL;
+}
+
+static int find_tag(const Ev *e, const char *tag) {
+    for (int i = 0; e && i < e->n; i++)
+        if (strcmp(e->tag[i], tag) == 0) return i;
+    return -1;
+}
+
+TEST(events_encoding_matches_tensorboards_writer) {
+    size_t flen = 0;
+    uint8_t *file = tu_read_file("data/fixtures/tb-scalars.tfevents", &flen);
+    char *exp = (char *)tu_read_file("data/fixtures/tb-scalars.expected", NULL);
+    CHECK_MSG(file && exp, "data/fixtures/tb-scalars.* missing");
+    if (!file || !exp) return;
+    size_t off = 0;
+    int events = 0, zeros = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(exp, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        double wall;
+        long step;
+        int n;
+        CHECK(sscanf(line, "%lf %ld %d", &wall, &step, &n) == 3 && n > 0 && n <= MAXV);
+        const char *tags[MAXV];
+        double vals[MAXV];
+        for (int i = 0; i < n; i++) {
+            char *v = strtok_r(NULL, "\n", &save);
+            CHECK(v && strchr(v, '\t'));
+            if (!v || !strchr(v, '\t')) return;
+            vals[i] = atof(v);
+            tags[i] = strchr(v, '\t') + 1;
+            zeros += vals[i] == 0;
+        }
+        uint8_t *rec;
+        size_t len = events_encode(wall, step, tags, vals, n, &rec);
+        CHECK_MSG(off + len <= flen && memcmp(file + off, rec, len) == 0, "event at step %ld differs from TensorBoard's bytes",
+                  step);
+        free(rec);
+        off += len;
+        events++;
+    }
+    CHECK_MSG(off == flen, "%zu of %zu bytes compared", off, flen);
+    CHECK(events == 3 && zeros >= 4);
+    /* and read back here, every scalar is present */
+    Ev ev[4];
+    int n = read_events("data/fixtures/tb-scalars.tfevents", ev, 4);
+    CHECK(n == 3);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < ev[i].n; j++) CHECK_MSG(ev[i].present[j], "step %ld: %s absent", ev[i].step, ev[i].tag[j]);
+    free(file);
+    free(exp);
+}
+
+/* The event file of a log directory (the first). */
+static char *event_file(const char *dir) {
+    char cmd[800], *name = NULL;
+    snprintf(cmd, sizeof cmd, "ls %s/events.out.tfevents.* 2>/dev/null | head -1", dir);
+    th_run(cmd, &name);
+    if (name) name[strcspn(name, "\n")] = 0;
+    return name;
+}
+
+static const char *const TAGS[] = {"total loss raw", "total loss avg", "learning rate", "train accuracy top-1 %",
+                                   "train accuracy top-5 %", "images/sec"};
+
+/* --summary_interval=0: a summary every step, with every scalar, zeros included; the displayed
+ * steps agree with metrics.csv (one rank: the same values). */
+TEST(events_every_scalar_of_every_summary_zeros_included) {
+    char d[600], cmd[1400], *o = NULL;
+    snprintf(d, sizeof d, "%s/ev-every", th_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=8 --num_batches=30 --display_every=5 "
+             "--summary_interval=0 --log_dir=%s",
+             d);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, o);
+    free(o);
+    char *name = event_file(d);
+    Ev *ev = calloc(MAXE, sizeof *ev);
+    int n = name ? read_events(name, ev, MAXE) : 0;
+    CHECK_MSG(n == 30, "%d summaries", n);
+    int zeros = 0;
+    for (long s = 1; s <= 30; s++) {
+        const Ev *e = at_step(ev, n, s);
+        CHECK_MSG(e != NULL, "no summary at step %ld", s);
+        for (size_t t = 0; e && t < sizeof TAGS / sizeof TAGS[0]; t++) {
+            int k = find_tag(e, TAGS[t]);
+            CHECK_MSG(k >= 0 && e->present[k], "step %ld: no '%s'", s, TAGS[t]);
+            if (k >= 0) zeros += e->val[k] == 0;
+        }
+    }
+    CHECK_MSG(zeros > 0, "no zero-valued scalar in the run (the test needs one)");
+    /* metrics.csv rows (steps 1, 5, ..., 30): top-1 and learning rate as in the events */
+    char csv[700];
+    snprintf(csv, sizeof csv, "%s/metrics.csv", d);
+    char *t = (char *)tu_read_file(csv, NULL);
+    CHECK(t != NULL);
+    int rows = 0;
+    for (char *p = t ? strchr(t, '\n') : NULL; p && p[1]; p = strchr(p + 1, '\n')) {
+        long step;
+        double epoch, loss, lr, ips, top1;
+        if (sscanf(p + 1, "%ld,%lf,%lf,%lf,%lf,%lf", &step, &epoch, &loss, &lr, &ips, &top1) != 6) continue;
+        const Ev *e = at_step(ev, n, step);
+        int k1 = find_tag(e, "train accuracy top-1 %"), kl = find_tag(e, "learning rate");
+        CHECK_MSG(e && k1 >= 0 && kl >= 0 && fabs(e->val[k1] - top1) < 1e-3 && fabs(e->val[kl] - lr) < 1e-6 * (1 + lr),
+                  "step %ld: csv top-1 %g lr %g", step, top1, lr);
+        rows++;
+    }
+    CHECK_MSG(rows == 7, "%d csv rows", rows);
+    free(t);
+    free(ev);
+    free(name);
+}
+
+/* nvcnn.py's default: summaries at the first and the last step (and every 3600 s); metrics.csv
+ * has the displayed rows (steps 1, 2, 4 and the last). */
+TEST(events_default_interval_first_and_last_step) {
+    char d[600], cmd[1400], *o = NULL;
+    snprintf(d, sizeof d, "%s/logs/nested", th_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=8 --num_batches=5 --display_every=2 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 0);
+    free(o);
+    char csv[700];
+    snprintf(csv, sizeof csv, "%s/metrics.csv", d);
+    char *t = (char *)tu_read_file(csv, NULL);
+    CHECK_MSG(t && strncmp(t, "step,epoch,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n", 75) == 0, "%s",
+              t ? t : "(no metrics.csv)");
+    CHECK(t && strstr(t, "\n1,") && strstr(t, "\n2,") && strstr(t, "\n4,") && strstr(t, "\n5,") && !strstr(t, "\n3,"));
+    free(t);
+    char *name = event_file(d);
+    Ev ev[8];
+    int n = name ? read_events(name, ev, 8) : 0;
+    CHECK_MSG(n == 2 && ev[0].step == 1 && ev[1].step == 5, "%d summaries", n);
+    for (int i = 0; i < n; i++) {
+        int k = find_tag(&ev[i], "total loss raw");
+        CHECK(ev[i].n == 6 && k >= 0 && ev[i].val[k] > 1 && ev[i].val[k] < 4);
+    }
+    free(name);
+}
