@@ -1,5 +1,6 @@
 /* test_train.c: whole training steps on the CPU backend. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,4 +94,83 @@ TEST(train_nan_gradients_skip_the_step) {
     free(before);
     trainer_free(&t);
     net_free(net);
+}
+
+extern void openblas_set_num_threads(int);
+
+/* A small net with every reduction the CPU backend has: convolutions (bias and batch-norm), batch
+ * norm's batch statistics, pooling, a residual add, dropout, FC, the loss. */
+static Net *reduction_net(int batch) {
+    Net *nb = net_new(batch, 3, 20, 20);
+    nb->use_batch_norm = 1;
+    NbT x = nb_conv(nb, nb_input(nb), 16, 3, 3, 1, 1, PAD_SAME);
+    NbT y = nb_conv(nb, x, 16, 3, 3, 1, 1, PAD_SAME);
+    x = nb_activate(nb, nb_add(nb, x, y), ACT_RELU);
+    x = nb_pool(nb, x, POOL_MAX, 3, 3, 2, 2, PAD_SAME);
+    nb->use_batch_norm = 0;
+    x = nb_conv(nb, x, 24, 3, 3, 1, 1, PAD_VALID);
+    x = nb_spatial_avg(nb, x);
+    x = nb_dropout(nb, nb_fc(nb, x, 32, ACT_RELU), 0.75f);
+    nb_softmax_xent(nb, nb_fc(nb, x, 10, ACT_LINEAR));
+    return nb;
+}
+
+/* 4 training steps of reduction_net with `threads` OpenMP threads and `blas` OpenBLAS threads;
+ * the parameters and statistics after them (malloc'd) and the last loss. */
+static float *steps_with_threads(int threads, int blas, size_t *count, double *loss) {
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(blas);
+    const int N = 16;
+    Net *net = reduction_net(N);
+    net_finalize(net, 21);
+    Rng r;
+    rng_seed(&r, 8);
+    Node *in = net_node(net, net->input);
+    tu_fill_uniform(in->data, shape_count(in->shape), -1, 1, &r);
+    int32_t labels[16];
+    for (int i = 0; i < N; i++) labels[i] = (int32_t)((i * 7) % 10);
+    Dist d = one_rank();
+    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0};
+    Trainer t;
+    trainer_init(&t, net, &d, &tc, NULL);
+    for (int s = 0; s < 4; s++) *loss = trainer_step(&t, labels, 0.05);
+    *count = net->params_total + net->state_total;
+    float *after = xmalloc(*count * sizeof(float));
+    memcpy(after, net->params, net->params_total * sizeof(float));
+    memcpy(after + net->params_total, net->state, net->state_total * sizeof(float));
+    trainer_free(&t);
+    net_free(net);
+    int all = omp_get_num_procs();
+    omp_set_num_threads(all);
+    openblas_set_num_threads(all);
+    return after;
+}
+
+/* This program's own loops split work over channels or samples, each output summed by one thread
+ * in a fixed order: 1 and 2 OpenMP threads give identical bits (OpenBLAS held at one thread).
+ * OpenBLAS itself does not promise that: its threaded GEMM driver blocks the inner dimension
+ * differently from the single-thread one, so with OpenBLAS's threads varied too the results
+ * differ in the last bits; the test prints how much (the Fashion-MNIST sweep in
+ * docs/performance.md shows what that does to accuracy). */
+TEST(train_same_bits_with_one_and_two_threads) {
+    size_t count = 0;
+    double loss[2];
+    float *a = steps_with_threads(1, 1, &count, &loss[0]);
+    float *b = steps_with_threads(2, 1, &count, &loss[1]);
+    size_t differ = 0;
+    for (size_t i = 0; i < count; i++) differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    CHECK_MSG(differ == 0, "%zu of %zu parameters/statistics differ between 1 and 2 threads", differ, count);
+    /* the reported loss sums in double across threads: equal to rounding */
+    CHECK_MSG(fabs(loss[0] - loss[1]) <= 1e-12 * fabs(loss[0]), "loss %.17g vs %.17g", loss[0], loss[1]);
+    float *c = steps_with_threads(2, 2, &count, &loss[1]);
+    double maxrel = 0;
+    for (size_t i = 0; i < count; i++) {
+        double d = fabs((double)a[i] - (double)c[i]) / fmax(fabs((double)a[i]), 1e-3);
+        if (d > maxrel) maxrel = d;
+    }
+    printf("    OpenBLAS with 2 threads instead of 1: max relative difference %.2e after 4 steps\n", maxrel);
+    CHECK_MSG(maxrel < 1e-3, "OpenBLAS's thread count moved a parameter by %g relative", maxrel);
+    free(a);
+    free(b);
+    free(c);
 }
