@@ -14,6 +14,7 @@ void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
     Net *net = tr->net;
     Node *in = net_node(net, net->input);
     size_t cap = 64, n = 0;
+    double total[3] = {0, 0, 0}; /* top-1 and top-5 correct, images: over all steps and ranks */
     double *t1 = xmalloc(cap * sizeof *t1), *t5 = xmalloc(cap * sizeof *t5);
     printf("Evaluating on %zu validation images\n", loader_num_records(ld));
     printf("  Step  Top-1  Top-5\n");
@@ -45,6 +46,7 @@ void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
                 t1 = xrealloc(t1, cap * sizeof *t1);
                 t5 = xrealloc(t5, cap * sizeof *t5);
             }
+            for (int k = 0; k < 3; k++) total[k] += acc[k];
             t1[n] = 100.0 * acc[0] / acc[2];
             t5[n] = 100.0 * acc[1] / acc[2];
             if (step == 0 || (step + 1) % c->display_every == 0) printf("%6ld %5.1f%% %5.1f%%\n", step + 1, t1[n], t5[n]);
@@ -55,11 +57,13 @@ void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
     *top1 = *top5 = NAN;
     printf("----------------------------------------------------------------\n");
     if (n > 0) {
+        /* the accuracy over every image (a short last batch weighs by its images); the error and
+         * jitter from the per-step figures, as nvcnn.py */
         Stats s1 = stats_compute(t1, n), s5 = stats_compute(t5, n);
-        *top1 = s1.mean;
-        *top5 = s5.mean;
-        printf("Validation Top-1: %.3f %% +/- %.2f (jitter = %.1f)\n", s1.mean, s1.stderr_, s1.jitter);
-        printf("Validation Top-5: %.3f %% +/- %.2f (jitter = %.1f)\n", s5.mean, s5.stderr_, s5.jitter);
+        *top1 = 100.0 * total[0] / total[2];
+        *top5 = 100.0 * total[1] / total[2];
+        printf("Validation Top-1: %.3f %% +/- %.2f (jitter = %.1f)\n", *top1, s1.stderr_, s1.jitter);
+        printf("Validation Top-5: %.3f %% +/- %.2f (jitter = %.1f)\n", *top5, s5.stderr_, s5.jitter);
     } else {
         printf("No validation images\n");
     }

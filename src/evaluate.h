@@ -1,5 +1,7 @@
 /* evaluate.h: one pass over validation-* in inference mode, with nvcnn.py's Validation Top-1/Top-5
- * lines (per-step accuracies over all ranks: mean +/- standard error, jitter). */
+ * lines: the accuracy over every image of every rank (nvcnn.py leaves out the images of a short
+ * last batch; here they count, each as much as any other image), +/- the standard error and the
+ * jitter of the per-step accuracies, as nvcnn.py. */
 #ifndef NVCNN_EVALUATE_H
 #define NVCNN_EVALUATE_H
 

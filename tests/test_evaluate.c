@@ -1,0 +1,72 @@
+/* test_evaluate.c: the validation pass as a user meets it through ./nvcnn: a short last batch
+ * counts each of its images once, like every other image. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+#include "io/example.h"
+#include "io/image.h"
+#include "io/tfrecord.h"
+
+/* dir/name with n 28x28 gray PNGs: record k shows a white band at rows 2c+2..2c+5 of class
+ * c = k % 10 and is labelled c + 1, except the records from `mislabel` on, labelled (c + 5) % 10 + 1:
+ * a model that learnt the bands gets those wrong. */
+static int write_images(const char *dir, const char *name, int n, int mislabel) {
+    char path[600], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TfrWriter *w = tfr_writer_open(path, err, sizeof err);
+    if (!w) return -1;
+    for (int k = 0; k < n; k++) {
+        const int c = k % 10;
+        uint8_t px[28 * 28];
+        for (int i = 0; i < 28 * 28; i++) px[i] = (i / 28 >= 2 * c + 2 && i / 28 < 2 * c + 6) ? 255 : 0;
+        uint8_t *png = NULL;
+        size_t plen = 0;
+        if (image_encode_png(px, 28, 28, 1, &png, &plen) != 0) return -1;
+        int64_t label = k >= mislabel ? (c + 5) % 10 + 1 : c + 1;
+        ExampleBuilder *b = example_builder_new();
+        example_add_bytes(b, "image/encoded", png, plen);
+        example_add_int64s(b, "image/class/label", &label, 1);
+        size_t len;
+        uint8_t *buf = example_serialize(b, &len);
+        tfr_write(w, buf, len);
+        free(buf);
+        free(png);
+        example_builder_free(b);
+    }
+    tfr_writer_close(w);
+    return 0;
+}
+
+/* 10 validation images in batches of 8: steps of 8 and 2 images. The top-1 line is the share of
+ * the 10 that are right (a multiple of 10 %), not the mean of the two steps' percentages. */
+TEST(eval_short_last_batch_counts_each_image_once) {
+    char dir[600], cmd[1600], *o = NULL;
+    snprintf(dir, sizeof dir, "%s/eval-short", th_tmpdir());
+    mkdir(dir, 0755);
+    CHECK(write_images(dir, "train-00000-of-00001", 40, 40) == 0);
+    CHECK(write_images(dir, "validation-00000-of-00001", 10, 8) == 0); /* the last step's 2: wrong */
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=8 --num_batches=25 --display_every=1 "
+             "--learning_rate=0.05 --crop_area_min=1 --data_dir=%s",
+             dir);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
+    const char *ev = o ? strstr(o, "Evaluating on 10 validation images\n  Step  Top-1  Top-5\n") : NULL;
+    CHECK_MSG(ev != NULL, "%s", o);
+    double s1 = -1, s2 = -1, t5a, t5b, top1 = -1;
+    if (ev) {
+        ev = strchr(strchr(ev, '\n') + 1, '\n') + 1;
+        CHECK_MSG(sscanf(ev, " 1 %lf%% %lf%%\n 2 %lf%% %lf%%", &s1, &t5a, &s2, &t5b) == 4, "%s", ev);
+        const char *v = strstr(ev, "Validation Top-1: ");
+        CHECK(v && sscanf(v, "Validation Top-1: %lf", &top1) == 1);
+    }
+    /* steps: 8 and 2 images; right answers a = s1 * 8 / 100, b = s2 * 2 / 100 */
+    double right = s1 * 8 / 100 + s2 * 2 / 100;
+    printf("    validation steps of 8 and 2 images: %.1f %% and %.1f %%; top-1 %.1f %%\n", s1, s2, top1);
+    /* the two steps differ, so the mean of their percentages would not be the answer */
+    CHECK_MSG(s1 != s2, "steps %.1f %% and %.1f %%: pick other images", s1, s2);
+    CHECK_MSG(fabs(top1 - 10.0 * right) < 1e-3, "top-1 %.3f %% for %g of 10 right (steps %.1f %%, %.1f %%)", top1, right, s1, s2);
+    free(o);
+}
