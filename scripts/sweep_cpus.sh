@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Emulates the CPUs the tests may run on, to choose thresholds with a measured margin: OpenBLAS's
+# kernels forced with OPENBLAS_CORETYPE (Haswell: AVX2, SkylakeX: AVX-512, Zen, Sandybridge: AVX,
+# Nehalem: SSE4.2 only), each with 1 and 2 threads (OMP_NUM_THREADS).
+#   scripts/sweep_cpus.sh e2e  [CORETYPE...]   Fashion-MNIST lenet, 2 epochs, the end-to-end test's
+#                                              recipe (scripts/fashion_mnist.sh): validation top-1
+#   scripts/sweep_cpus.sh unit [CORETYPE...]   the numeric unit tests: pass/fail and the worst
+#                                              errors they print
+# Prints a markdown table. Needs `make all build/run_tests` (and `make data` for e2e).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-e2e}
+shift || true
+cores=("$@")
+[ ${#cores[@]} -gt 0 ] || cores=(Haswell SkylakeX Zen Sandybridge Nehalem)
+build=${NVCNN_BUILD:-build}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unit_tests=(conv_ fc_ bn_ pool_ act_ concat_ dropout_ softmax_xent_ add_ spatial_avg flatten train_ core_ dist_two_ranks)
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+case "$mode" in
+e2e)
+  echo
+  echo "| OPENBLAS_CORETYPE | threads | validation top-1 | wall |"
+  echo "| --- | --- | --- | --- |"
+  for c in "${cores[@]}"; do
+    for t in 1 2; do
+      s=$(date +%s)
+      out=$(OPENBLAS_CORETYPE=$c OMP_NUM_THREADS=$t scripts/fashion_mnist.sh lenet 2 --device=cpu 2>&1)
+      e=$(date +%s)
+      top1=$(grep -o 'Validation Top-1: [0-9.]*' <<<"$out" | cut -d' ' -f3)
+      echo "| $c | $t | ${top1:-failed} % | $((e - s)) s |"
+    done
+  done
+  ;;
+unit)
+  echo
+  echo "| OPENBLAS_CORETYPE | threads | result | worst errors printed |"
+  echo "| --- | --- | --- | --- |"
+  for c in "${cores[@]}"; do
+    for t in 1 2; do
+      out=$(NVCNN_PRINT_GRADCHECK=1 OPENBLAS_CORETYPE=$c OMP_NUM_THREADS=$t NVCNN_BUILD=$build "$build/run_tests" "${unit_tests[@]}" 2>&1)
+      summary=$(tail -1 <<<"$out")
+      # "    conv backward: max relative error 2.63e-04" -> "conv backward 2.63e-04"
+      # the largest per label, e.g. "conv0 (finite differences) 2.6e-04; softmax_xent 1.5e-05"
+      worst=$(grep -E '^    [^/]*: max relative (error|difference) ' <<<"$out" |
+        sed -E 's/^    ([^:]*): max relative (error|difference) ([0-9.e+-]+).*/\1\t\3/' |
+        awk -F'\t' '{ if (!($1 in m) || $2 + 0 > m[$1] + 0) m[$1] = $2 } END { for (k in m) printf "%s %s; ", k, m[k] }')
+      fails=$(grep '^FAIL' <<<"$out" | cut -d' ' -f2 | tr '\n' ' ')
+      echo "| $c | $t | $summary ${fails:+($fails)} | ${worst:-n/a} |"
+    done
+  done
+  ;;
+*)
+  echo "usage: $0 e2e|unit [CORETYPE...]" >&2
+  exit 2
+  ;;
+esac
