@@ -74,6 +74,8 @@ TEST_SRC := $(wildcard tests/*.c)
 # Programs that tests launch under mpirun: tests/mpi/X.c -> $(BUILD)/tests/mpi/X
 MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
 MPI_TEST_BIN := $(MPI_TEST_SRC:%.c=$(BUILD)/%)
+# The runner's own test program: tests that fail on purpose (tests/selftest/), with the runner
+SELFTEST_BIN := $(BUILD)/tests/selftest/harness_cases
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(wildcard src/tools/*.c)
 
@@ -110,6 +112,10 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libnvcnn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnvcnn.a $(LDLIBS)
 
+$(SELFTEST_BIN): tests/selftest/harness_cases.c tests/harness.c tests/harness.h $(BUILD)/libnvcnn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS) -o $@ tests/selftest/harness_cases.c tests/harness.c $(BUILD)/libnvcnn.a $(LDLIBS)
+
 deps:
 	@bash scripts/install-deps.sh
 
@@ -126,7 +132,7 @@ run: data
 	@bash scripts/run-default.sh
 
 test: data
-	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN)
+	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN)
 	@NVCNN_BUILD=$(BUILD) $(BUILD)/run_tests $(TESTS)
 
 check: test
