@@ -16,7 +16,12 @@ void gpu_describe(int device, char *buf, size_t n) { snprintf(buf, n, "gpu %d (n
 
 int gpu_built(void) { return 0; }
 
-void *gpu_host_alloc(size_t bytes) { return xmalloc_aligned(bytes); }
+void gpu_set_device_backend(int device) { (void)device; }
+
+void *gpu_host_alloc(size_t bytes) {
+    gpu_require("gpu_host_alloc"); /* the same contract as the CUDA build's */
+    return xmalloc_aligned(bytes);
+}
 void gpu_host_free(void *p) { free(p); }
 
 void gpu_pci_bus_id(int device, char *buf, size_t n) { snprintf(buf, n, "none:%d", device); }

@@ -54,6 +54,7 @@ static void choose_device(Run *r) {
         }
         r->gpu = 1;
         r->gpu_device = r->dist.local_rank % ngpu;
+        gpu_select(r->gpu_device); /* before anything makes a CUDA context (the loader's pinned batches) */
         return;
     }
     if (r->cfg.device == DEVICE_AUTO) {

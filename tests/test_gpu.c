@@ -15,10 +15,12 @@
 #include "testutil.h"
 #include "train.h"
 
+/* 1 with GPU 0 selected for this test's process; 0 (test skipped) without a GPU. */
 static int have_gpu(void) {
     static int n = -1;
     if (n < 0) n = gpu_count(NULL, 0);
     if (n == 0) th_skip("no GPU");
+    if (n > 0) gpu_select(0);
     return n > 0;
 }
 

@@ -85,6 +85,8 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         snprintf(err, errlen, "the GPU backend has no precision %d", precision);
         return NULL;
     }
+    gpu_require("gpunet_new");
+    if (device != gpu_selected()) die("gpunet_new on GPU %d: this process uses GPU %d", device, gpu_selected());
     GpuNet *g = (GpuNet *)xcalloc(1, sizeof *g);
     g->net = net;
     g->device = device;
@@ -92,7 +94,6 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     g->esize = gpu_half(g) ? 2 : 4;
     g->dtype = precision == PREC_FP16 ? CUDNN_DATA_HALF : precision == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     g->ctype = precision == PREC_FP16 ? CUDA_R_16F : precision == PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-    CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
     CUDNN_CHECK(cudnnCreate(&g->dnn));
     CUDNN_CHECK(cudnnSetStream(g->dnn, g->s));
@@ -457,6 +458,7 @@ double gpunet_loss(GpuNet *g) {
 
 /* ---- NCCL: bucketed gradient averaging inside backward ---- */
 void gpunet_nccl_id(void *id) {
+    gpu_require("gpunet_nccl_id");
     ncclUniqueId u;
     NCCL_CHECK(ncclGetUniqueId(&u));
     memcpy(id, &u, sizeof u);
@@ -466,7 +468,6 @@ void gpunet_nccl_init(GpuNet *g, const void *id, int rank, int nranks, size_t bu
     static_assert(sizeof(ncclUniqueId) == GPUNET_NCCL_ID_BYTES, "ncclUniqueId size");
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
-    CUDA_CHECK(cudaSetDevice(g->device));
     NCCL_CHECK(ncclCommInitRank(&g->comm, nranks, u, rank));
     g->nranks = nranks;
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking));

@@ -12,6 +12,7 @@
 
 extern "C" {
 #include "config.h"
+#include "gpu.h"
 #include "gpunet.h"
 #include "layers/layers.h"
 #include "layers/priv.h"
