@@ -99,9 +99,14 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     CUDNN_CHECK(cudnnSetStream(g->dnn, g->s));
     CUBLAS_CHECK(cublasCreate(&g->blas));
     CUBLAS_CHECK(cublasSetStream(g->blas, g->s));
+    /* fp32: the default math, which keeps fp32's precision and range in SGEMM (no TF32, no BF16x9
+     * emulation: those need their own math modes) without PEDANTIC's slower standardized path.
+     * tf32: TF32 tensor cores. fp16/bf16: GemmEx with CUBLAS_COMPUTE_32F, and split-K reductions
+     * kept in fp32 too rather than in the 16-bit output type. */
     CUBLAS_CHECK(cublasSetMathMode(g->blas, precision == PREC_TF32   ? CUBLAS_TF32_TENSOR_OP_MATH
-                                             : precision == PREC_FP32 ? CUBLAS_PEDANTIC_MATH
-                                                                      : CUBLAS_DEFAULT_MATH));
+                                             : precision == PREC_FP32 ? CUBLAS_DEFAULT_MATH
+                                                                      : (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                                                       CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     g->impl = (const GpuLayerImpl **)xcalloc((size_t)net->nlayer, sizeof *g->impl);
     g->lp = (void **)xcalloc((size_t)net->nlayer, sizeof *g->lp);
     g->x = (void **)xcalloc((size_t)net->nnode, sizeof *g->x);
