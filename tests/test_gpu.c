@@ -107,6 +107,8 @@ static int mk_conv_resnet7(Net *n, int x) { return conv_create(n, x, 4, 7, 7, 2,
 static int mk_conv_valid11(Net *n, int x) { return conv_create(n, x, 5, 11, 11, 4, 4, PAD_VALID, 1); }
 static int mk_conv_1x7(Net *n, int x) { return conv_create(n, x, 4, 1, 7, 1, 1, PAD_SAME, 1); }
 static int mk_conv_1x1_s2(Net *n, int x) { return conv_create(n, x, 8, 1, 1, 2, 2, PAD_SAME, 0); }
+/* many channels: the bias gradient's blocks each sum several samples (bias.cu) */
+static int mk_conv_1x1_bias512(Net *n, int x) { return conv_create(n, x, 512, 1, 1, 1, 1, PAD_SAME, 1); }
 static int mk_bn(Net *n, int x) { return bn_create(n, x); }
 static int mk_maxpool(Net *n, int x) { return pool_create(n, x, POOL_MAX, 3, 3, 2, 2, PAD_SAME); }
 static int mk_maxpool_valid(Net *n, int x) { return pool_create(n, x, POOL_MAX, 3, 3, 2, 2, PAD_VALID); }
@@ -132,6 +134,7 @@ TEST(gpu_conv_matches_cpu) {
     parity("conv 11x11/4 VALID + bias", 2, 3, 27, 27, mk_conv_valid11, PREC_FP32, 1e-4);
     parity("conv 1x7 SAME", 2, 5, 9, 9, mk_conv_1x7, PREC_FP32, 1e-4);
     parity("conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, PREC_FP32, 1e-4);
+    parity("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512, PREC_FP32, 1e-4);
     parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
 }
 
@@ -175,6 +178,7 @@ TEST(gpu_half_precision_layers_match_cpu) {
         HALF("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same);
         HALF("conv 3x3/2 uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven);
         HALF("conv 1x1/2", 2, 8, 8, 8, mk_conv_1x1_s2);
+        HALF("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512);
         HALF("bn 4-D", 4, 5, 6, 7, mk_bn);
         HALF("maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool);
         HALF("avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2);

@@ -1,11 +1,12 @@
 /* conv.cu: the GPU half of conv (src/layers/conv.c) on cuDNN. The algorithms (forward, backward
  * data, backward filter) are chosen once per layer by measurement (cudnnFind*). cuDNN pads
  * symmetrically; TensorFlow's SAME padding is uneven when the total is odd, so such layers copy
- * their input into a zero-padded buffer and convolve it without padding. */
+ * their input into a zero-padded buffer and convolve it without padding. The bias, forward and
+ * backward, is bias.cu's (cuDNN's bias functions are not documented for bf16). */
 #include "gpunet_internal.h"
 
 typedef struct ConvGpu {
-    cudnnTensorDescriptor_t x, y, xp, bias;
+    cudnnTensorDescriptor_t x, y, xp;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
     cudnnConvolutionFwdAlgo_t fwd;
@@ -15,6 +16,7 @@ typedef struct ConvGpu {
     int hp, wp;       /* padded input size */
     void *xpad;       /* [n][cin][hp][wp] (padded only), storage type */
     void *dxpad;      /* its gradient */
+    float *bias_part; /* the bias gradient's partial sums (gpu_bias_scratch) */
 } ConvGpu;
 
 /* x [n][c][h][w] -> xp [n][c][hp][wp] at (pt, pl), zeros around */
@@ -76,10 +78,8 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
         in = p->xp;
         *scratch = 2 * (((size_t)n * c->cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255);
     }
+    if (c->pb >= 0) *scratch += gpu_bias_scratch(n, c->cout);
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, gpu_math(g)));
-    if (c->pb >= 0) {
-        p->bias = gpu_tensor_desc(g, shape4(1, c->cout, 1, 1));
-    }
     /* choose by measurement */
     const int want_fma = g->prec == PREC_FP32;
     int got = 0;
@@ -102,14 +102,17 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     *workspace = ws;
 }
 
+/* scratch: [xpad][dxpad] (padded only), then the bias's partial sums (with a bias) */
 static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
-    (void)l;
     ConvGpu *p = (ConvGpu *)g->lp[li];
-    if (!p->padded) return;
     const Conv *c = (const Conv *)l->priv;
-    size_t n = (size_t)g->net->node[l->in[0]].shape.n * c->cin * p->hp * p->wp;
-    p->xpad = scratch;
-    p->dxpad = scratch + ((n * g->esize + 255) & ~(size_t)255);
+    if (p->padded) {
+        size_t n = (size_t)g->net->node[l->in[0]].shape.n * c->cin * p->hp * p->wp, b = (n * g->esize + 255) & ~(size_t)255;
+        p->xpad = scratch;
+        p->dxpad = scratch + b;
+        scratch += 2 * b;
+    }
+    if (c->pb >= 0) p->bias_part = (float *)scratch;
 }
 
 static void conv_forward(GpuNet *g, Layer *l, int li) {
@@ -128,7 +131,8 @@ static void conv_forward(GpuNet *g, Layer *l, int li) {
     }
     CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, in, x, p->w, gpu_weights(g, c->pw), p->conv, p->fwd, g->ws, g->ws_bytes, &zero,
                                         p->y, g->x[l->out]));
-    if (c->pb >= 0) CUDNN_CHECK(cudnnAddTensor(g->dnn, &one, p->bias, gpu_weights(g, c->pb), &one, p->y, g->x[l->out]));
+    if (c->pb >= 0)
+        gpu_bias_forward(g, g->x[l->out], gpu_param(g, c->pb), g->net->node[l->out].shape.n, c->cout, (size_t)c->oh * c->ow);
 }
 
 static void conv_backward(GpuNet *g, Layer *l, int li) {
@@ -140,10 +144,8 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
     const void *dy = g->dx[l->out];
     const void *x = p->padded ? p->xpad : g->x[l->in[0]];
     cudnnTensorDescriptor_t in = p->padded ? p->xp : p->x;
-    if (c->pb >= 0) {
-        CUDNN_CHECK(cudnnConvolutionBackwardBias(g->dnn, &one, p->y, dy, beta_w, p->bias, gpu_conv_dw(g, c->pb)));
-        if (gpu_half(g)) gpu_grad_from_half(g, c->pb);
-    }
+    if (c->pb >= 0) /* straight into the fp32 gradient */
+        gpu_bias_backward(g, dy, gpu_grad(g, c->pb), g->net->node[l->out].shape.n, c->cout, (size_t)c->oh * c->ow, p->bias_part);
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, in, x, p->y, dy, p->conv, p->bwd_filter, g->ws, g->ws_bytes, beta_w, p->w,
                                                gpu_conv_dw(g, c->pw)));
     if (gpu_half(g)) gpu_grad_from_half(g, c->pw);
@@ -169,7 +171,6 @@ static void conv_destroy(GpuNet *g, Layer *l, int li) {
     cudnnDestroyTensorDescriptor(p->x);
     cudnnDestroyTensorDescriptor(p->y);
     if (p->xp) cudnnDestroyTensorDescriptor(p->xp);
-    if (p->bias) cudnnDestroyTensorDescriptor(p->bias);
     cudnnDestroyFilterDescriptor(p->w);
     cudnnDestroyConvolutionDescriptor(p->conv);
 }

@@ -115,6 +115,14 @@ static inline void *gpu_conv_dw(const GpuNet *g, int p) {
 }
 void gpu_grad_from_half(GpuNet *g, int p);
 
+/* A per-channel bias over NCHW activations (bias.cu): forward y[n][c][p] += b[c], backward
+ * db[c] += sum of dy[n][c][p], with b and db fp32 (the master arenas) and y, dy of the storage
+ * type. Backward needs gpu_bias_scratch(n, c) bytes of device scratch (256-byte aligned) for
+ * its partial sums. */
+size_t gpu_bias_scratch(int n, int c);
+void gpu_bias_forward(GpuNet *g, void *y, const float *b, int n, int c, size_t hw);
+void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_t hw, float *partial);
+
 /* A parameter's fp32 value and gradient on the device. */
 static inline float *gpu_param(const GpuNet *g, int p) { return g->params + g->poff[p]; }
 static inline float *gpu_grad(const GpuNet *g, int p) { return g->grads + g->poff[p]; }
