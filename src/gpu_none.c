@@ -42,6 +42,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
 void gpunet_free(GpuNet *g) { (void)g; }
 #define NO_GPU die("GPU backend call in a build without CUDA")
 size_t gpunet_bytes(const GpuNet *g) { (void)g; return 0; }
+void gpunet_print_plan(const GpuNet *g, FILE *f) { (void)g, (void)f; NO_GPU; }
 void gpunet_upload_params(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_download_params(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_upload_velocity(GpuNet *g, const float *v) { (void)g, (void)v; NO_GPU; }

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "net.h"
 
@@ -39,6 +40,8 @@ void gpunet_free(GpuNet *g);
 
 /* Device bytes this GpuNet allocated (arenas, scratch, workspace). */
 size_t gpunet_bytes(const GpuNet *g);
+/* What planning chose, one line each: the cuDNN workspace and the limit it was chosen under. */
+void gpunet_print_plan(const GpuNet *g, FILE *f);
 
 /* Host -> device: parameters and state (after a checkpoint load or a broadcast). */
 void gpunet_upload_params(GpuNet *g);

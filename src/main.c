@@ -364,6 +364,7 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
         if (oom) die_code(EXIT_OOM, "--model=%s --batch_size=%d does not fit on the GPU: %s", r->model->name, r->cfg.batch_size, err);
         die_code(EXIT_USAGE, "%s", err);
     }
+    gpunet_print_plan(g, stdout);
     return g;
 }
 

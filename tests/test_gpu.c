@@ -368,3 +368,17 @@ TEST(gpu_out_of_memory_exits_3) {
     CHECK_MSG(o && strstr(o, "--model=resnet50 --batch_size=4096 does not fit on the GPU") && strstr(o, "bytes requested"), "%s", o);
     free(o);
 }
+
+/* The plan lines of a GPU run: the cuDNN workspace chosen, within the limit it was chosen under. */
+TEST(gpu_run_reports_its_workspace_within_the_limit) {
+    if (!have_gpu()) return;
+    char *o = NULL;
+    int rc = th_run("./nvcnn --model=resnet18 --device=gpu --batch_size=16 --num_batches=2 --nstep_burnin=0", &o);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
+    const char *l = o ? strstr(o, "cuDNN workspace: ") : NULL;
+    double ws = -1, limit = -1;
+    CHECK_MSG(l && sscanf(l, "cuDNN workspace: %lf MiB (each algorithm the fastest within %lf GiB", &ws, &limit) == 2, "%s", o);
+    printf("    resnet18 bs16: cuDNN workspace %.1f MiB, limit %.2f GiB\n", ws, limit);
+    CHECK_MSG(ws >= 0 && ws / 1024 <= limit, "workspace %.1f MiB over the limit %.2f GiB", ws, limit);
+    free(o);
+}

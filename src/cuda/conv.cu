@@ -1,10 +1,11 @@
 /* conv.cu: the GPU half of conv (src/layers/conv.c) on cuDNN.
  *
  * Each direction (forward, backward data, backward filter) has a convolution descriptor of its
- * own: cudnnFind* measures every algorithm with a math type and reports it, and the direction's
- * descriptor is then set to the math type its chosen algorithm was measured with (convalgo.h
- * says which results a precision accepts: true fp32 takes no tensor-op result), and its
- * workspace is what cudnnGet*WorkspaceSize reports for that algorithm on that final descriptor.
+ * own. plan() measures every algorithm of each direction (cudnnFind*, which reports the math type
+ * each ran with); once the arena is planned, choose() takes per direction the fastest result the
+ * precision accepts (convalgo.h: true fp32 takes no tensor-op result) whose workspace fits the
+ * memory the arena leaves, sets the direction's descriptor to the math type it was measured
+ * with, and takes its workspace from cudnnGet*WorkspaceSize on that final descriptor.
  * conv_desc() is the one place a descriptor is made.
  *
  * cuDNN pads symmetrically; TensorFlow's SAME padding is uneven when the total is odd, so such
@@ -20,7 +21,8 @@ typedef struct ConvGpu {
     cudnnTensorDescriptor_t x, y, xp;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t cd[CONV_NDIR]; /* per direction, with its algorithm's math type */
-    int algo[CONV_NDIR];                         /* the chosen algorithm of each direction */
+    ConvAlgoList found[CONV_NDIR];               /* cudnnFind*'s measurements (plan) */
+    int algo[CONV_NDIR];                         /* the chosen algorithm of each direction (choose) */
     size_t ws[CONV_NDIR];                        /* its workspace on cd[dir] */
     int padded;       /* 1: explicit padding through xpad */
     int hp, wp;       /* padded input size */
@@ -163,15 +165,18 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
         if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
     }
     if (c->pb >= 0) *scratch += gpu_bias_scratch(n, c->cout);
-    /* choose by measurement, each direction on its own descriptor */
+    for (int d = 0; d < CONV_NDIR; d++) measure(g, p, d, &p->found[d]);
+    *workspace = 0; /* choose() says, once the arena is known */
+}
+
+static size_t conv_choose(GpuNet *g, Layer *l, int li, size_t limit) {
+    ConvGpu *p = (ConvGpu *)g->lp[li];
     size_t ws = 0;
     for (int d = 0; d < CONV_NDIR; d++) {
-        ConvAlgoList found;
-        measure(g, p, d, &found);
-        choose_dir(g, l, p, d, &found, (size_t)-1);
+        choose_dir(g, l, p, d, &p->found[d], limit);
         if (p->ws[d] > ws) ws = p->ws[d];
     }
-    *workspace = ws;
+    return ws;
 }
 
 /* scratch: [xpad][dxpad] (padded only), then the bias's partial sums (with a bias) */
@@ -247,4 +252,4 @@ static void conv_destroy(GpuNet *g, Layer *l, int li) {
         if (p->cd[d]) cudnnDestroyConvolutionDescriptor(p->cd[d]);
 }
 
-const GpuLayerImpl gpu_conv_impl = {"conv", conv_plan, conv_bind, conv_forward, conv_backward, conv_destroy};
+const GpuLayerImpl gpu_conv_impl = {"conv", conv_plan, conv_bind, conv_forward, conv_backward, conv_destroy, conv_choose};

@@ -201,7 +201,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
             return NULL;
         }
     }
-    /* plan: every layer's descriptors, algorithms, scratch and workspace */
+    /* plan: every layer's descriptors, measurements and scratch */
     size_t *scratch = (size_t *)xcalloc((size_t)net->nlayer, sizeof *scratch), ws = 0;
     for (int i = 0; i < net->nlayer; i++) {
         Layer *l = &net->layer[i];
@@ -211,10 +211,39 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &scratch[i], &w);
         if (w > ws) ws = w;
     }
+    const size_t data_bytes = off; /* activations and their gradients */
     size_t *soff = (size_t *)xcalloc((size_t)net->nlayer, sizeof *soff);
     for (int i = 0; i < net->nlayer; i++) {
         soff[i] = off;
         off += align256(scratch[i]);
+    }
+    /* the algorithms: per direction the fastest whose workspace fits in what the arena leaves
+     * free, less a margin for what the libraries allocate later (cuBLAS's workspace, NCCL's
+     * buffers) */
+    {
+        size_t fr = 0, tot = 0;
+        CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+        g->mem_free = fr;
+        g->mem_margin = tot / 64 > ((size_t)256 << 20) ? tot / 64 : (size_t)256 << 20;
+        g->ws_limit = fr > off + g->mem_margin ? fr - off - g->mem_margin : 0;
+        for (int i = 0; i < net->nlayer; i++)
+            if (g->impl[i]->choose) {
+                size_t w = g->impl[i]->choose(g, &net->layer[i], i, g->ws_limit);
+                if (w > ws) ws = w;
+            }
+        /* the whole arena, workspace included, and the margin must fit */
+        if (off + align256(ws) + g->mem_margin > fr) {
+            const double GiB = 1073741824.0;
+            snprintf(err, errlen, "out of GPU memory: %zu bytes requested (%.2f GiB: activations and their gradients %.2f GiB, "
+                                  "layer scratch %.2f GiB, cuDNN workspace %.2f GiB) and a margin of %.2f GiB for the libraries, "
+                                  "with %zu held, %.2f GiB free of %.2f GiB",
+                     off + align256(ws), (double)(off + align256(ws)) / GiB, (double)data_bytes / GiB, (double)(off - data_bytes) / GiB,
+                     (double)ws / GiB, (double)g->mem_margin / GiB, g->bytes, (double)fr / GiB, (double)tot / GiB);
+            if (oom) *oom = 1;
+            free(scratch), free(xoff), free(soff), free(mb), free(first), free(last), free(zero);
+            gpunet_free(g);
+            return NULL;
+        }
     }
     size_t wsoff = off;
     off += align256(ws);
@@ -296,6 +325,14 @@ void gpunet_free(GpuNet *g) {
 }
 
 size_t gpunet_bytes(const GpuNet *g) { return g->bytes; }
+
+void gpunet_print_plan(const GpuNet *g, FILE *f) {
+    const double MiB = 1048576.0, GiB = 1073741824.0;
+    fprintf(f, "cuDNN workspace: %.1f MiB (each algorithm the fastest within %.2f GiB: %.2f GiB free, less the %.2f GiB arena "
+               "and a %.2f GiB margin)\n",
+            (double)g->ws_bytes / MiB, (double)g->ws_limit / GiB, (double)g->mem_free / GiB,
+            (double)(g->acts_bytes - ((g->ws_bytes + 255) & ~(size_t)255)) / GiB, (double)g->mem_margin / GiB);
+}
 
 void gpunet_sync(GpuNet *g) { CUDA_CHECK(cudaStreamSynchronize(g->s)); }
 

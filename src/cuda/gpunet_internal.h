@@ -21,9 +21,12 @@ extern "C" {
 }
 
 /* The GPU half of one layer type. plan() runs once, before the activation arena exists: it
- * creates descriptors, chooses algorithms, and reports the device scratch bytes the layer needs
- * for itself (kept across forward and backward) and the shared cuDNN workspace it needs.
- * bind() hands it its scratch (256-byte aligned). Layers that need neither leave both NULL.
+ * creates descriptors, measures algorithms, and reports the device scratch bytes the layer needs
+ * for itself (kept across forward and backward) and any shared cuDNN workspace it needs
+ * whatever the algorithms. Once every layer is planned and the arena's size is known, choose()
+ * picks the layer's algorithms, the fastest whose workspace fits in `limit` bytes (the memory
+ * left after the arena and a margin), and returns the shared workspace they need. bind() hands
+ * the layer its scratch (256-byte aligned). Layers that need none of these leave them NULL.
  * destroy() releases what the layer's state holds (descriptors); the core frees g->lp[li]. */
 typedef struct GpuLayerImpl {
     const char *type;
@@ -32,6 +35,7 @@ typedef struct GpuLayerImpl {
     void (*forward)(GpuNet *g, Layer *l, int li);
     void (*backward)(GpuNet *g, Layer *l, int li);
     void (*destroy)(GpuNet *g, Layer *l, int li);
+    size_t (*choose)(GpuNet *g, Layer *l, int li, size_t limit);
 } GpuLayerImpl;
 
 struct GpuNet {
@@ -57,6 +61,7 @@ struct GpuNet {
     size_t acts_bytes, grad_off, grad_bytes;  /* the node gradients region (planned by lifetime) */
     void *ws;                                 /* shared cuDNN workspace */
     size_t ws_bytes;
+    size_t ws_limit, mem_free, mem_margin;    /* the workspace's limit: free - arena - margin */
     int32_t *labels;                          /* [batch] on the device */
     double *red;                              /* [4] reduction results */
     double *stats;                            /* [2] the step's loss sum and sum of squared weights */
