@@ -40,7 +40,9 @@ void gpunet_free(GpuNet *g);
 
 /* Device bytes this GpuNet allocated (arenas, scratch, workspace). */
 size_t gpunet_bytes(const GpuNet *g);
-/* What planning chose, one line each: the cuDNN workspace and the limit it was chosen under. */
+/* What planning did, one line each: the time cuDNN's algorithm search took (and how many
+ * measurements the cache and the first layer saved), the cuDNN workspace chosen and the limit
+ * it was chosen under. */
 void gpunet_print_plan(const GpuNet *g, FILE *f);
 
 /* Host -> device: parameters and state (after a checkpoint load or a broadcast). */

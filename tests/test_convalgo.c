@@ -1,12 +1,15 @@
 /* test_convalgo.c: the rules by which the GPU backend picks cuDNN's convolution algorithms
  * (src/convalgo.c), on measurement lists written by hand: which math types each precision
- * accepts, the order of the candidates (fastest first, within the workspace limit), and the
- * fallback when nothing fits. */
+ * accepts, the order of the candidates (fastest first, within the workspace limit), the fallback
+ * when nothing fits; and the measurement cache's keys against a count of resnet50's distinct
+ * convolution shapes made by hand. */
 #include <string.h>
 
 #include "config.h"
 #include "convalgo.h"
 #include "harness.h"
+#include "layers/layers.h"
+#include "models.h"
 
 enum { FMA = CONVALGO_MATH_FMA, DEF = CONVALGO_MATH_DEFAULT, TOP = CONVALGO_MATH_TENSOR_OP, CONV = CONVALGO_MATH_TENSOR_OP_CONVERT };
 
@@ -80,4 +83,78 @@ TEST(convalgo_order_fastest_first_within_the_limit) {
     add(&t, 1, 1, 0.1f, 0, TOP);
     add(&t, 2, 0, 0.1f, 0, FMA);
     CHECK(convalgo_order(&t, PREC_FP32, (size_t)-1, idx, &over) == 0);
+}
+
+/* ResNet-50 v1 (models/resnet.c, stride on the first 1x1 of a stage's first block) has 53
+ * convolutions: the 7x7 stem and 3 + 4 + 6 + 3 bottleneck blocks of three, plus one projection
+ * per stage. Counted by hand, they have 20 distinct shapes: the stem; in the first stage 1x1
+ * 64->64, 3x3 64->64, 1x1 64->256 (the projection has this shape too) and 1x1 256->64; in each
+ * later stage the strided projection, the strided 1x1 reduction, the 3x3, the 1x1 expansion and
+ * the next blocks' 1x1 reduction. So of 53 x 3 = 159 searches the plan measures 20 x 3 = 60 less
+ * the stem's backward data (its input is the image, whose gradient is never used): 59, and
+ * takes 99 from the cache; the stem's 7x7/2 on 224 needs no explicit padding. conv.cu's plan
+ * is mirrored here. */
+TEST(convalgo_resnet50_measures_each_shape_once) {
+    Net *net = model_build_net(model_find("resnet50"), 8, 1000);
+    ConvAlgoCache *cache = convalgo_cache_new();
+    ConvAlgoList empty;
+    memset(&empty, 0, sizeof empty);
+    int convs = 0, measured = 0, cached = 0, skipped = 0, padded = 0;
+    for (int i = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        if (strcmp(l->ops->type, "conv") != 0) continue;
+        const Conv *c = (const Conv *)l->priv;
+        int hp, wp;
+        padded += convalgo_explicit_pad(c, &hp, &wp);
+        convs++;
+        for (int d = 0; d < CONV_NDIR; d++) {
+            if (d == CONV_BWD_DATA && l->in[0] == net->input) {
+                skipped++;
+                continue;
+            }
+            ConvKey k;
+            convalgo_key(c, 8, d, PREC_FP16, &k);
+            if (convalgo_cache_get(cache, &k)) {
+                cached++;
+            } else {
+                measured++;
+                convalgo_cache_put(cache, &k, &empty);
+            }
+        }
+    }
+    printf("    resnet50: %d convolutions, %d searches measured, %d from the cache, %d not needed\n", convs, measured, cached, skipped);
+    CHECK(convs == 53 && padded == 0);
+    CHECK(measured == 59 && cached == 99 && skipped == 1);
+    CHECK(convalgo_cache_size(cache) == 59);
+    /* the key tells directions and precisions apart */
+    const Conv *c0 = (const Conv *)net->layer[0].priv;
+    ConvKey a, b;
+    convalgo_key(c0, 8, CONV_FWD, PREC_FP16, &a);
+    convalgo_key(c0, 8, CONV_FWD, PREC_BF16, &b);
+    CHECK(convalgo_cache_get(cache, &a) != NULL && convalgo_cache_get(cache, &b) == NULL);
+    /* put replaces */
+    ConvAlgoList one;
+    memset(&one, 0, sizeof one);
+    add(&one, 6, 1, 0.5f, 0, FMA);
+    convalgo_cache_put(cache, &a, &one);
+    CHECK(convalgo_cache_size(cache) == 59 && convalgo_cache_get(cache, &a)->n == 1 && convalgo_cache_get(cache, &a)->p[0].algo == 6);
+    convalgo_cache_free(cache);
+    net_free(net);
+}
+
+/* TensorFlow's SAME padding of a 3x3/2 conv on an even size is uneven (0 before, 1 after):
+ * cuDNN's symmetric padding cannot give it, so the input is padded explicitly. */
+TEST(convalgo_uneven_same_padding_is_explicit) {
+    Net *net = net_new(2, 4, 10, 10);
+    conv_create(net, net->input, 6, 3, 3, 2, 2, PAD_SAME, 0); /* 10 -> 5: pad 0 top, 1 bottom */
+    conv_create(net, net->input, 6, 3, 3, 1, 1, PAD_SAME, 0); /* 10 -> 10: pad 1 each side */
+    int hp, wp;
+    CHECK(convalgo_explicit_pad((const Conv *)net->layer[0].priv, &hp, &wp) == 1 && hp == 11 && wp == 11);
+    CHECK(convalgo_explicit_pad((const Conv *)net->layer[1].priv, &hp, &wp) == 0 && hp == 10 && wp == 10);
+    ConvKey k;
+    convalgo_key((const Conv *)net->layer[0].priv, 2, CONV_FWD, PREC_FP32, &k);
+    CHECK(k.h == 11 && k.w == 11 && k.pad_h == 0 && k.pad_w == 0 && k.stride_h == 2);
+    convalgo_key((const Conv *)net->layer[1].priv, 2, CONV_FWD, PREC_FP32, &k);
+    CHECK(k.h == 10 && k.pad_h == 1 && k.pad_w == 1);
+    net_free(net);
 }

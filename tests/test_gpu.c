@@ -369,12 +369,23 @@ TEST(gpu_out_of_memory_exits_3) {
     free(o);
 }
 
-/* The plan lines of a GPU run: the cuDNN workspace chosen, within the limit it was chosen under. */
-TEST(gpu_run_reports_its_workspace_within_the_limit) {
+/* The plan lines of a GPU run: the algorithm search, each distinct convolution shape measured
+ * once (resnet18, counted by hand: 20 convolutions of 11 shapes, the stem's backward data not
+ * needed: 11 x 3 - 1 = 32 measured, 60 - 32 - 1 = 27 from the cache), and the cuDNN workspace
+ * chosen, within the limit it was chosen under. */
+TEST(gpu_run_reports_its_search_and_workspace) {
     if (!have_gpu()) return;
     char *o = NULL;
     int rc = th_run("./nvcnn --model=resnet18 --device=gpu --batch_size=16 --num_batches=2 --nstep_burnin=0", &o);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
+    const char *sl = o ? strstr(o, "cuDNN algorithm search: ") : NULL;
+    double secs = -1;
+    int measured = -1, cached = -1, skipped = -1;
+    CHECK_MSG(sl && sscanf(sl, "cuDNN algorithm search: %lf s (%d measured, %d repeated shapes from the cache, %d not needed)", &secs,
+                           &measured, &cached, &skipped) == 4,
+              "%s", o);
+    printf("    resnet18 bs16: search %.2f s, %d measured, %d cached, %d skipped\n", secs, measured, cached, skipped);
+    CHECK(measured == 32 && cached == 27 && skipped == 1);
     const char *l = o ? strstr(o, "cuDNN workspace: ") : NULL;
     double ws = -1, limit = -1;
     CHECK_MSG(l && sscanf(l, "cuDNN workspace: %lf MiB (each algorithm the fastest within %lf GiB", &ws, &limit) == 2, "%s", o);

@@ -2,26 +2,24 @@
  *
  * Each direction (forward, backward data, backward filter) has a convolution descriptor of its
  * own. plan() measures every algorithm of each direction (cudnnFind*, which reports the math type
- * each ran with); once the arena is planned, choose() takes per direction the fastest result the
- * precision accepts (convalgo.h: true fp32 takes no tensor-op result) whose workspace fits the
- * memory the arena leaves, sets the direction's descriptor to the math type it was measured
- * with, and takes its workspace from cudnnGet*WorkspaceSize on that final descriptor.
- * conv_desc() is the one place a descriptor is made.
+ * each ran with), once per distinct shape (the GpuNet's cache), and not the backward data of a
+ * layer whose input is the network's (its gradient is never used). Once the arena is planned,
+ * choose() takes per direction the fastest result the precision accepts (convalgo.h: true fp32
+ * takes no tensor-op result) whose workspace fits the memory the arena leaves, sets the
+ * direction's descriptor to the math type it was measured with, and takes its workspace from
+ * cudnnGet*WorkspaceSize on that final descriptor. conv_desc() is the one place a descriptor is
+ * made.
  *
  * cuDNN pads symmetrically; TensorFlow's SAME padding is uneven when the total is odd, so such
  * layers copy their input into a zero-padded buffer and convolve it without padding. The bias,
  * forward and backward, is bias.cu's (cuDNN's bias functions are not documented for bf16). */
 #include "gpunet_internal.h"
 
-extern "C" {
-#include "convalgo.h"
-}
-
 typedef struct ConvGpu {
     cudnnTensorDescriptor_t x, y, xp;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t cd[CONV_NDIR]; /* per direction, with its algorithm's math type */
-    ConvAlgoList found[CONV_NDIR];               /* cudnnFind*'s measurements (plan) */
+    ConvAlgoList found[CONV_NDIR];               /* cudnnFind*'s measurements (plan; n 0: not needed) */
     int algo[CONV_NDIR];                         /* the chosen algorithm of each direction (choose) */
     size_t ws[CONV_NDIR];                        /* its workspace on cd[dir] */
     int padded;       /* 1: explicit padding through xpad */
@@ -86,7 +84,7 @@ template <typename Perf> static void to_list(const Perf *perf, int got, ConvAlgo
 }
 
 /* Measures every algorithm of direction `dir` on cd[dir] (set to the precision's math type). */
-static void measure(GpuNet *g, ConvGpu *p, int dir, ConvAlgoList *out) {
+static void find_all(GpuNet *g, ConvGpu *p, int dir, ConvAlgoList *out) {
     int got = 0;
     cudnnTensorDescriptor_t in = in_desc(p);
     if (dir == CONV_FWD) {
@@ -137,6 +135,23 @@ static void choose_dir(GpuNet *g, const Layer *l, ConvGpu *p, int dir, const Con
     die("%s: cuDNN found no %s algorithm for %s (%d measured)", l->name, dir_name[dir], precision_name((Precision)g->prec), found->n);
 }
 
+/* Direction dir's measurements: from the cache when this shape was measured before. */
+static void measure(GpuNet *g, const Conv *c, ConvGpu *p, int n, int dir, ConvAlgoList *out) {
+    ConvKey key;
+    convalgo_key(c, n, dir, g->prec, &key);
+    const ConvAlgoList *known = convalgo_cache_get(g->algo_cache, &key);
+    if (known) {
+        *out = *known;
+        g->searches_cached++;
+        return;
+    }
+    double t0 = now_seconds();
+    find_all(g, p, dir, out);
+    g->search_s += now_seconds() - t0;
+    g->searches++;
+    convalgo_cache_put(g->algo_cache, &key, out);
+}
+
 static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
     const Conv *c = (const Conv *)l->priv;
     const Net *net = g->net;
@@ -148,24 +163,24 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, CUDNN_TENSOR_NCHW, c->cout, c->cin, c->kh, c->kw));
     /* symmetric padding (pt, pl) gives TensorFlow's output size when the total padding is even */
-    cudnnConvolutionDescriptor_t probe = conv_desc(c, 0, gpu_math(g));
-    int on, oc, oh, ow;
-    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(probe, p->x, p->w, &on, &oc, &oh, &ow));
-    CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(probe));
-    if (oh != c->oh || ow != c->ow) {
-        p->padded = 1;
-        p->hp = (c->oh - 1) * c->sh + c->kh;
-        p->wp = (c->ow - 1) * c->sw + c->kw;
+    p->padded = convalgo_explicit_pad(c, &p->hp, &p->wp);
+    if (p->padded) {
         p->xp = gpu_tensor_desc(g, shape4(n, c->cin, p->hp, p->wp));
         *scratch = 2 * (((size_t)n * c->cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255);
     }
     for (int d = 0; d < CONV_NDIR; d++) p->cd[d] = conv_desc(c, p->padded, gpu_math(g));
-    if (p->padded) {
-        CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd[CONV_FWD], p->xp, p->w, &on, &oc, &oh, &ow));
-        if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
-    }
+    int on, oc, oh, ow;
+    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd[CONV_FWD], in_desc(p), p->w, &on, &oc, &oh, &ow));
+    if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
     if (c->pb >= 0) *scratch += gpu_bias_scratch(n, c->cout);
-    for (int d = 0; d < CONV_NDIR; d++) measure(g, p, d, &p->found[d]);
+    for (int d = 0; d < CONV_NDIR; d++) {
+        if (d == CONV_BWD_DATA && l->in[0] == net->input) { /* no gradient for the input: never run */
+            p->found[d].n = 0;
+            g->searches_skipped++;
+            continue;
+        }
+        measure(g, c, p, n, d, &p->found[d]);
+    }
     *workspace = 0; /* choose() says, once the arena is known */
 }
 
@@ -173,6 +188,7 @@ static size_t conv_choose(GpuNet *g, Layer *l, int li, size_t limit) {
     ConvGpu *p = (ConvGpu *)g->lp[li];
     size_t ws = 0;
     for (int d = 0; d < CONV_NDIR; d++) {
+        if (d == CONV_BWD_DATA && l->in[0] == g->net->input) continue; /* not measured: never run */
         choose_dir(g, l, p, d, &p->found[d], limit);
         if (p->ws[d] > ws) ws = p->ws[d];
     }

@@ -112,6 +112,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     g->x = (void **)xcalloc((size_t)net->nnode, sizeof *g->x);
     g->dx = (void **)xcalloc((size_t)net->nnode, sizeof *g->dx);
     g->dropout_seed = 0x6a09e667f3bcc909ULL;
+    g->algo_cache = convalgo_cache_new();
 
     g->poff = (size_t *)xcalloc((size_t)net->nparam + 1, sizeof *g->poff);
     g->P = 0;
@@ -312,6 +313,7 @@ void gpunet_free(GpuNet *g) {
     if (g->blas) cublasDestroy(g->blas);
     if (g->dnn) cudnnDestroy(g->dnn);
     if (g->s) cudaStreamDestroy(g->s);
+    convalgo_cache_free(g->algo_cache);
     free(g->impl);
     free(g->lp);
     free(g->acc);
@@ -328,6 +330,8 @@ size_t gpunet_bytes(const GpuNet *g) { return g->bytes; }
 
 void gpunet_print_plan(const GpuNet *g, FILE *f) {
     const double MiB = 1048576.0, GiB = 1073741824.0;
+    fprintf(f, "cuDNN algorithm search: %.2f s (%d measured, %d repeated shapes from the cache, %d not needed)\n", g->search_s,
+            g->searches, g->searches_cached, g->searches_skipped);
     fprintf(f, "cuDNN workspace: %.1f MiB (each algorithm the fastest within %.2f GiB: %.2f GiB free, less the %.2f GiB arena "
                "and a %.2f GiB margin)\n",
             (double)g->ws_bytes / MiB, (double)g->ws_limit / GiB, (double)g->mem_free / GiB,

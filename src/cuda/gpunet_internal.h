@@ -12,6 +12,7 @@
 
 extern "C" {
 #include "config.h"
+#include "convalgo.h"
 #include "gpu.h"
 #include "gpunet.h"
 #include "layers/layers.h"
@@ -62,6 +63,10 @@ struct GpuNet {
     void *ws;                                 /* shared cuDNN workspace */
     size_t ws_bytes;
     size_t ws_limit, mem_free, mem_margin;    /* the workspace's limit: free - arena - margin */
+    /* cuDNN's convolution measurements, cached by shape (convalgo.h), and what they cost */
+    struct ConvAlgoCache *algo_cache;
+    double search_s;                          /* seconds in cudnnFind* */
+    int searches, searches_cached, searches_skipped;
     int32_t *labels;                          /* [batch] on the device */
     double *red;                              /* [4] reduction results */
     double *stats;                            /* [2] the step's loss sum and sum of squared weights */
