@@ -44,4 +44,16 @@ void gpu_host_free(void *p);
 /* 1 if this build has the CUDA backend compiled in. */
 int gpu_built(void);
 
+/* The checking mode, NVCNN_SYNC_CHECK=1: the GPU backend synchronises after every layer's forward
+ * and backward, so that a kernel fault or a library failure is reported at the layer that caused
+ * it, named with its model, instead of at some later call (slow: for finding faults). Unset,
+ * empty or 0: off; 1: on; anything else ends the run (exit 2). Read once. */
+int gpu_sync_check(void);
+/* The parse of one value of NVCNN_SYNC_CHECK (NULL: unset): 0 or 1, or -1 with a message. */
+int gpu_sync_check_parse(const char *value, char *err, size_t errlen);
+/* Where a failure happened, for error messages: "the backward of layer conv7 (conv, layer 12 of
+ * 160) of resnet50" (model NULL: "of a net built by hand"). */
+void gpu_layer_where(char *buf, size_t n, const char *phase, const char *layer, const char *type, int index, int count,
+                     const char *model);
+
 #endif

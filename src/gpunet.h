@@ -20,6 +20,8 @@
  * The work runs on one compute stream (batch copies and NCCL buckets on streams of their own,
  * ordered by events); calls return once the work is queued, except those that hand a
  * value to the host (gpunet_loss, gpunet_download_*, gpunet_read_stats), which synchronise.
+ * With NVCNN_SYNC_CHECK=1 (gpu.h) forward and backward also synchronise after every layer and
+ * report a failure as that layer's, with the model's name.
  */
 #ifndef NVCNN_GPUNET_H
 #define NVCNN_GPUNET_H

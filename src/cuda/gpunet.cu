@@ -113,6 +113,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     g->dx = (void **)xcalloc((size_t)net->nnode, sizeof *g->dx);
     g->dropout_seed = 0x6a09e667f3bcc909ULL;
     g->algo_cache = convalgo_cache_new();
+    g->sync_check = gpu_sync_check();
 
     g->poff = (size_t *)xcalloc((size_t)net->nparam + 1, sizeof *g->poff);
     g->P = 0;
@@ -330,6 +331,8 @@ size_t gpunet_bytes(const GpuNet *g) { return g->bytes; }
 
 void gpunet_print_plan(const GpuNet *g, FILE *f) {
     const double MiB = 1048576.0, GiB = 1073741824.0;
+    if (g->sync_check)
+        fprintf(f, "NVCNN_SYNC_CHECK=1: synchronising after every layer's forward and backward (slow: names the layer at fault)\n");
     fprintf(f, "cuDNN algorithm search: %.2f s (%d measured, %d repeated shapes from the cache, %d not needed)\n", g->search_s,
             g->searches, g->searches_cached, g->searches_skipped);
     fprintf(f, "cuDNN workspace: %.1f MiB (each algorithm the fastest within %.2f GiB: %.2f GiB free, less the %.2f GiB arena "
@@ -481,10 +484,61 @@ void gpunet_use_batch(GpuNet *g, int slot) {
     CUDA_CHECK(cudaEventRecord(g->consumed[slot], g->s));
 }
 
+/* ---- where a failure happens (error messages) and the checking mode ---- */
+/* The layer running now, for the check macros' messages (common.h): the one piece of global
+ * state, since the library checks cannot be handed the GpuNet. Set and cleared by the
+ * traversals below, on the thread that drives the GPU. */
+static struct {
+    const GpuNet *g;
+    int layer; /* -1: none */
+    const char *phase;
+} cur = {NULL, -1, NULL};
+
+static void enter(const GpuNet *g, int layer, const char *phase) {
+    cur.g = g;
+    cur.layer = layer;
+    cur.phase = phase;
+}
+
+static void where_of(const GpuNet *g, int li, const char *phase, char *buf, size_t n) {
+    const Net *net = g->net;
+    gpu_layer_where(buf, n, phase, net->layer[li].name, net->layer[li].ops->type, li, net->nlayer, net->model);
+}
+
+void gpu_where(char *buf, size_t n) {
+    if (!cur.g || cur.layer < 0) {
+        buf[0] = 0;
+        return;
+    }
+    char w[256];
+    where_of(cur.g, cur.layer, cur.phase, w, sizeof w);
+    if (cur.g->sync_check)
+        snprintf(buf, n, " (in %s)", w);
+    else
+        snprintf(buf, n, " (in %s; a kernel fault of an earlier layer can surface here: NVCNN_SYNC_CHECK=1 finds the layer at fault)", w);
+}
+
+/* NVCNN_SYNC_CHECK=1: waits for layer li's work and reports any error as that layer's. */
+static void layer_done(GpuNet *g, int li, const char *phase) {
+    if (!g->sync_check) return;
+    cudaError_t e = cudaStreamSynchronize(g->s);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        char w[256];
+        where_of(g, li, phase, w, sizeof w);
+        die("CUDA: %s failed: %s (NVCNN_SYNC_CHECK=1: synchronised after every layer)", w, cudaGetErrorString(e));
+    }
+}
+
 void gpunet_forward(GpuNet *g) {
     Net *n = g->net;
     g->dropout_calls++;
-    for (int i = 0; i < n->nlayer; i++) g->impl[i]->forward(g, &n->layer[i], i);
+    for (int i = 0; i < n->nlayer; i++) {
+        enter(g, i, "forward");
+        g->impl[i]->forward(g, &n->layer[i], i);
+        layer_done(g, i, "forward");
+    }
+    enter(NULL, -1, NULL);
     KERNEL_CHECK();
 }
 
@@ -561,9 +615,12 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
         Layer *l = &n->layer[i];
         /* a node nothing consumed (the loss's output) reads as zeros; every other gradient is
          * written by its first consumer before anything reads it */
+        enter(g, i, "backward");
         if (g->zero_at[i] >= 0)
             CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * g->esize, g->s));
         g->impl[i]->backward(g, l, i);
+        layer_done(g, i, "backward");
+        enter(NULL, -1, NULL);
         if (l->nparam > 0 && g->comm) launch_buckets(g, g->poff[l->param0], g->lev[i]);
         if (l->nparam > 0 && on_ready) {
             gpunet_sync(g);

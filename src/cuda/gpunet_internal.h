@@ -67,6 +67,7 @@ struct GpuNet {
     struct ConvAlgoCache *algo_cache;
     double search_s;                          /* seconds in cudnnFind* */
     int searches, searches_cached, searches_skipped;
+    int sync_check;                           /* NVCNN_SYNC_CHECK=1: synchronise after every layer */
     int32_t *labels;                          /* [batch] on the device */
     double *red;                              /* [4] reduction results */
     double *stats;                            /* [2] the step's loss sum and sum of squared weights */
