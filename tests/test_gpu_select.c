@@ -2,6 +2,7 @@
  * context. A call that needs a context before the selection dies naming itself, so any code path
  * that reaches one too early (the loader's pinned batches opened before the device was chosen)
  * fails loudly instead of putting a stray context on GPU 0. */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -45,20 +46,29 @@ TEST(gpu_select_comes_before_any_context) {
 }
 
 /* The GPU backend on real data: the loader's batches are pinned memory, which needs the context;
- * the run must select its GPU first (else gpu_host_alloc dies). */
+ * the run must select its GPU first (else gpu_host_alloc dies). The data: two classes of the
+ * fixture JPEGs, converted by nvcnn-mkrecords. */
 TEST(gpu_real_data_run_selects_its_gpu_first) {
     if (gpu_count(NULL, 0) == 0) {
         th_skip("no GPU");
         return;
     }
-    if (access("data/fashion-mnist/train-00000-of-00008", R_OK) != 0) {
-        th_fail(__FILE__, __LINE__, "data/fashion-mnist is missing: run `make data`");
-        return;
-    }
-    char *o = NULL;
-    int rc = th_run("./nvcnn --model=lenet --device=gpu --data_dir=data/fashion-mnist --num_classes=10 --batch_size=32 "
-                    "--num_batches=4 --display_every=1",
-                    &o);
-    CHECK_MSG(rc == 0 && o && strstr(o, "Images/sec: "), "exit %d:\n%s", rc, o);
+    char cmd[2048], *o = NULL;
+    const char *t = th_tmpdir();
+    snprintf(cmd, sizeof cmd,
+             "set -e; rm -rf %s/sel; mkdir -p %s/sel/img/a %s/sel/img/b; "
+             "for f in img_420 img_444 img_progressive img_422_odd; do cp data/fixtures/$f.jpg %s/sel/img/a/; done; "
+             "for f in img_gray img_cmyk img_large img_420; do cp data/fixtures/$f.jpg %s/sel/img/b/; done; "
+             "./nvcnn-mkrecords --input_dir=%s/sel/img --output_dir=%s/sel/rec --shards=1",
+             t, t, t, t, t, t, t);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "making the records: exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=gpu --data_dir=%s/sel/rec --num_classes=3 --batch_size=4 --num_batches=4 "
+             "--display_every=1 --nstep_burnin=0",
+             t);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Images/sec: ") && strstr(o, "Num images:  8\n"), "exit %d:\n%s", rc, o);
     free(o);
 }
