@@ -21,13 +21,20 @@
 #include "testutil.h"
 #include "train.h"
 
-/* 1 with GPU 0 selected for this test's process; 0 (test skipped) without a GPU. */
-static int have_gpu(void) {
+/* 1 if there is a GPU; 0 (test skipped) without one. Tests that launch ./nvcnn use this alone:
+ * a context in the test's own process could keep the program off a GPU in EXCLUSIVE_PROCESS mode. */
+static int gpu_present(void) {
     static int n = -1;
     if (n < 0) n = gpu_count(NULL, 0);
     if (n == 0) th_skip("no GPU");
-    if (n > 0) gpu_select(0);
     return n > 0;
+}
+
+/* gpu_present(), and GPU 0 selected for this test's process (tests that use the backend here). */
+static int have_gpu(void) {
+    if (!gpu_present()) return 0;
+    gpu_select(0);
+    return 1;
 }
 
 /* max |a - b| / max(max |b|, 1e-6); *abs_err = max(*abs_err, max |a - b|) */
@@ -367,7 +374,7 @@ TEST(gpu_staged_batches_match_host_conversion) {
 
 /* A batch that does not fit: exit 3, one line naming the model, the batch and the bytes. */
 TEST(gpu_out_of_memory_exits_3) {
-    if (!have_gpu()) return;
+    if (!gpu_present()) return;
     char *o = NULL;
     int rc = th_run("./nvcnn --model=resnet50 --batch_size=4096 --device=gpu --num_batches=1", &o);
     CHECK_MSG(rc == 3, "exit %d:\n%s", rc, o);
@@ -380,7 +387,7 @@ TEST(gpu_out_of_memory_exits_3) {
  * needed: 11 x 3 - 1 = 32 measured, 60 - 32 - 1 = 27 from the cache), and the cuDNN workspace
  * chosen, within the limit it was chosen under. */
 TEST(gpu_run_reports_its_search_and_workspace) {
-    if (!have_gpu()) return;
+    if (!gpu_present()) return;
     char *o = NULL;
     int rc = th_run("./nvcnn --model=resnet18 --device=gpu --batch_size=16 --num_batches=2 --nstep_burnin=0", &o);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
