@@ -3,7 +3,8 @@
 #   make run        installs missing packages, builds, trains the embedded default
 #   make test       installs missing packages, builds, runs every test
 #   make data       converts Debian's dataset-fashion-mnist into data/fashion-mnist/
-# Switches: CUDA=0 / CUDA=1, MPI=0 / MPI=1 (default: detected), BUILD=dir, DEBUG=1.
+# Switches: CUDA=0 / CUDA=1, MPI=0 / MPI=1 (default: detected), BUILD=dir, DEBUG=1,
+#           ARCH=sm_90 (the GPU architectures: see the CUDA section).
 
 BUILD ?= build
 comma := ,
@@ -61,8 +62,21 @@ ifeq ($(CUDA),1)
   LDLIBS += $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
             -lcudnn -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++
   CU_SRC := $(wildcard src/cuda/*.cu)
-  NVCCFLAGS ?= -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_80,code=sm_80 \
-               -Xcompiler -Wall,-Wextra,-fPIC
+  # ARCH: the GPUs to build machine code for: sm_90 (H100, H200; the default), sm_80 (A100),
+  # sm_89 (L40S), sm_100 (B200), or several (ARCH="sm_80 sm_90"). The PTX of the last one is
+  # embedded as well, so that GPUs newer than all of them still run the binary (the driver
+  # compiles that PTX when the program starts).
+  ARCH ?= sm_90
+  BAD_ARCH := $(shell printf '%s\n' $(ARCH) | grep -Ev '^sm_[0-9]{2,3}[af]?$$')
+  ifneq ($(BAD_ARCH)$(if $(strip $(ARCH)),,x),)
+    $(error ARCH="$(ARCH)": want one or more of sm_80, sm_89, sm_90, sm_90a, sm_100...)
+  endif
+  PTX_ARCH := $(patsubst sm_%,compute_%,$(lastword $(ARCH)))
+  NVCC_ARCH := $(foreach a,$(ARCH),-gencode=arch=$(patsubst sm_%,compute_%,$(a)),code=$(a)) \
+               -gencode=arch=$(PTX_ARCH),code=$(PTX_ARCH)
+  # -lineinfo: kernel source lines in compute-sanitizer's and the profilers' reports (no cost
+  # in speed)
+  NVCCFLAGS ?= -O3 -std=c++17 -lineinfo $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-fPIC
 endif
 # ---- sources ---------------------------------------------------------------------------------
 PROTO := $(wildcard data/*.proto)
@@ -74,12 +88,14 @@ TEST_SRC := $(wildcard tests/*.c)
 # Programs that tests launch under mpirun: tests/mpi/X.c -> $(BUILD)/tests/mpi/X
 MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
 MPI_TEST_BIN := $(MPI_TEST_SRC:%.c=$(BUILD)/%)
+# The runner's own test program: tests that fail on purpose (tests/selftest/), with the runner
+SELFTEST_BIN := $(BUILD)/tests/selftest/harness_cases
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(wildcard src/tools/*.c)
 
 BIN := nvcnn $(if $(wildcard src/tools/mkrecords.c),nvcnn-mkrecords)
 
-.PHONY: all run test check data deps clean bench-cpu
+.PHONY: all run test check data deps clean bench-cpu FORCE
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -89,7 +105,12 @@ $(BUILD)/%.o: %.c
 # the per-pixel image loops are hot in the decode workers: let the compiler unroll them
 $(BUILD)/src/io/augment.o: CFLAGS_BASE += -O3
 
-$(BUILD)/%.cu.o: %.cu
+# the CUDA objects are rebuilt when the nvcc flags change (make ARCH=sm_80 after a default build)
+$(BUILD)/nvcc.flags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(NVCC) $(NVCCFLAGS)' | cmp -s - $@ || echo '$(NVCC) $(NVCCFLAGS)' > $@
+
+$(BUILD)/%.cu.o: %.cu $(BUILD)/nvcc.flags
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter -I% -D%,$(CPPFLAGS)) $(NVCCFLAGS) -c $< -o $@
 
@@ -110,6 +131,10 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libnvcnn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnvcnn.a $(LDLIBS)
 
+$(SELFTEST_BIN): tests/selftest/harness_cases.c tests/harness.c tests/harness.h $(BUILD)/libnvcnn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS) -o $@ tests/selftest/harness_cases.c tests/harness.c $(BUILD)/libnvcnn.a $(LDLIBS)
+
 deps:
 	@bash scripts/install-deps.sh
 
@@ -126,7 +151,7 @@ run: data
 	@bash scripts/run-default.sh
 
 test: data
-	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN)
+	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN)
 	@NVCNN_BUILD=$(BUILD) $(BUILD)/run_tests $(TESTS)
 
 check: test

@@ -51,6 +51,7 @@ double model_default_lr(const ModelInfo *m, int total_batch) {
 
 Net *model_build_net(const ModelInfo *m, int batch, int num_classes) {
     Net *nb = net_new(batch, 3, m->image_size, m->image_size);
+    nb->model = m->name;
     NbT x = m->build(nb, nb_input(nb));
     Shape s = nb_shape(nb, x);
     if (s.h != 1 || s.w != 1) die("model %s: body output must be 2-D, got %dx%dx%d", m->name, s.c, s.h, s.w);

@@ -16,7 +16,12 @@ void gpu_describe(int device, char *buf, size_t n) { snprintf(buf, n, "gpu %d (n
 
 int gpu_built(void) { return 0; }
 
-void *gpu_host_alloc(size_t bytes) { return xmalloc_aligned(bytes); }
+void gpu_set_device_backend(int device) { (void)device; }
+
+void *gpu_host_alloc(size_t bytes) {
+    gpu_require("gpu_host_alloc"); /* the same contract as the CUDA build's */
+    return xmalloc_aligned(bytes);
+}
 void gpu_host_free(void *p) { free(p); }
 
 void gpu_pci_bus_id(int device, char *buf, size_t n) { snprintf(buf, n, "none:%d", device); }
@@ -37,6 +42,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
 void gpunet_free(GpuNet *g) { (void)g; }
 #define NO_GPU die("GPU backend call in a build without CUDA")
 size_t gpunet_bytes(const GpuNet *g) { (void)g; return 0; }
+void gpunet_print_plan(const GpuNet *g, FILE *f) { (void)g, (void)f; NO_GPU; }
 void gpunet_upload_params(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_download_params(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_upload_velocity(GpuNet *g, const float *v) { (void)g, (void)v; NO_GPU; }

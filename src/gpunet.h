@@ -20,12 +20,15 @@
  * The work runs on one compute stream (batch copies and NCCL buckets on streams of their own,
  * ordered by events); calls return once the work is queued, except those that hand a
  * value to the host (gpunet_loss, gpunet_download_*, gpunet_read_stats), which synchronise.
+ * With NVCNN_SYNC_CHECK=1 (gpu.h) forward and backward also synchronise after every layer and
+ * report a failure as that layer's, with the model's name.
  */
 #ifndef NVCNN_GPUNET_H
 #define NVCNN_GPUNET_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "net.h"
 
@@ -39,6 +42,10 @@ void gpunet_free(GpuNet *g);
 
 /* Device bytes this GpuNet allocated (arenas, scratch, workspace). */
 size_t gpunet_bytes(const GpuNet *g);
+/* What planning did, one line each: the time cuDNN's algorithm search took (and how many
+ * measurements the cache and the first layer saved), the cuDNN workspace chosen and the limit
+ * it was chosen under. */
+void gpunet_print_plan(const GpuNet *g, FILE *f);
 
 /* Host -> device: parameters and state (after a checkpoint load or a broadcast). */
 void gpunet_upload_params(GpuNet *g);

@@ -42,6 +42,7 @@ static void choose_device(Run *r) {
         }
         r->gpu = 1;
         r->gpu_device = r->dist.local_rank % ngpu;
+        gpu_select(r->gpu_device); /* before anything makes a CUDA context (the loader's pinned batches) */
         return;
     }
     if (r->cfg.precision != PREC_FP32)
@@ -137,6 +138,7 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
         if (oom) die_code(EXIT_OOM, "--model=%s --batch_size=%d does not fit on the GPU: %s", r->model->name, r->cfg.batch_size, err);
         die_code(EXIT_USAGE, "%s", err);
     }
+    gpunet_print_plan(g, stdout);
     return g;
 }
 

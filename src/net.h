@@ -108,6 +108,7 @@ struct Net {
     double loss;         /* mean cross-entropy of the last forward (no weight decay) */
     Rng rng;             /* dropout masks */
     int finalized;
+    const char *model;   /* the model's registry name (model_build_net), NULL for a net built by hand */
     /* Called during backward after each layer that owns parameters, with the arena offset from
      * which every gradient is final (layers run backward in reverse creation order, so the
      * gradients become final from the end of the arena towards its start). Lets the gradient

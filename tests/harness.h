@@ -2,7 +2,8 @@
  * checks with CHECK(...) / CHECK_NEAR(...) / CHECK_REL(...); a failed check records the file
  * and line and the test goes on. th_skip("reason") marks the current test skipped.
  * The runner (tests/harness.c) runs every registered test, or those whose name contains one of
- * its arguments, and ends with the line "N passed, N failed, N skipped".
+ * its arguments, each in a child process of its own with a time limit (a test that dies,
+ * crashes or hangs fails alone), and ends with the line "N passed, N failed, N skipped".
  */
 #ifndef NVCNN_TEST_HARNESS_H
 #define NVCNN_TEST_HARNESS_H
@@ -12,9 +13,14 @@
 
 typedef void (*th_fn)(void);
 void th_register(const char *name, th_fn fn);
+/* A test with a time limit of its own (seconds), for the long ones (end-to-end training). */
+void th_register_limit(const char *name, th_fn fn, double limit);
 void th_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void th_skip(const char *reason);
-/* Directory for temporary files of the current test run (created on demand). */
+/* The name of the running test. */
+const char *th_current_test(void);
+/* Directory for temporary files of the current test run (created on demand; one directory for
+ * the whole run, removed by the runner at its end). */
 const char *th_tmpdir(void);
 /* Runs a shell command, captures stdout+stderr into *out (malloc'd, may be NULL) and returns
  * its exit status (0-255), or -1 if it could not run / was killed. */
@@ -23,6 +29,12 @@ int th_run(const char *cmd, char **out);
 #define TEST(name)                                                                      \
     static void name(void);                                                             \
     __attribute__((constructor)) static void th_reg_##name(void) { th_register(#name, name); } \
+    static void name(void)
+
+/* TEST with its own time limit in seconds (instead of the runner's default). */
+#define TEST_LIMIT(name, seconds)                                                       \
+    static void name(void);                                                             \
+    __attribute__((constructor)) static void th_reg_##name(void) { th_register_limit(#name, name, seconds); } \
     static void name(void)
 
 #define CHECK(cond)                                                                     \

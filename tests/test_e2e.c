@@ -50,7 +50,8 @@ static void fashion_two_epochs(const char *device) {
     free(o);
 }
 
-TEST(e2e_fashion_mnist_lenet_two_epochs) { fashion_two_epochs("cpu"); }
+/* about two minutes on two idle cores; far longer on a busy machine */
+TEST_LIMIT(e2e_fashion_mnist_lenet_two_epochs, 3600) { fashion_two_epochs("cpu"); }
 
 TEST(e2e_fashion_mnist_lenet_two_epochs_gpu) {
     if (gpu_count(NULL, 0) == 0) {

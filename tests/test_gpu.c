@@ -1,6 +1,12 @@
 /* test_gpu.c: the GPU backend against the CPU reference: every layer type's forward and backward
  * on random inputs, and whole training steps of small models. Where no GPU exists every test
- * prints "skipped: no GPU" and counts as skipped. */
+ * prints "skipped: no GPU" and counts as skipped.
+ *
+ * Each comparison prints one row of the parity table (scripts/gpu_check.sh collects them):
+ *     parity | TEST | LAYER | PRECISION | MAX ABS | MAX REL | TOLERANCE | pass or FAIL
+ * MAX ABS is the largest |gpu - cpu| over everything compared; MAX REL the largest of the
+ * quantities' relative errors (max |gpu - cpu| over max |cpu| per quantity), the figure held
+ * against the tolerance. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,24 +21,38 @@
 #include "testutil.h"
 #include "train.h"
 
-static int have_gpu(void) {
+/* 1 if there is a GPU; 0 (test skipped) without one. Tests that launch ./nvcnn use this alone:
+ * a context in the test's own process could keep the program off a GPU in EXCLUSIVE_PROCESS mode. */
+static int gpu_present(void) {
     static int n = -1;
     if (n < 0) n = gpu_count(NULL, 0);
     if (n == 0) th_skip("no GPU");
     return n > 0;
 }
 
-/* max |a - b| / max(max |b|, 1e-6) */
-static double rel_err(const float *a, const float *b, size_t n) {
+/* gpu_present(), and GPU 0 selected for this test's process (tests that use the backend here). */
+static int have_gpu(void) {
+    if (!gpu_present()) return 0;
+    gpu_select(0);
+    return 1;
+}
+
+/* max |a - b| / max(max |b|, 1e-6); *abs_err = max(*abs_err, max |a - b|) */
+static double rel_err(const float *a, const float *b, size_t n, double *abs_err) {
     double d = 0, m = 1e-6;
     for (size_t i = 0; i < n; i++) {
         d = fmax(d, fabs((double)a[i] - (double)b[i]));
         m = fmax(m, fabs((double)b[i]));
     }
+    *abs_err = fmax(*abs_err, d);
     return d / m;
 }
 
-static double worst_seen;
+/* One row of the parity table (see the top of the file). */
+static void parity_row(const char *what, int precision, double abs_err, double rel, double tol) {
+    printf("    parity | %s | %s | %s | %.3e | %.3e | %.1e | %s\n", th_current_test(), what, precision_name((Precision)precision), abs_err,
+           rel, tol, rel <= tol ? "pass" : "FAIL");
+}
 
 /* Builds input -> linear -> LAYER -> [flatten] -> fc(7) -> softmax_xent with `make`, runs one
  * forward and backward on the CPU and on the GPU from the same parameters and batch, and
@@ -84,16 +104,16 @@ static void parity(const char *what, int n, int c, int h, int w, MakeLayer make,
     gpunet_download_node(g, x, gdx, 1);
     gpunet_download_grads(g);
     gpunet_download_params(g);
-    double e[5] = {rel_err(gy, cy, ny), rel_err(gdx, cdx, nx), rel_err(net->grads, cg, net->params_total),
-                   fabs(gpu_loss - cpu_loss) / fmax(fabs(cpu_loss), 1e-6), rel_err(net->state, cs, net->state_total)};
+    double abs_err = fabs(gpu_loss - cpu_loss);
+    double e[5] = {rel_err(gy, cy, ny, &abs_err), rel_err(gdx, cdx, nx, &abs_err), rel_err(net->grads, cg, net->params_total, &abs_err),
+                   fabs(gpu_loss - cpu_loss) / fmax(fabs(cpu_loss), 1e-6), rel_err(net->state, cs, net->state_total, &abs_err)};
     const char *names[5] = {"output", "input gradient", "parameter gradients", "loss", "state"};
     double worst = 0;
     for (int k = 0; k < 5; k++) {
-        CHECK_MSG(e[k] <= tol, "%s: %s relative error %.3g > %.3g", what, names[k], e[k], tol);
+        CHECK_MSG(e[k] <= tol, "%s %s: %s relative error %.3g > %.3g", what, precision_name((Precision)precision), names[k], e[k], tol);
         worst = fmax(worst, e[k]);
     }
-    printf("    %-28s max relative error %.2e\n", what, worst);
-    worst_seen = fmax(worst_seen, worst);
+    parity_row(what, precision, abs_err, worst, tol);
     gpunet_free(g);
     net_free(net);
     free(labels), free(cy), free(cdx), free(cg), free(cs), free(gy), free(gdx);
@@ -105,6 +125,8 @@ static int mk_conv_resnet7(Net *n, int x) { return conv_create(n, x, 4, 7, 7, 2,
 static int mk_conv_valid11(Net *n, int x) { return conv_create(n, x, 5, 11, 11, 4, 4, PAD_VALID, 1); }
 static int mk_conv_1x7(Net *n, int x) { return conv_create(n, x, 4, 1, 7, 1, 1, PAD_SAME, 1); }
 static int mk_conv_1x1_s2(Net *n, int x) { return conv_create(n, x, 8, 1, 1, 2, 2, PAD_SAME, 0); }
+/* many channels: the bias gradient's blocks each sum several samples (bias.cu) */
+static int mk_conv_1x1_bias512(Net *n, int x) { return conv_create(n, x, 512, 1, 1, 1, 1, PAD_SAME, 1); }
 static int mk_bn(Net *n, int x) { return bn_create(n, x); }
 static int mk_maxpool(Net *n, int x) { return pool_create(n, x, POOL_MAX, 3, 3, 2, 2, PAD_SAME); }
 static int mk_maxpool_valid(Net *n, int x) { return pool_create(n, x, POOL_MAX, 3, 3, 2, 2, PAD_VALID); }
@@ -130,6 +152,7 @@ TEST(gpu_conv_matches_cpu) {
     parity("conv 11x11/4 VALID + bias", 2, 3, 27, 27, mk_conv_valid11, PREC_FP32, 1e-4);
     parity("conv 1x7 SAME", 2, 5, 9, 9, mk_conv_1x7, PREC_FP32, 1e-4);
     parity("conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, PREC_FP32, 1e-4);
+    parity("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512, PREC_FP32, 1e-4);
     parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
 }
 
@@ -164,15 +187,11 @@ TEST(gpu_half_precision_layers_match_cpu) {
     const int precs[2] = {PREC_FP16, PREC_BF16};
     const double tol[2] = {1e-2, 6e-2};
     for (int k = 0; k < 2; k++) {
-        char name[64];
-#define HALF(what, n, c, h, w, mk)                                                                                     \
-    do {                                                                                                               \
-        snprintf(name, sizeof name, "%s %s", what, k ? "bf16" : "fp16");                                               \
-        parity(name, n, c, h, w, mk, precs[k], tol[k]);                                                                \
-    } while (0)
+#define HALF(what, n, c, h, w, mk) parity(what, n, c, h, w, mk, precs[k], tol[k])
         HALF("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same);
         HALF("conv 3x3/2 uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven);
         HALF("conv 1x1/2", 2, 8, 8, 8, mk_conv_1x1_s2);
+        HALF("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512);
         HALF("bn 4-D", 4, 5, 6, 7, mk_bn);
         HALF("maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool);
         HALF("avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2);
@@ -273,11 +292,12 @@ static void steps_agree(const char *model, int batch, int steps, int precision, 
         worst_loss = fmax(worst_loss, fabs(la - lb) / fmax(fabs(la), 1e-6));
     }
     trainer_sync_host(&tgpu);
-    double e = rel_err(b->params, a->params, a->params_total);
-    printf("    %s %s, %d steps: parameters max relative error %.2e, loss %.2e\n", model, precision_name((Precision)precision), steps, e,
-           worst_loss);
-    CHECK_MSG(e <= tol && worst_loss <= tol, "%s: parameters %.3g, loss %.3g > %.3g", model, e, worst_loss, tol);
-    worst_seen = fmax(worst_seen, fmax(e, worst_loss));
+    double abs_err = 0, e = rel_err(b->params, a->params, a->params_total, &abs_err);
+    CHECK_MSG(e <= tol && worst_loss <= tol, "%s %s: parameters %.3g, loss %.3g > %.3g", model, precision_name((Precision)precision), e,
+              worst_loss, tol);
+    char what[96];
+    snprintf(what, sizeof what, "%s, %d training steps (parameters, loss)", model, steps);
+    parity_row(what, precision, abs_err, fmax(e, worst_loss), tol);
     trainer_free(&tcpu);
     trainer_free(&tgpu);
     gpunet_free(g);
@@ -295,7 +315,6 @@ TEST(gpu_training_steps_match_cpu) {
     steps_agree("lenet", 16, 5, PREC_FP16, 128, 3e-2);
     steps_agree("resnet18", 2, 3, PREC_FP16, 128, 5e-2);
     steps_agree("lenet", 16, 5, PREC_BF16, 1, 1e-1);
-    printf("    GPU parity: largest relative error seen %.2e\n", worst_seen);
 }
 
 /* The real-data path: two batches of bytes staged in the two slots, taken in either order, give
@@ -355,10 +374,35 @@ TEST(gpu_staged_batches_match_host_conversion) {
 
 /* A batch that does not fit: exit 3, one line naming the model, the batch and the bytes. */
 TEST(gpu_out_of_memory_exits_3) {
-    if (!have_gpu()) return;
+    if (!gpu_present()) return;
     char *o = NULL;
     int rc = th_run("./nvcnn --model=resnet50 --batch_size=4096 --device=gpu --num_batches=1", &o);
     CHECK_MSG(rc == 3, "exit %d:\n%s", rc, o);
     CHECK_MSG(o && strstr(o, "--model=resnet50 --batch_size=4096 does not fit on the GPU") && strstr(o, "bytes requested"), "%s", o);
+    free(o);
+}
+
+/* The plan lines of a GPU run: the algorithm search, each distinct convolution shape measured
+ * once (resnet18, counted by hand: 20 convolutions of 11 shapes, the stem's backward data not
+ * needed: 11 x 3 - 1 = 32 measured, 60 - 32 - 1 = 27 from the cache), and the cuDNN workspace
+ * chosen, within the limit it was chosen under. */
+TEST(gpu_run_reports_its_search_and_workspace) {
+    if (!gpu_present()) return;
+    char *o = NULL;
+    int rc = th_run("./nvcnn --model=resnet18 --device=gpu --batch_size=16 --num_batches=2 --nstep_burnin=0", &o);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
+    const char *sl = o ? strstr(o, "cuDNN algorithm search: ") : NULL;
+    double secs = -1;
+    int measured = -1, cached = -1, skipped = -1;
+    CHECK_MSG(sl && sscanf(sl, "cuDNN algorithm search: %lf s (%d measured, %d repeated shapes from the cache, %d not needed)", &secs,
+                           &measured, &cached, &skipped) == 4,
+              "%s", o);
+    printf("    resnet18 bs16: search %.2f s, %d measured, %d cached, %d skipped\n", secs, measured, cached, skipped);
+    CHECK(measured == 32 && cached == 27 && skipped == 1);
+    const char *l = o ? strstr(o, "cuDNN workspace: ") : NULL;
+    double ws = -1, limit = -1;
+    CHECK_MSG(l && sscanf(l, "cuDNN workspace: %lf MiB (each algorithm the fastest within %lf GiB", &ws, &limit) == 2, "%s", o);
+    printf("    resnet18 bs16: cuDNN workspace %.1f MiB, limit %.2f GiB\n", ws, limit);
+    CHECK_MSG(ws >= 0 && ws / 1024 <= limit, "workspace %.1f MiB over the limit %.2f GiB", ws, limit);
     free(o);
 }

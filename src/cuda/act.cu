@@ -67,4 +67,4 @@ static void act_backward(GpuNet *g, Layer *l, int li) {
                                                                   gpu_acc(g, li, 0)));
 }
 
-const GpuLayerImpl gpu_act_impl = {"act", NULL, NULL, act_forward, act_backward, NULL};
+const GpuLayerImpl gpu_act_impl = {"act", NULL, NULL, act_forward, act_backward, NULL, NULL};

@@ -27,4 +27,4 @@ static void add_backward(GpuNet *g, Layer *l, int li) {
                          k_acc<T><<<gpu_blocks(n), 256, 0, g->s>>>((T *)g->dx[l->in[k]], (const T *)g->dx[l->out], n, gpu_acc(g, li, k)));
 }
 
-const GpuLayerImpl gpu_add_impl = {"add", NULL, NULL, add_forward, add_backward, NULL};
+const GpuLayerImpl gpu_add_impl = {"add", NULL, NULL, add_forward, add_backward, NULL, NULL};

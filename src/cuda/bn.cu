@@ -115,4 +115,4 @@ static void bn_destroy(GpuNet *g, Layer *l, int li) {
     cudnnDestroyTensorDescriptor(p->p);
 }
 
-const GpuLayerImpl gpu_bn_impl = {"bn", bn_plan, bn_bind, bn_forward, bn_backward, bn_destroy};
+const GpuLayerImpl gpu_bn_impl = {"bn", bn_plan, bn_bind, bn_forward, bn_backward, bn_destroy, NULL};

@@ -33,4 +33,4 @@ static void concat_forward(GpuNet *g, Layer *l, int li) { concat_run(g, l, li, 0
 
 static void concat_backward(GpuNet *g, Layer *l, int li) { concat_run(g, l, li, 1); }
 
-const GpuLayerImpl gpu_concat_impl = {"concat", NULL, NULL, concat_forward, concat_backward, NULL};
+const GpuLayerImpl gpu_concat_impl = {"concat", NULL, NULL, concat_forward, concat_backward, NULL, NULL};

@@ -1,21 +1,35 @@
-/* conv.cu: the GPU half of conv (src/layers/conv.c) on cuDNN. The algorithms (forward, backward
- * data, backward filter) are chosen once per layer by measurement (cudnnFind*). cuDNN pads
- * symmetrically; TensorFlow's SAME padding is uneven when the total is odd, so such layers copy
- * their input into a zero-padded buffer and convolve it without padding. */
+/* conv.cu: the GPU half of conv (src/layers/conv.c) on cuDNN.
+ *
+ * Each direction (forward, backward data, backward filter) has a convolution descriptor of its
+ * own. plan() measures every algorithm of each direction (cudnnFind*, which reports the math type
+ * each ran with), once per distinct shape (the GpuNet's cache), and not the backward data of a
+ * layer whose input is the network's (its gradient is never used). Once the arena is planned,
+ * choose() takes per direction the fastest result the precision accepts (convalgo.h: true fp32
+ * takes no tensor-op result) whose workspace fits the memory the arena leaves, sets the
+ * direction's descriptor to the math type it was measured with, and takes its workspace from
+ * cudnnGet*WorkspaceSize on that final descriptor. conv_desc() is the one place a descriptor is
+ * made.
+ *
+ * cuDNN pads symmetrically; TensorFlow's SAME padding is uneven when the total is odd, so such
+ * layers copy their input into a zero-padded buffer and convolve it without padding. The bias,
+ * forward and backward, is bias.cu's (cuDNN's bias functions are not documented for bf16). */
 #include "gpunet_internal.h"
 
 typedef struct ConvGpu {
-    cudnnTensorDescriptor_t x, y, xp, bias;
+    cudnnTensorDescriptor_t x, y, xp;
     cudnnFilterDescriptor_t w;
-    cudnnConvolutionDescriptor_t conv;
-    cudnnConvolutionFwdAlgo_t fwd;
-    cudnnConvolutionBwdDataAlgo_t bwd_data;
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    cudnnConvolutionDescriptor_t cd[CONV_NDIR]; /* per direction, with its algorithm's math type */
+    ConvAlgoList found[CONV_NDIR];               /* cudnnFind*'s measurements (plan; n 0: not needed) */
+    int algo[CONV_NDIR];                         /* the chosen algorithm of each direction (choose) */
+    size_t ws[CONV_NDIR];                        /* its workspace on cd[dir] */
     int padded;       /* 1: explicit padding through xpad */
     int hp, wp;       /* padded input size */
     void *xpad;       /* [n][cin][hp][wp] (padded only), storage type */
     void *dxpad;      /* its gradient */
+    float *bias_part; /* the bias gradient's partial sums (gpu_bias_scratch) */
 } ConvGpu;
+
+static const char *const dir_name[CONV_NDIR] = {"forward", "backward-data", "backward-filter"};
 
 /* x [n][c][h][w] -> xp [n][c][hp][wp] at (pt, pl), zeros around */
 template <typename T> __global__ void k_pad(const T *x, T *xp, int nc, int h, int w, int hp, int wp, int pt, int pl) {
@@ -41,11 +55,101 @@ __global__ void k_unpad_add(const T *dxp, T *dx, int nc, int h, int w, int hp, i
     }
 }
 
-/* The fastest measured algorithm that ran; in fp32 only those without tensor-op math qualify. */
-template <typename Perf> static const Perf *pick(const Perf *perf, int got, int want_fma, const Layer *l, const char *what) {
-    for (int k = 0; k < got; k++)
-        if (perf[k].status == CUDNN_STATUS_SUCCESS && !(want_fma && perf[k].mathType == CUDNN_TENSOR_OP_MATH)) return &perf[k];
-    die("%s: cuDNN found no %s algorithm", l->name, what);
+/* A convolution descriptor of layer c with math type `math`: cuDNN's symmetric padding (none
+ * when the input is padded explicitly), the strides, no dilation, cross-correlation as
+ * TensorFlow, fp32 accumulation in every precision. */
+static cudnnConvolutionDescriptor_t conv_desc(const Conv *c, int padded, cudnnMathType_t math) {
+    cudnnConvolutionDescriptor_t d;
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, padded ? 0 : c->pt, padded ? 0 : c->pl, c->sh, c->sw, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
+    return d;
+}
+
+/* The convolution's input as cuDNN sees it: x, or its padded copy. */
+static cudnnTensorDescriptor_t in_desc(const ConvGpu *p) { return p->padded ? p->xp : p->x; }
+
+/* cuDNN's measurements (any of its three perf types) as a ConvAlgoList. */
+template <typename Perf> static void to_list(const Perf *perf, int got, ConvAlgoList *out) {
+    out->n = 0;
+    for (int k = 0; k < got && out->n < CONVALGO_MAX; k++) {
+        ConvAlgoPerf *q = &out->p[out->n++];
+        q->algo = (int)perf[k].algo;
+        q->ok = perf[k].status == CUDNN_STATUS_SUCCESS;
+        q->ms = perf[k].time;
+        q->memory = perf[k].memory;
+        q->math = (int)perf[k].mathType;
+    }
+}
+
+/* Measures every algorithm of direction `dir` on cd[dir] (set to the precision's math type). */
+static void find_all(GpuNet *g, ConvGpu *p, int dir, ConvAlgoList *out) {
+    int got = 0;
+    cudnnTensorDescriptor_t in = in_desc(p);
+    if (dir == CONV_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, r));
+        to_list(r, got, out);
+    } else if (dir == CONV_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->cd[dir], in, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                              &got, r));
+        to_list(r, got, out);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, in, p->y, p->cd[dir], p->w,
+                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, r));
+        to_list(r, got, out);
+    }
+}
+
+/* cudnnGet*WorkspaceSize of `algo` on cd[dir] as it is now set. */
+static cudnnStatus_t workspace_of(GpuNet *g, ConvGpu *p, int dir, int algo, size_t *bytes) {
+    cudnnTensorDescriptor_t in = in_desc(p);
+    if (dir == CONV_FWD)
+        return cudnnGetConvolutionForwardWorkspaceSize(g->dnn, in, p->w, p->cd[dir], p->y, (cudnnConvolutionFwdAlgo_t)algo, bytes);
+    if (dir == CONV_BWD_DATA)
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(g->dnn, p->w, p->y, p->cd[dir], in, (cudnnConvolutionBwdDataAlgo_t)algo,
+                                                            bytes);
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(g->dnn, in, p->y, p->cd[dir], p->w, (cudnnConvolutionBwdFilterAlgo_t)algo,
+                                                          bytes);
+}
+
+/* Chooses direction dir's algorithm from its measurements: the fastest acceptable one whose
+ * workspace, taken on the descriptor set to its measured math type, is at most `limit` (or, if
+ * none fits, the acceptable one with the smallest workspace). Leaves cd[dir] set for it. */
+static void choose_dir(GpuNet *g, const Layer *l, ConvGpu *p, int dir, const ConvAlgoList *found, size_t limit) {
+    int idx[CONVALGO_MAX], over = 0;
+    int k = convalgo_order(found, g->prec, limit, idx, &over);
+    for (int i = 0; i < k; i++) {
+        const ConvAlgoPerf *q = &found->p[idx[i]];
+        CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd[dir], (cudnnMathType_t)convalgo_desc_math(g->prec, q->math)));
+        size_t ws = 0;
+        if (workspace_of(g, p, dir, q->algo, &ws) != CUDNN_STATUS_SUCCESS) continue; /* not with this math type */
+        if (ws > limit && !over) continue;
+        p->algo[dir] = q->algo;
+        p->ws[dir] = ws;
+        return;
+    }
+    die("%s: cuDNN found no %s algorithm for %s (%d measured)", l->name, dir_name[dir], precision_name((Precision)g->prec), found->n);
+}
+
+/* Direction dir's measurements: from the cache when this shape was measured before. */
+static void measure(GpuNet *g, const Conv *c, ConvGpu *p, int n, int dir, ConvAlgoList *out) {
+    ConvKey key;
+    convalgo_key(c, n, dir, g->prec, &key);
+    const ConvAlgoList *known = convalgo_cache_get(g->algo_cache, &key);
+    if (known) {
+        *out = *known;
+        g->searches_cached++;
+        return;
+    }
+    double t0 = now_seconds();
+    find_all(g, p, dir, out);
+    g->search_s += now_seconds() - t0;
+    g->searches++;
+    convalgo_cache_put(g->algo_cache, &key, out);
 }
 
 static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
@@ -58,58 +162,50 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     p->y = gpu_tensor_desc(g, net->node[l->out].shape);
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, CUDNN_TENSOR_NCHW, c->cout, c->cin, c->kh, c->kw));
-    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
     /* symmetric padding (pt, pl) gives TensorFlow's output size when the total padding is even */
-    int ph = c->pt, pw = c->pl;
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, ph, pw, c->sh, c->sw, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    int on, oc, oh, ow;
-    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
-    cudnnTensorDescriptor_t in = p->x;
-    if (oh != c->oh || ow != c->ow) {
-        p->padded = 1;
-        p->hp = (c->oh - 1) * c->sh + c->kh;
-        p->wp = (c->ow - 1) * c->sw + c->kw;
+    p->padded = convalgo_explicit_pad(c, &p->hp, &p->wp);
+    if (p->padded) {
         p->xp = gpu_tensor_desc(g, shape4(n, c->cin, p->hp, p->wp));
-        CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, 0, 0, c->sh, c->sw, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-        CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->xp, p->w, &on, &oc, &oh, &ow));
-        if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
-        in = p->xp;
         *scratch = 2 * (((size_t)n * c->cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255);
     }
-    CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, gpu_math(g)));
-    if (c->pb >= 0) {
-        p->bias = gpu_tensor_desc(g, shape4(1, c->cout, 1, 1));
+    for (int d = 0; d < CONV_NDIR; d++) p->cd[d] = conv_desc(c, p->padded, gpu_math(g));
+    int on, oc, oh, ow;
+    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd[CONV_FWD], in_desc(p), p->w, &on, &oc, &oh, &ow));
+    if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
+    if (c->pb >= 0) *scratch += gpu_bias_scratch(n, c->cout);
+    for (int d = 0; d < CONV_NDIR; d++) {
+        if (d == CONV_BWD_DATA && l->in[0] == net->input) { /* no gradient for the input: never run */
+            p->found[d].n = 0;
+            g->searches_skipped++;
+            continue;
+        }
+        measure(g, c, p, n, d, &p->found[d]);
     }
-    /* choose by measurement */
-    const int want_fma = g->prec == PREC_FP32;
-    int got = 0;
-    size_t ws = 0;
-    cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp));
-    const cudnnConvolutionFwdAlgoPerf_t *f = pick(fp, got, want_fma, l, "forward");
-    p->fwd = f->algo;
-    ws = f->memory;
-    cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->conv, in, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dp));
-    const cudnnConvolutionBwdDataAlgoPerf_t *d = pick(dp, got, want_fma, l, "backward-data");
-    p->bwd_data = d->algo;
-    if (d->memory > ws) ws = d->memory;
-    cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, in, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, wp));
-    const cudnnConvolutionBwdFilterAlgoPerf_t *w = pick(wp, got, want_fma, l, "backward-filter");
-    p->bwd_filter = w->algo;
-    if (w->memory > ws) ws = w->memory;
-    *workspace = ws;
+    *workspace = 0; /* choose() says, once the arena is known */
 }
 
-static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
-    (void)l;
+static size_t conv_choose(GpuNet *g, Layer *l, int li, size_t limit) {
     ConvGpu *p = (ConvGpu *)g->lp[li];
-    if (!p->padded) return;
+    size_t ws = 0;
+    for (int d = 0; d < CONV_NDIR; d++) {
+        if (d == CONV_BWD_DATA && l->in[0] == g->net->input) continue; /* not measured: never run */
+        choose_dir(g, l, p, d, &p->found[d], limit);
+        if (p->ws[d] > ws) ws = p->ws[d];
+    }
+    return ws;
+}
+
+/* scratch: [xpad][dxpad] (padded only), then the bias's partial sums (with a bias) */
+static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
+    ConvGpu *p = (ConvGpu *)g->lp[li];
     const Conv *c = (const Conv *)l->priv;
-    size_t n = (size_t)g->net->node[l->in[0]].shape.n * c->cin * p->hp * p->wp;
-    p->xpad = scratch;
-    p->dxpad = scratch + ((n * g->esize + 255) & ~(size_t)255);
+    if (p->padded) {
+        size_t n = (size_t)g->net->node[l->in[0]].shape.n * c->cin * p->hp * p->wp, b = (n * g->esize + 255) & ~(size_t)255;
+        p->xpad = scratch;
+        p->dxpad = scratch + b;
+        scratch += 2 * b;
+    }
+    if (c->pb >= 0) p->bias_part = (float *)scratch;
 }
 
 static void conv_forward(GpuNet *g, Layer *l, int li) {
@@ -117,18 +213,17 @@ static void conv_forward(GpuNet *g, Layer *l, int li) {
     ConvGpu *p = (ConvGpu *)g->lp[li];
     const float one = 1.0f, zero = 0.0f;
     const void *x = g->x[l->in[0]];
-    cudnnTensorDescriptor_t in = p->x;
     if (p->padded) {
         int nc = g->net->node[l->in[0]].shape.n * c->cin;
         GPU_DISPATCH(g, T,
                      k_pad<T><<<gpu_blocks((size_t)nc * p->hp * p->wp), 256, 0, g->s>>>((const T *)x, (T *)p->xpad, nc, c->h, c->w, p->hp,
                                                                                      p->wp, c->pt, c->pl));
         x = p->xpad;
-        in = p->xp;
     }
-    CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, in, x, p->w, gpu_weights(g, c->pw), p->conv, p->fwd, g->ws, g->ws_bytes, &zero,
-                                        p->y, g->x[l->out]));
-    if (c->pb >= 0) CUDNN_CHECK(cudnnAddTensor(g->dnn, &one, p->bias, gpu_weights(g, c->pb), &one, p->y, g->x[l->out]));
+    CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, in_desc(p), x, p->w, gpu_weights(g, c->pw), p->cd[CONV_FWD],
+                                        (cudnnConvolutionFwdAlgo_t)p->algo[CONV_FWD], g->ws, g->ws_bytes, &zero, p->y, g->x[l->out]));
+    if (c->pb >= 0)
+        gpu_bias_forward(g, g->x[l->out], gpu_param(g, c->pb), g->net->node[l->out].shape.n, c->cout, (size_t)c->oh * c->ow);
 }
 
 static void conv_backward(GpuNet *g, Layer *l, int li) {
@@ -139,24 +234,23 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
     const float *beta_w = gpu_half(g) ? &zero : &one;
     const void *dy = g->dx[l->out];
     const void *x = p->padded ? p->xpad : g->x[l->in[0]];
-    cudnnTensorDescriptor_t in = p->padded ? p->xp : p->x;
-    if (c->pb >= 0) {
-        CUDNN_CHECK(cudnnConvolutionBackwardBias(g->dnn, &one, p->y, dy, beta_w, p->bias, gpu_conv_dw(g, c->pb)));
-        if (gpu_half(g)) gpu_grad_from_half(g, c->pb);
-    }
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, in, x, p->y, dy, p->conv, p->bwd_filter, g->ws, g->ws_bytes, beta_w, p->w,
-                                               gpu_conv_dw(g, c->pw)));
+    if (c->pb >= 0) /* straight into the fp32 gradient */
+        gpu_bias_backward(g, dy, gpu_grad(g, c->pb), g->net->node[l->out].shape.n, c->cout, (size_t)c->oh * c->ow, p->bias_part);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, in_desc(p), x, p->y, dy, p->cd[CONV_BWD_FILTER],
+                                               (cudnnConvolutionBwdFilterAlgo_t)p->algo[CONV_BWD_FILTER], g->ws, g->ws_bytes, beta_w,
+                                               p->w, gpu_conv_dw(g, c->pw)));
     if (gpu_half(g)) gpu_grad_from_half(g, c->pw);
     void *dx = g->dx[l->in[0]];
     if (!dx) return;
     const void *w = gpu_weights(g, c->pw);
+    const cudnnConvolutionBwdDataAlgo_t algo = (cudnnConvolutionBwdDataAlgo_t)p->algo[CONV_BWD_DATA];
     if (!p->padded) {
-        CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->conv, p->bwd_data, g->ws, g->ws_bytes,
+        CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->cd[CONV_BWD_DATA], algo, g->ws, g->ws_bytes,
                                                  gpu_beta(g, li, 0), p->x, dx));
         return;
     }
-    CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->conv, p->bwd_data, g->ws, g->ws_bytes, &zero, p->xp,
-                                             p->dxpad));
+    CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->cd[CONV_BWD_DATA], algo, g->ws, g->ws_bytes, &zero,
+                                             p->xp, p->dxpad));
     int nc = g->net->node[l->in[0]].shape.n * c->cin;
     GPU_DISPATCH(g, T,
                  k_unpad_add<T><<<gpu_blocks((size_t)nc * c->h * c->w), 256, 0, g->s>>>((const T *)p->dxpad, (T *)dx, nc, c->h, c->w,
@@ -169,9 +263,9 @@ static void conv_destroy(GpuNet *g, Layer *l, int li) {
     cudnnDestroyTensorDescriptor(p->x);
     cudnnDestroyTensorDescriptor(p->y);
     if (p->xp) cudnnDestroyTensorDescriptor(p->xp);
-    if (p->bias) cudnnDestroyTensorDescriptor(p->bias);
     cudnnDestroyFilterDescriptor(p->w);
-    cudnnDestroyConvolutionDescriptor(p->conv);
+    for (int d = 0; d < CONV_NDIR; d++)
+        if (p->cd[d]) cudnnDestroyConvolutionDescriptor(p->cd[d]);
 }
 
-const GpuLayerImpl gpu_conv_impl = {"conv", conv_plan, conv_bind, conv_forward, conv_backward, conv_destroy};
+const GpuLayerImpl gpu_conv_impl = {"conv", conv_plan, conv_bind, conv_forward, conv_backward, conv_destroy, conv_choose};

@@ -1,4 +1,4 @@
-/* device.cu: GPU discovery for the host program. */
+/* device.cu: GPU discovery, device selection and pinned memory for the host program. */
 #include <stdio.h>
 
 #include "common.h"
@@ -32,9 +32,13 @@ void gpu_describe(int device, char *buf, size_t n) {
     snprintf(buf, n, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30));
 }
 
+/* The only cudaSetDevice of the program (gpu_select in gpu_select.c calls it). */
+void gpu_set_device_backend(int device) { CUDA_CHECK(cudaSetDevice(device)); }
+
 size_t gpu_mem_used(int device) {
+    gpu_require("gpu_mem_used");
+    if (device != gpu_selected()) die("gpu_mem_used(%d): this process uses GPU %d", device, gpu_selected());
     size_t fr = 0, tot = 0;
-    CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
     return tot - fr;
 }
@@ -42,6 +46,7 @@ size_t gpu_mem_used(int device) {
 void gpu_pci_bus_id(int device, char *buf, size_t n) { CUDA_CHECK(cudaDeviceGetPCIBusId(buf, (int)n, device)); }
 
 void *gpu_host_alloc(size_t bytes) {
+    gpu_require("gpu_host_alloc");
     void *p = NULL;
     CUDA_CHECK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable));
     return p;

@@ -66,4 +66,4 @@ static void dropout_backward(GpuNet *g, Layer *l, int li) {
                                                                        1.0f / d->keep, gpu_acc(g, li, 0)));
 }
 
-const GpuLayerImpl gpu_dropout_impl = {"dropout", dropout_plan, dropout_bind, dropout_forward, dropout_backward, NULL};
+const GpuLayerImpl gpu_dropout_impl = {"dropout", dropout_plan, dropout_bind, dropout_forward, dropout_backward, NULL, NULL};

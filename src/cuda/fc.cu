@@ -65,4 +65,4 @@ static void fc_backward(GpuNet *g, Layer *l, int li) {
              g->ctype, f->nin);
 }
 
-const GpuLayerImpl gpu_fc_impl = {"fc", NULL, NULL, fc_forward, fc_backward, NULL};
+const GpuLayerImpl gpu_fc_impl = {"fc", NULL, NULL, fc_forward, fc_backward, NULL, NULL};

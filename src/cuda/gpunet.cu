@@ -85,6 +85,8 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         snprintf(err, errlen, "the GPU backend has no precision %d", precision);
         return NULL;
     }
+    gpu_require("gpunet_new");
+    if (device != gpu_selected()) die("gpunet_new on GPU %d: this process uses GPU %d", device, gpu_selected());
     GpuNet *g = (GpuNet *)xcalloc(1, sizeof *g);
     g->net = net;
     g->device = device;
@@ -92,20 +94,26 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     g->esize = gpu_half(g) ? 2 : 4;
     g->dtype = precision == PREC_FP16 ? CUDNN_DATA_HALF : precision == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     g->ctype = precision == PREC_FP16 ? CUDA_R_16F : precision == PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-    CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
     CUDNN_CHECK(cudnnCreate(&g->dnn));
     CUDNN_CHECK(cudnnSetStream(g->dnn, g->s));
     CUBLAS_CHECK(cublasCreate(&g->blas));
     CUBLAS_CHECK(cublasSetStream(g->blas, g->s));
+    /* fp32: the default math, which keeps fp32's precision and range in SGEMM (no TF32, no BF16x9
+     * emulation: those need their own math modes) without PEDANTIC's slower standardized path.
+     * tf32: TF32 tensor cores. fp16/bf16: GemmEx with CUBLAS_COMPUTE_32F, and split-K reductions
+     * kept in fp32 too rather than in the 16-bit output type. */
     CUBLAS_CHECK(cublasSetMathMode(g->blas, precision == PREC_TF32   ? CUBLAS_TF32_TENSOR_OP_MATH
-                                             : precision == PREC_FP32 ? CUBLAS_PEDANTIC_MATH
-                                                                      : CUBLAS_DEFAULT_MATH));
+                                             : precision == PREC_FP32 ? CUBLAS_DEFAULT_MATH
+                                                                      : (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                                                       CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     g->impl = (const GpuLayerImpl **)xcalloc((size_t)net->nlayer, sizeof *g->impl);
     g->lp = (void **)xcalloc((size_t)net->nlayer, sizeof *g->lp);
     g->x = (void **)xcalloc((size_t)net->nnode, sizeof *g->x);
     g->dx = (void **)xcalloc((size_t)net->nnode, sizeof *g->dx);
     g->dropout_seed = 0x6a09e667f3bcc909ULL;
+    g->algo_cache = convalgo_cache_new();
+    g->sync_check = gpu_sync_check();
 
     g->poff = (size_t *)xcalloc((size_t)net->nparam + 1, sizeof *g->poff);
     g->P = 0;
@@ -195,7 +203,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
             return NULL;
         }
     }
-    /* plan: every layer's descriptors, algorithms, scratch and workspace */
+    /* plan: every layer's descriptors, measurements and scratch */
     size_t *scratch = (size_t *)xcalloc((size_t)net->nlayer, sizeof *scratch), ws = 0;
     for (int i = 0; i < net->nlayer; i++) {
         Layer *l = &net->layer[i];
@@ -205,10 +213,39 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &scratch[i], &w);
         if (w > ws) ws = w;
     }
+    const size_t data_bytes = off; /* activations and their gradients */
     size_t *soff = (size_t *)xcalloc((size_t)net->nlayer, sizeof *soff);
     for (int i = 0; i < net->nlayer; i++) {
         soff[i] = off;
         off += align256(scratch[i]);
+    }
+    /* the algorithms: per direction the fastest whose workspace fits in what the arena leaves
+     * free, less a margin for what the libraries allocate later (cuBLAS's workspace, NCCL's
+     * buffers) */
+    {
+        size_t fr = 0, tot = 0;
+        CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+        g->mem_free = fr;
+        g->mem_margin = tot / 64 > ((size_t)256 << 20) ? tot / 64 : (size_t)256 << 20;
+        g->ws_limit = fr > off + g->mem_margin ? fr - off - g->mem_margin : 0;
+        for (int i = 0; i < net->nlayer; i++)
+            if (g->impl[i]->choose) {
+                size_t w = g->impl[i]->choose(g, &net->layer[i], i, g->ws_limit);
+                if (w > ws) ws = w;
+            }
+        /* the whole arena, workspace included, and the margin must fit */
+        if (off + align256(ws) + g->mem_margin > fr) {
+            const double GiB = 1073741824.0;
+            snprintf(err, errlen, "out of GPU memory: %zu bytes requested (%.2f GiB: activations and their gradients %.2f GiB, "
+                                  "layer scratch %.2f GiB, cuDNN workspace %.2f GiB) and a margin of %.2f GiB for the libraries, "
+                                  "with %zu held, %.2f GiB free of %.2f GiB",
+                     off + align256(ws), (double)(off + align256(ws)) / GiB, (double)data_bytes / GiB, (double)(off - data_bytes) / GiB,
+                     (double)ws / GiB, (double)g->mem_margin / GiB, g->bytes, (double)fr / GiB, (double)tot / GiB);
+            if (oom) *oom = 1;
+            free(scratch), free(xoff), free(soff), free(mb), free(first), free(last), free(zero);
+            gpunet_free(g);
+            return NULL;
+        }
     }
     size_t wsoff = off;
     off += align256(ws);
@@ -277,6 +314,7 @@ void gpunet_free(GpuNet *g) {
     if (g->blas) cublasDestroy(g->blas);
     if (g->dnn) cudnnDestroy(g->dnn);
     if (g->s) cudaStreamDestroy(g->s);
+    convalgo_cache_free(g->algo_cache);
     free(g->impl);
     free(g->lp);
     free(g->acc);
@@ -290,6 +328,18 @@ void gpunet_free(GpuNet *g) {
 }
 
 size_t gpunet_bytes(const GpuNet *g) { return g->bytes; }
+
+void gpunet_print_plan(const GpuNet *g, FILE *f) {
+    const double MiB = 1048576.0, GiB = 1073741824.0;
+    if (g->sync_check)
+        fprintf(f, "NVCNN_SYNC_CHECK=1: synchronising after every layer's forward and backward (slow: names the layer at fault)\n");
+    fprintf(f, "cuDNN algorithm search: %.2f s (%d measured, %d repeated shapes from the cache, %d not needed)\n", g->search_s,
+            g->searches, g->searches_cached, g->searches_skipped);
+    fprintf(f, "cuDNN workspace: %.1f MiB (each algorithm the fastest within %.2f GiB: %.2f GiB free, less the %.2f GiB arena "
+               "and a %.2f GiB margin)\n",
+            (double)g->ws_bytes / MiB, (double)g->ws_limit / GiB, (double)g->mem_free / GiB,
+            (double)(g->acts_bytes - ((g->ws_bytes + 255) & ~(size_t)255)) / GiB, (double)g->mem_margin / GiB);
+}
 
 void gpunet_sync(GpuNet *g) { CUDA_CHECK(cudaStreamSynchronize(g->s)); }
 
@@ -434,10 +484,61 @@ void gpunet_use_batch(GpuNet *g, int slot) {
     CUDA_CHECK(cudaEventRecord(g->consumed[slot], g->s));
 }
 
+/* ---- where a failure happens (error messages) and the checking mode ---- */
+/* The layer running now, for the check macros' messages (common.h): the one piece of global
+ * state, since the library checks cannot be handed the GpuNet. Set and cleared by the
+ * traversals below, on the thread that drives the GPU. */
+static struct {
+    const GpuNet *g;
+    int layer; /* -1: none */
+    const char *phase;
+} cur = {NULL, -1, NULL};
+
+static void enter(const GpuNet *g, int layer, const char *phase) {
+    cur.g = g;
+    cur.layer = layer;
+    cur.phase = phase;
+}
+
+static void where_of(const GpuNet *g, int li, const char *phase, char *buf, size_t n) {
+    const Net *net = g->net;
+    gpu_layer_where(buf, n, phase, net->layer[li].name, net->layer[li].ops->type, li, net->nlayer, net->model);
+}
+
+void gpu_where(char *buf, size_t n) {
+    if (!cur.g || cur.layer < 0) {
+        buf[0] = 0;
+        return;
+    }
+    char w[256];
+    where_of(cur.g, cur.layer, cur.phase, w, sizeof w);
+    if (cur.g->sync_check)
+        snprintf(buf, n, " (in %s)", w);
+    else
+        snprintf(buf, n, " (in %s; a kernel fault of an earlier layer can surface here: NVCNN_SYNC_CHECK=1 finds the layer at fault)", w);
+}
+
+/* NVCNN_SYNC_CHECK=1: waits for layer li's work and reports any error as that layer's. */
+static void layer_done(GpuNet *g, int li, const char *phase) {
+    if (!g->sync_check) return;
+    cudaError_t e = cudaStreamSynchronize(g->s);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        char w[256];
+        where_of(g, li, phase, w, sizeof w);
+        die("CUDA: %s failed: %s (NVCNN_SYNC_CHECK=1: synchronised after every layer)", w, cudaGetErrorString(e));
+    }
+}
+
 void gpunet_forward(GpuNet *g) {
     Net *n = g->net;
     g->dropout_calls++;
-    for (int i = 0; i < n->nlayer; i++) g->impl[i]->forward(g, &n->layer[i], i);
+    for (int i = 0; i < n->nlayer; i++) {
+        enter(g, i, "forward");
+        g->impl[i]->forward(g, &n->layer[i], i);
+        layer_done(g, i, "forward");
+    }
+    enter(NULL, -1, NULL);
     KERNEL_CHECK();
 }
 
@@ -457,6 +558,7 @@ double gpunet_loss(GpuNet *g) {
 
 /* ---- NCCL: bucketed gradient averaging inside backward ---- */
 void gpunet_nccl_id(void *id) {
+    gpu_require("gpunet_nccl_id");
     ncclUniqueId u;
     NCCL_CHECK(ncclGetUniqueId(&u));
     memcpy(id, &u, sizeof u);
@@ -466,7 +568,6 @@ void gpunet_nccl_init(GpuNet *g, const void *id, int rank, int nranks, size_t bu
     static_assert(sizeof(ncclUniqueId) == GPUNET_NCCL_ID_BYTES, "ncclUniqueId size");
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
-    CUDA_CHECK(cudaSetDevice(g->device));
     NCCL_CHECK(ncclCommInitRank(&g->comm, nranks, u, rank));
     g->nranks = nranks;
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking));
@@ -514,9 +615,12 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
         Layer *l = &n->layer[i];
         /* a node nothing consumed (the loss's output) reads as zeros; every other gradient is
          * written by its first consumer before anything reads it */
+        enter(g, i, "backward");
         if (g->zero_at[i] >= 0)
             CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * g->esize, g->s));
         g->impl[i]->backward(g, l, i);
+        layer_done(g, i, "backward");
+        enter(NULL, -1, NULL);
         if (l->nparam > 0 && g->comm) launch_buckets(g, g->poff[l->param0], g->lev[i]);
         if (l->nparam > 0 && on_ready) {
             gpunet_sync(g);

@@ -12,6 +12,8 @@
 
 extern "C" {
 #include "config.h"
+#include "convalgo.h"
+#include "gpu.h"
 #include "gpunet.h"
 #include "layers/layers.h"
 #include "layers/priv.h"
@@ -20,9 +22,12 @@ extern "C" {
 }
 
 /* The GPU half of one layer type. plan() runs once, before the activation arena exists: it
- * creates descriptors, chooses algorithms, and reports the device scratch bytes the layer needs
- * for itself (kept across forward and backward) and the shared cuDNN workspace it needs.
- * bind() hands it its scratch (256-byte aligned). Layers that need neither leave both NULL.
+ * creates descriptors, measures algorithms, and reports the device scratch bytes the layer needs
+ * for itself (kept across forward and backward) and any shared cuDNN workspace it needs
+ * whatever the algorithms. Once every layer is planned and the arena's size is known, choose()
+ * picks the layer's algorithms, the fastest whose workspace fits in `limit` bytes (the memory
+ * left after the arena and a margin), and returns the shared workspace they need. bind() hands
+ * the layer its scratch (256-byte aligned). Layers that need none of these leave them NULL.
  * destroy() releases what the layer's state holds (descriptors); the core frees g->lp[li]. */
 typedef struct GpuLayerImpl {
     const char *type;
@@ -31,6 +36,7 @@ typedef struct GpuLayerImpl {
     void (*forward)(GpuNet *g, Layer *l, int li);
     void (*backward)(GpuNet *g, Layer *l, int li);
     void (*destroy)(GpuNet *g, Layer *l, int li);
+    size_t (*choose)(GpuNet *g, Layer *l, int li, size_t limit);
 } GpuLayerImpl;
 
 struct GpuNet {
@@ -56,6 +62,12 @@ struct GpuNet {
     size_t acts_bytes, grad_off, grad_bytes;  /* the node gradients region (planned by lifetime) */
     void *ws;                                 /* shared cuDNN workspace */
     size_t ws_bytes;
+    size_t ws_limit, mem_free, mem_margin;    /* the workspace's limit: free - arena - margin */
+    /* cuDNN's convolution measurements, cached by shape (convalgo.h), and what they cost */
+    struct ConvAlgoCache *algo_cache;
+    double search_s;                          /* seconds in cudnnFind* */
+    int searches, searches_cached, searches_skipped;
+    int sync_check;                           /* NVCNN_SYNC_CHECK=1: synchronise after every layer */
     int32_t *labels;                          /* [batch] on the device */
     double *red;                              /* [4] reduction results */
     double *stats;                            /* [2] the step's loss sum and sum of squared weights */
@@ -113,6 +125,14 @@ static inline void *gpu_conv_dw(const GpuNet *g, int p) {
     return gpu_half(g) ? (void *)((char *)g->gh + off * g->esize) : (void *)(g->grads + off);
 }
 void gpu_grad_from_half(GpuNet *g, int p);
+
+/* A per-channel bias over NCHW activations (bias.cu): forward y[n][c][p] += b[c], backward
+ * db[c] += sum of dy[n][c][p], with b and db fp32 (the master arenas) and y, dy of the storage
+ * type. Backward needs gpu_bias_scratch(n, c) bytes of device scratch (256-byte aligned) for
+ * its partial sums. */
+size_t gpu_bias_scratch(int n, int c);
+void gpu_bias_forward(GpuNet *g, void *y, const float *b, int n, int c, size_t hw);
+void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_t hw, float *partial);
 
 /* A parameter's fp32 value and gradient on the device. */
 static inline float *gpu_param(const GpuNet *g, int p) { return g->params + g->poff[p]; }

@@ -117,5 +117,5 @@ static void pool_backward(GpuNet *g, Layer *l, int li) {
                                                                        (T *)dx, total, dims(p), p->kind == POOL_MAX, gpu_acc(g, li, 0)));
 }
 
-const GpuLayerImpl gpu_maxpool_impl = {"maxpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL};
-const GpuLayerImpl gpu_avgpool_impl = {"avgpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL};
+const GpuLayerImpl gpu_maxpool_impl = {"maxpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL, NULL};
+const GpuLayerImpl gpu_avgpool_impl = {"avgpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL, NULL};

@@ -69,5 +69,5 @@ static void avg_backward(GpuNet *g, Layer *l, int li) {
                                                                               (size_t)s.h * s.w, gpu_acc(g, li, 0)));
 }
 
-const GpuLayerImpl gpu_flatten_impl = {"flatten", NULL, NULL, flatten_forward, flatten_backward, NULL};
-const GpuLayerImpl gpu_avg_impl = {"avg", NULL, NULL, avg_forward, avg_backward, NULL};
+const GpuLayerImpl gpu_flatten_impl = {"flatten", NULL, NULL, flatten_forward, flatten_backward, NULL, NULL};
+const GpuLayerImpl gpu_avg_impl = {"avg", NULL, NULL, avg_forward, avg_backward, NULL, NULL};

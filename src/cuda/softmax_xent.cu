@@ -83,4 +83,4 @@ static void xent_backward(GpuNet *g, Layer *l, int li) {
                                                                                          gpu_acc(g, li, 0)));
 }
 
-const GpuLayerImpl gpu_xent_impl = {"softmax_xent", xent_plan, xent_bind, xent_forward, xent_backward, NULL};
+const GpuLayerImpl gpu_xent_impl = {"softmax_xent", xent_plan, xent_bind, xent_forward, xent_backward, NULL, NULL};

@@ -36,6 +36,7 @@ static void run(Net *net, Dist *d, double bucket_mb, int steps, const int32_t *l
         char err[512];
         int ngpu = gpu_count(err, sizeof err);
         if (ngpu == 0) die("no GPU: %s", err);
+        gpu_select(d->local_rank % ngpu);
         g = gpunet_new(net, d->local_rank % ngpu, PREC_FP32, err, sizeof err, NULL);
         if (!g) die("gpunet_new: %s", err);
     }

@@ -1,0 +1,433 @@
+#!/usr/bin/env bash
+# gpu_check.sh: every check a first run on a GPU machine needs, in one command, within 9 minutes
+# on an H100 host with 16 cores.
+#
+# Usage: scripts/gpu_check.sh [--only=STAGE[,STAGE...]] [--no-build] OUTDIR
+#
+# Stages, in order, each with its own time budget (seconds; BUDGET_<stage>=S overrides):
+#   build     make -j$JOBS (JOBS: the cores; objects in NVCNN_BUILD, default build), its time 80
+#   tests     every GPU test (run_tests gpu: each in its own process) and the parity table     60
+#   sanitize  the parity tests under compute-sanitizer --tool memcheck, if the host has it     45
+#   models    every model of --help in fp32 and fp16 (and tf32, bf16 for resnet50, resnet18),
+#             20 steps: exit code, finite loss, img/s, peak GiB, algorithm-search seconds     150
+#   peer      scripts/bench_gpu.sh's table next to the PyTorch peer, each row time-bounded     95
+#   mpi       mpirun -np 2 on the one GPU (the MPI fallback): lenet 20 steps, and the ranks'
+#             parameters bitwise identical (tests/mpi/mpi_train)                              25
+#   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     55
+# The whole run stays within GC_TOTAL seconds (515): a stage may use what the stages before it
+# left of their budgets, never what the stages after it are owed; a stage that ignored its
+# deadline is stopped 10 s past it. A stage that runs out of time is reported as such (with what
+# it had done) and the script goes on. --only runs the stages named (the others need a build:
+# run the build stage first, or keep the build of an earlier call); --no-build skips the build
+# and uses the binaries there are. A second call can give one stage more time, e.g.
+#   BUDGET_models=400 scripts/gpu_check.sh --only=models OUTDIR2
+#
+# Writes OUTDIR/summary.md (every table, each stage's status and wall time) and OUTDIR/log.txt
+# (everything the stages printed), prints the summary, and exits 0 even when checks fail: the
+# summary says which. Without a GPU it builds, says so in one line and exits 0. Usage errors
+# exit 2.
+set -uo pipefail
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+cd "$(dirname "$0")/.." || exit 2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export LC_ALL=C
+B=${NVCNN_BUILD:-build} # the build directory (make's BUILD)
+export NVCNN_BUILD=$B
+
+STAGES="build tests sanitize models peer mpi input"
+declare -A BUDGET=([build]=80 [tests]=60 [sanitize]=45 [models]=150 [peer]=95 [mpi]=25 [input]=55)
+declare -A TITLE=([build]="build" [tests]="GPU tests and parity table" [sanitize]="compute-sanitizer memcheck"
+                  [models]="every model, 20 steps" [peer]="nvcnn and the PyTorch peer" [mpi]="two ranks on one GPU (MPI)"
+                  [input]="real data / synthetic on the GPU")
+
+usage() {
+  echo "gpu_check.sh: $1 (usage: scripts/gpu_check.sh [--only=STAGE[,STAGE...]] [--no-build] OUTDIR; stages: $STAGES)" >&2
+  exit 2
+}
+
+now() { date +%s.%N; }
+# seconds (1 decimal) from $1 to now
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# whole seconds left until the stage's deadline (GC_DEADLINE, epoch seconds)
+left() { awk -v d="$GC_DEADLINE" -v n="$(now)" 'BEGIN { printf "%d", d - n }'; }
+# $1 cut to fit a markdown cell: one line, '|' escaped
+cell() { printf '%s' "$1" | tr '\n\r' '  ' | sed 's/|/\\|/g' | cut -c1-200; }
+# the number after "PREFIX" in the text $2 ("" if none): $1 a sed regex before the number
+grab() { sed -n "s/^$1\\([-0-9.eE+naif]*\\).*/\\1/p" <<<"$2" | tail -n 1; }
+
+# ---------------------------------------------------------------------------------------------
+# The stages. Each runs in a process of its own (the script calling itself with --stage=NAME)
+# under a timeout that ends its whole process group; it appends markdown to $W/NAME.md as it
+# goes, a one-line result to $W/NAME.note, and creates $W/NAME.fail when a check failed or
+# $W/NAME.skip when it could not run here. Exit 10: it stopped itself at its deadline.
+
+stage_build() {
+  local jobs=${JOBS:-$(nproc)} t0 rc
+  t0=$(now)
+  make -j"$jobs" BUILD="$B" all "$B/run_tests" $(ls tests/mpi/*.c 2>/dev/null | sed "s|^tests/mpi/\(.*\)\.c\$|$B/tests/mpi/\1|")
+  rc=$?
+  local dt
+  dt=$(since "$t0")
+  {
+    echo "\`make -j$jobs\`: exit $rc, ${dt} s"
+    echo
+    echo "nvcc: $( (/usr/local/cuda/bin/nvcc --version 2>/dev/null || nvcc --version 2>/dev/null) | tail -n 2 | head -n 1)"
+    echo "nvcc flags: $(cat "$B/nvcc.flags" 2>/dev/null || echo '(no CUDA build)')"
+  } >>"$W/build.md"
+  echo "build ${dt} s, exit $rc" >"$W/build.note"
+  [ "$rc" -eq 0 ] || touch "$W/build.fail"
+}
+
+stage_tests() {
+  local names=() skipped_e2e="" n
+  while read -r n; do
+    if [[ $n == e2e_* ]] && [ ! -r data/fashion-mnist/train-00000-of-00008 ]; then
+      skipped_e2e="$n"
+      continue
+    fi
+    names+=("$n")
+  done < <("$B/run_tests" --list gpu 2>/dev/null)
+  if [ ${#names[@]} -eq 0 ]; then
+    echo "no GPU tests listed: is $B/run_tests built?" >"$W/tests.note"
+    touch "$W/tests.fail"
+    return
+  fi
+  # each test within 120 s; the runner stopped 3 s before the deadline (it ends its running test)
+  local limit=$(( $(left) - 3 ))
+  [ "$limit" -lt 10 ] && limit=10
+  timeout --foreground -k 3 "$limit" "$B/run_tests" --timeout=120 "${names[@]}" | tee "$W/tests.out"
+  {
+    echo "| test | result | seconds or reason |"
+    echo "|---|---|---|"
+    sed -n -E 's/^(PASS|FAIL|SKIP) ([A-Za-z0-9_]+):? ?(.*)$/| \2 | \1 | \3 |/p' "$W/tests.out" | sed 's/| (\(.*\)) |$/| \1 |/'
+    [ -n "$skipped_e2e" ] && echo "| $skipped_e2e | not run | data/fashion-mnist absent (make data on Debian, or carry it: 55 MB) |"
+    echo
+    echo "Parity (GPU against the CPU reference; max rel: the largest relative error of the compared quantities):"
+    echo
+    echo "| test | layer | precision | max abs | max rel | tolerance | result |"
+    echo "|---|---|---|---:|---:|---:|---|"
+    sed -n 's/^    parity | \(.*\)$/| \1 |/p' "$W/tests.out"
+  } >>"$W/tests.md"
+  local summary
+  summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$W/tests.out" | tail -n 1)
+  echo "${summary:-no summary line (the runner was stopped)}; parity rows: $(grep -c '^    parity | ' "$W/tests.out"), failed: $(grep -c '^    parity | .*| FAIL$' "$W/tests.out")" >"$W/tests.note"
+  if [ -z "$summary" ] || ! grep -q ' 0 failed' <<<"$summary"; then touch "$W/tests.fail"; fi
+}
+
+stage_sanitize() {
+  local cs
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  if [ -z "$cs" ]; then
+    echo "compute-sanitizer is not on this host" >"$W/sanitize.note"
+    touch "$W/sanitize.skip"
+    return
+  fi
+  {
+    echo "\`$cs --tool memcheck\` over each parity test (run in the runner's process: --inline)"
+    echo
+    echo "| test | memcheck errors | test result | exit | seconds |"
+    echo "|---|---:|---|---:|---:|"
+  } >>"$W/sanitize.md"
+  local t total=0 bad=0
+  for t in gpu_conv_matches_cpu gpu_bn_pool_reshape_match_cpu gpu_activations_match_cpu gpu_half_precision_layers_match_cpu \
+           gpu_dropout_mask_law_and_backward gpu_staged_batches_match_host_conversion; do
+    local lim=$(( $(left) - 2 ))
+    if [ "$lim" -lt 5 ]; then
+      echo "| $t | not run (stage budget) | | | |" >>"$W/sanitize.md"
+      continue
+    fi
+    local t0 rc out errs res
+    t0=$(now)
+    out=$(timeout --foreground -k 5 "$lim" "$cs" --tool memcheck --error-exitcode 99 --print-limit 50 \
+          "$B/run_tests" --inline "$t" 2>&1)
+    rc=$?
+    echo "$out"
+    errs=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' <<<"$out" | tail -n 1)
+    res=$(grep -E "^(PASS|FAIL|SKIP) $t" <<<"$out" | cut -d' ' -f1)
+    [ "$rc" -eq 124 ] && res="timed out after $lim s"
+    echo "| $t | ${errs:-?} | ${res:-?} | $rc | $(since "$t0") |" >>"$W/sanitize.md"
+    total=$((total + ${errs:-0}))
+    if [ "${errs:-1}" != 0 ] || [ "$rc" -ne 0 ]; then bad=$((bad + 1)); fi
+    # the first findings, for the summary
+    grep -E '^=========     (Invalid|Address|Program hit|Out-of-range|Misaligned)|^=========     at ' <<<"$out" | head -n 6 |
+      sed 's/^/    /' >>"$W/sanitize.findings"
+  done
+  if [ -s "$W/sanitize.findings" ]; then
+    { echo; echo "First findings:"; echo; echo '```'; cat "$W/sanitize.findings"; echo '```'; } >>"$W/sanitize.md"
+  fi
+  echo "$total memcheck error(s); $bad test(s) with errors or a non-zero exit" >"$W/sanitize.note"
+  [ "$bad" -eq 0 ] || touch "$W/sanitize.fail"
+}
+
+# A batch per model that fits an 80 GB GPU in fp32 with room to spare and keeps 20 steps short
+# (the peer stage measures speed at the usual batches).
+model_batch() {
+  case $1 in
+    trivial | lenet | alexnet) echo 128 ;;
+    resnet18 | resnet34 | resnet50 | overfeat | googlenet) echo 64 ;;
+    *) echo 32 ;;
+  esac
+}
+
+stage_models() {
+  local models m p list=()
+  models=$(./nvcnn --help | awk '/^Models:/ { on = 1; next } on && NF >= 2 { print $1 }')
+  for p in fp32 tf32 fp16 bf16; do list+=("resnet50:$p"); done
+  for p in fp32 tf32 fp16 bf16; do list+=("resnet18:$p"); done
+  for m in $models; do
+    [ "$m" = resnet50 ] || [ "$m" = resnet18 ] || list+=("$m:fp16" "$m:fp32")
+  done
+  {
+    echo "| model | precision | batch | exit | loss finite | last loss | img/s | peak GiB | search s | wall s |"
+    echo "|---|---|---:|---:|---|---:|---:|---:|---:|---:|"
+  } >>"$W/models.md"
+  local spec ok=0 bad=0 notrun=0
+  for spec in "${list[@]}"; do
+    m=${spec%%:*}
+    p=${spec#*:}
+    local batch lim t0 out rc
+    batch=$(model_batch "$m")
+    while :; do
+      lim=$(( $(left) - 2 ))
+      [ "$lim" -gt 60 ] && lim=60
+      if [ "$lim" -lt 8 ]; then rc=-1; break; fi
+      t0=$(now)
+      out=$(timeout --foreground -k 5 "$lim" ./nvcnn --model="$m" --precision="$p" --device=gpu --batch_size="$batch" \
+            --num_batches=20 --nstep_burnin=5 --display_every=1 2>&1)
+      rc=$?
+      printf '== %s %s batch %s: exit %s\n%s\n' "$m" "$p" "$batch" "$rc" "$out"
+      # exit 3: the batch does not fit; try half of it
+      if [ "$rc" -eq 3 ] && [ "$batch" -gt 8 ]; then batch=$((batch / 2)); continue; fi
+      break
+    done
+    if [ "$rc" -eq -1 ]; then
+      echo "| $m | $p | $batch | not run (stage budget) | | | | | | |" >>"$W/models.md"
+      notrun=$((notrun + 1))
+      continue
+    fi
+    # the training table's rows: step epoch img/s loss lr
+    local losses finite last rate peak search
+    losses=$(awk 'NF == 5 && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ { print $4 }' <<<"$out")
+    last=$(tail -n 1 <<<"$losses")
+    if [ -z "$losses" ]; then finite="-"; elif grep -qiE 'nan|inf' <<<"$losses"; then finite="NO"; else finite="yes"; fi
+    rate=$(grab 'Images\/sec: ' "$out")
+    peak=$(grab 'Peak GPU memory: ' "$out")
+    search=$(grab 'cuDNN algorithm search: ' "$out")
+    local code=$rc
+    [ "$rc" -eq 124 ] && code="timed out ($lim s)"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && code="$rc: $(cell "$(grep -m1 'error' <<<"$out")")"
+    echo "| $m | $p | $batch | $code | $finite | ${last:--} | ${rate:--} | ${peak:--} | ${search:--} | $(since "$t0") |" >>"$W/models.md"
+    if [ "$rc" -eq 0 ] && [ "$finite" = yes ]; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+  done
+  echo "$ok run(s) fine, $bad failed or non-finite, $notrun not run (stage budget)" >"$W/models.note"
+  [ "$bad" -eq 0 ] || touch "$W/models.fail"
+  [ "$notrun" -eq 0 ] || return 10
+}
+
+stage_peer() {
+  local py=${PYTHON:-python3}
+  if ! "$py" -c 'import torch, torchvision' 2>/dev/null; then
+    echo "PyTorch (torch, torchvision) is not importable with $py" >"$W/peer.note"
+    touch "$W/peer.skip"
+    return
+  fi
+  local out
+  # rows by importance: resnet50 first; 20 timed steps after 5; each run stopped at the deadline
+  out=$(ROWS=${PEER_ROWS:-"resnet50:256:fp16 resnet50:256:fp32 resnet50:256:tf32 resnet50:256:bf16 googlenet:256:fp16 alexnet:512:fp16 resnet152:128:fp16 vgg16:128:fp16"} \
+        BURNIN=5 ROW_TIMEOUT=60 DEADLINE=$(( $(date +%s) + $(left) - 2 )) PYTHON="$py" scripts/bench_gpu.sh 20 2>&1 |
+        tee /dev/stderr)
+  echo "$out" >>"$W/peer.md"
+  local rows failed
+  rows=$(grep -c '^| [a-z]' <<<"$out")
+  failed=$(grep '^| [a-z]' <<<"$out" | grep -c 'failed\|timed out\|not run')
+  echo "$((rows - 1)) row(s), $failed with a failed, timed-out or missing run" >"$W/peer.note"
+  [ "$failed" -eq 0 ] || touch "$W/peer.fail"
+}
+
+stage_mpi() {
+  if ! command -v mpirun >/dev/null; then
+    echo "no mpirun on this host" >"$W/mpi.note"
+    touch "$W/mpi.skip"
+    return
+  fi
+  local mr="mpirun -np 2 --oversubscribe --allow-run-as-root -x CUDA_VISIBLE_DEVICES=0" out rc lim
+  lim=$(( $(left) / 2 ))
+  out=$(timeout --foreground -k 5 "$lim" $mr ./nvcnn --model=lenet --device=gpu --allreduce=mpi --num_classes=10 --batch_size=64 \
+        --num_batches=20 --display_every=5 --nstep_burnin=5 2>&1)
+  rc=$?
+  echo "$out"
+  local line ok1=no
+  line=$(grep -m1 '^Backward: ' <<<"$out")
+  [ "$rc" -eq 0 ] && grep -q 'allreduce on (mpi)' <<<"$out" && ok1=yes
+  {
+    echo "| run | exit | result |"
+    echo "|---|---:|---|"
+    echo "| nvcnn lenet, 2 ranks on GPU 0, --allreduce=mpi, 20 steps | $rc | $ok1: $(cell "${line:-no Backward line}") |"
+  } >>"$W/mpi.md"
+  lim=$(( $(left) - 2 ))
+  out=$(timeout --foreground -k 5 "$lim" $mr "$B/tests/mpi/mpi_train" 25 20 gpu-mpi 2>&1)
+  rc=$?
+  echo "$out"
+  local ranks identical maxrel ok2=no
+  line=$(grep -m1 '^train ranks ' <<<"$out")
+  read -r _ _ ranks _ identical _ maxrel <<<"$line"
+  [ "$rc" -eq 0 ] && [ "${identical:-0}" = 1 ] && ok2=yes
+  echo "| mpi_train lenet, 2 ranks on GPU 0, MPI averaging, 20 steps | $rc | $ok2: ranks ${ranks:-?}, parameters bitwise identical: ${identical:-?}, max relative difference to one CPU process with both batches: ${maxrel:-?} |" >>"$W/mpi.md"
+  echo "nvcnn: $ok1; ranks bitwise identical: $ok2" >"$W/mpi.note"
+  [ "$ok1" = yes ] && [ "$ok2" = yes ] || touch "$W/mpi.fail"
+}
+
+stage_input() {
+  local out ratio
+  out=$(GPU_RATIO_ONLY=1 MODEL=resnet50 BATCH=256 PRECISION=fp16 RATIO_STEPS=40 BENCH_DIR="$W/input" scripts/bench_input.sh 2000 2>&1 |
+        tee /dev/stderr)
+  local line
+  line=$(grep -m1 '^GPU \|^no GPU backend run' <<<"$out")
+  ratio=$(sed -n 's/.*ratio \([0-9.]*\).*/\1/p' <<<"$line")
+  { echo "$(grep -m1 '^input pipeline:' <<<"$out")"; echo; echo "${line:-no ratio line: see log.txt}"; } >>"$W/input.md"
+  echo "ratio ${ratio:-not measured} (target >= 0.95)" >"$W/input.note"
+  [ -n "$ratio" ] || touch "$W/input.fail"
+}
+
+# ---------------------------------------------------------------------------------------------
+# One stage, run by the script itself under its timeout.
+case ${1:-} in
+  --stage=*)
+    name=${1#--stage=}
+    W=$2
+    "stage_$name"
+    exit $?
+    ;;
+esac
+
+only="" build=1 out=""
+for a in "$@"; do
+  case $a in
+    --only=*) only=$(tr ',' ' ' <<<"${a#--only=}") ;;
+    --no-build) build=0 ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$self"; exit 0 ;;
+    -*) usage "unknown option $a" ;;
+    *) [ -z "$out" ] || usage "one OUTDIR, got '$out' and '$a'"; out=$a ;;
+  esac
+done
+[ -n "$out" ] || usage "OUTDIR is missing"
+for s in $only; do [[ " $STAGES " == *" $s "* ]] || usage "unknown stage '$s'"; done
+selected=""
+for s in $STAGES; do
+  if [ -n "$only" ]; then [[ " $only " == *" $s "* ]] && selected+="$s "; else selected+="$s "; fi
+done
+if [ "$build" = 0 ]; then selected=${selected/build /}; fi
+mkdir -p "$out" || usage "cannot create $out"
+out=$(cd "$out" && pwd)
+W=$(mktemp -d) || exit 1
+trap 'rm -rf "$W"' EXIT
+log=$out/log.txt
+: >"$log"
+total=${GC_TOTAL:-515}
+run_start=$(now)
+run_deadline=$(awk -v a="$run_start" -v t="$total" 'BEGIN { printf "%.0f", a + t }')
+declare -A STATUS WALL
+for s in $STAGES; do STATUS[$s]="not run"; WALL[$s]=""; done
+[ "$build" = 1 ] || STATUS[build]="not run (--no-build)"
+
+# The budget of stage $1: what is left of the run less what the selected stages after it are owed.
+budget_of() {
+  local later=0 seen=0 s
+  for s in $selected; do
+    if [ "$seen" = 1 ]; then later=$((later + ${BUDGET[$s]})); fi
+    [ "$s" = "$1" ] && seen=1
+  done
+  local own_override
+  own_override=$(printenv "BUDGET_$1" || true)
+  local b
+  b=$(awk -v d="$run_deadline" -v n="$(now)" -v l="$later" 'BEGIN { printf "%d", d - n - l }')
+  if [ -n "$own_override" ]; then b=$own_override; fi
+  echo "$b"
+}
+
+run_stage() {
+  local s=$1 b t0 rc
+  b=$(budget_of "$s")
+  if [ "$b" -lt 5 ]; then
+    STATUS[$s]="not run (no time left)"
+    return
+  fi
+  echo "gpu_check: $s (${TITLE[$s]}), budget $b s" | tee -a "$log"
+  t0=$(now)
+  GC_DEADLINE=$(awk -v n="$t0" -v b="$b" 'BEGIN { printf "%.0f", n + b }') \
+    timeout -k 5 $((b + 10)) "$self" --stage="$s" "$W" >>"$log" 2>&1
+  rc=$?
+  WALL[$s]=$(since "$t0")
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] || [ "$rc" -eq 10 ]; then
+    STATUS[$s]="OUT OF BUDGET ($b s)"
+  elif [ -e "$W/$s.skip" ]; then
+    STATUS[$s]="skipped"
+  elif [ -e "$W/$s.fail" ]; then
+    STATUS[$s]="FAILED"
+  elif [ "$rc" -ne 0 ]; then
+    STATUS[$s]="ERROR (exit $rc)"
+  else
+    STATUS[$s]="ok"
+  fi
+  echo "gpu_check: $s: ${STATUS[$s]} (${WALL[$s]} s) $(cat "$W/$s.note" 2>/dev/null)" | tee -a "$log"
+}
+
+write_summary() {
+  local f=$out/summary.md s
+  {
+    echo "# GPU check"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), host $(hostname), $(nproc) cores"
+    if git rev-parse --short HEAD >/dev/null 2>&1; then
+      echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+    else
+      echo "- commit: (not a git checkout)"
+    fi
+    echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';' - | grep . || echo '(no nvidia-smi)')"
+    echo "- device: ${gpu_line:-?}"
+    echo "- total: $(since "$run_start") s of $total s"
+    echo
+    echo "| stage | status | wall s | result |"
+    echo "|---|---|---:|---|"
+    for s in $STAGES; do
+      echo "| $s | ${STATUS[$s]} | ${WALL[$s]} | $(cell "$(cat "$W/$s.note" 2>/dev/null)") |"
+    done
+    for s in $STAGES; do
+      [ -s "$W/$s.md" ] || continue
+      echo
+      echo "## $s: ${TITLE[$s]} (${STATUS[$s]})"
+      echo
+      cat "$W/$s.md"
+    done
+  } >"$f"
+}
+
+# The build comes first; then whether this machine has a GPU that nvcnn can use.
+if [[ " $selected " == *" build "* ]]; then run_stage build; fi
+gpu_line="" has_gpu=0
+if [ -x ./nvcnn ]; then
+  probe=$(timeout -k 5 120 ./nvcnn --model=trivial --device=gpu --batch_size=2 --num_batches=1 --nstep_burnin=0 2>&1)
+  prc=$?
+  if [ "$prc" -eq 2 ] && grep -q 'no usable GPU' <<<"$probe"; then
+    gpu_line="no GPU: $(sed -n 's/.*no usable GPU: //p' <<<"$probe" | head -n 1)"
+  else
+    has_gpu=1
+    gpu_line="$(grep -m1 '^Devices:' <<<"$probe" | sed 's/^Devices: *//') (probe run: exit $prc)"
+  fi
+else
+  gpu_line="no ./nvcnn (build it first: the build stage)"
+fi
+echo "$gpu_line" >>"$log"
+if [ "$has_gpu" = 0 ]; then
+  for s in $selected; do [ "$s" = build ] || STATUS[$s]="not run (no GPU)"; done
+  write_summary
+  echo "gpu_check: $gpu_line: the GPU stages were not run ($out/summary.md)"
+  exit 0
+fi
+for s in $selected; do
+  [ "$s" = build ] || run_stage "$s"
+done
+write_summary
+echo
+cat "$out/summary.md"
+exit 0

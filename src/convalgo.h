@@ -1,0 +1,80 @@
+/* convalgo.h: how the GPU backend chooses cuDNN's convolution algorithms, in plain C so that the
+ * rules can be tested without a GPU (src/cuda/conv.cu fills these from cudnnFind* and applies
+ * the choice).
+ *
+ * For each direction (forward, backward data, backward filter) cudnnFind* times every algorithm
+ * and reports its status, time, workspace and the math type it ran with. A result serves a
+ * precision only if its math type keeps that precision's arithmetic (true fp32 takes no tensor-op
+ * result: no TF32; nothing but fp16 takes a result that converted its data to fp16). Of those,
+ * the fastest whose workspace fits a limit is chosen; if none fits, the one with the smallest
+ * workspace. Measurements are cached by what they depend on (ConvKey: direction, precision,
+ * shapes, padding, strides), so that a network's repeated shapes are measured once.
+ */
+#ifndef NVCNN_CONVALGO_H
+#define NVCNN_CONVALGO_H
+
+#include <stddef.h>
+
+#include "layers/priv.h"
+
+typedef enum { CONV_FWD = 0, CONV_BWD_DATA = 1, CONV_BWD_FILTER = 2 } ConvDir;
+#define CONV_NDIR 3
+
+/* cuDNN's math types, with cudnnMathType_t's values */
+enum { CONVALGO_MATH_DEFAULT = 0, CONVALGO_MATH_TENSOR_OP = 1, CONVALGO_MATH_TENSOR_OP_CONVERT = 2, CONVALGO_MATH_FMA = 3 };
+
+/* One measured algorithm. */
+typedef struct ConvAlgoPerf {
+    int algo;      /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
+    int ok;        /* it ran (CUDNN_STATUS_SUCCESS) */
+    float ms;      /* its time */
+    size_t memory; /* its workspace in bytes, as measured */
+    int math;      /* the math type it ran with */
+} ConvAlgoPerf;
+
+#define CONVALGO_MAX 16
+/* One direction's measurements. */
+typedef struct ConvAlgoList {
+    int n;
+    ConvAlgoPerf p[CONVALGO_MAX];
+} ConvAlgoList;
+
+/* Whether a result measured with math type `math` may serve `precision` (a Precision). */
+int convalgo_math_ok(int precision, int math);
+/* The math type to set on the direction's descriptor for a result measured with `math`: the
+ * measured one, except that fp32 always runs with FMA math (never TF32). */
+int convalgo_desc_math(int precision, int math);
+/* The candidates in the order to try them: indexes into l->p of the results that ran, serve
+ * `precision` and need at most `limit` bytes of workspace, fastest first. When none fits, the
+ * one result that serves the precision with the smallest workspace, and *over = 1. Returns how
+ * many (0: nothing serves the precision). idx holds CONVALGO_MAX entries. */
+int convalgo_order(const ConvAlgoList *l, int precision, size_t limit, int *idx, int *over);
+
+/* What a measurement depends on. Zero the whole key (memset) before filling it: keys compare
+ * as bytes. */
+typedef struct ConvKey {
+    int dir, precision;
+    int n, cin, h, w;   /* the input as cuDNN sees it (after any explicit padding) */
+    int cout, kh, kw;
+    int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+    int groups;
+} ConvKey;
+
+/* 1 when cuDNN's symmetric padding (pt, pl) would miss TensorFlow's output size (an odd total
+ * of SAME padding): the layer then pads its input explicitly into hp x wp and convolves it
+ * without padding. */
+int convalgo_explicit_pad(const Conv *c, int *hp, int *wp);
+/* The key of direction `dir` of conv layer c at batch n. */
+void convalgo_key(const Conv *c, int n, int dir, int precision, ConvKey *k);
+
+typedef struct ConvAlgoCache ConvAlgoCache;
+ConvAlgoCache *convalgo_cache_new(void);
+void convalgo_cache_free(ConvAlgoCache *c);
+/* The cached measurements of key, or NULL. */
+const ConvAlgoList *convalgo_cache_get(const ConvAlgoCache *c, const ConvKey *key);
+/* Stores a copy of l under key (replacing an earlier one). */
+void convalgo_cache_put(ConvAlgoCache *c, const ConvKey *key, const ConvAlgoList *l);
+/* Keys held. */
+int convalgo_cache_size(const ConvAlgoCache *c);
+
+#endif

@@ -1,0 +1,110 @@
+/* bias.cu: a per-channel bias over NCHW activations, as the convolutions use it:
+ *   forward   y[n][c][p] += b[c]
+ *   backward  db[c] += sum over n, p of dy[n][c][p]
+ * for every storage type (float, __half, __nv_bfloat16), with the bias and its gradient in the
+ * fp32 master arenas, fp32 arithmetic and fp32 accumulation. cuDNN's cudnnAddTensor and
+ * cudnnConvolutionBackwardBias are not documented for bf16 data, and these two kernels serve
+ * every precision the same way (the fc layer's bias works alike).
+ *
+ * Both move 16 bytes per load and store (4 floats or 8 16-bit values). Forward runs over the
+ * tensor as one flat array and tracks the channel element by element. Backward is deterministic:
+ * blocks (s, c) sum channel c over their share of the samples into partial[c][s] (fp32), then
+ * one thread per channel adds its partials in order into db. */
+#include "gpunet_internal.h"
+
+/* Partial sums per channel: enough blocks to fill the GPU, at most one per sample. */
+static int bias_splits(int n, int c) {
+    int s = (1024 + c - 1) / c;
+    if (s > n) s = n;
+    if (s > 256) s = 256;
+    return s < 1 ? 1 : s;
+}
+
+size_t gpu_bias_scratch(int n, int c) { return (size_t)c * (size_t)bias_splits(n, c) * sizeof(float); }
+
+/* y += b over [total] elements, channel (i / hw) % c; y 16-byte aligned */
+template <typename T> __global__ void k_bias_forward(T *y, const float *b, size_t total, int c, size_t hw) {
+    constexpr int V = 16 / sizeof(T);
+    const size_t nvec = total / V, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t v = blockIdx.x * (size_t)blockDim.x + threadIdx.x; v < nvec; v += stride) {
+        size_t i = v * V, plane = i / hw, r = i - plane * hw;
+        int ch = (int)(plane % (size_t)c);
+        alignas(16) T t[V];
+        *reinterpret_cast<uint4 *>(t) = reinterpret_cast<const uint4 *>(y)[v];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            t[k] = from_f<T>(to_f(t[k]) + b[ch]);
+            if (++r == hw) {
+                r = 0;
+                if (++ch == c) ch = 0;
+            }
+        }
+        reinterpret_cast<uint4 *>(y)[v] = *reinterpret_cast<const uint4 *>(t);
+    }
+    for (size_t i = nvec * V + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += stride)
+        y[i] = from_f<T>(to_f(y[i]) + b[(i / hw) % (size_t)c]);
+}
+
+/* The block's sum of x[0, len) in fp32: unaligned head and tail one element at a time, the
+ * 16-byte-aligned middle in vectors. Every thread of the block calls it; the result is the
+ * thread's own share (reduced by the caller). */
+template <typename T> __device__ float range_sum(const T *x, size_t len) {
+    constexpr int V = 16 / sizeof(T);
+    size_t head = ((16 - ((uintptr_t)x & 15)) & 15) / sizeof(T);
+    if (head > len) head = len;
+    const size_t nvec = (len - head) / V, tail = head + nvec * V;
+    float s = 0;
+    for (size_t i = threadIdx.x; i < head; i += blockDim.x) s += to_f(x[i]);
+    const uint4 *xv = reinterpret_cast<const uint4 *>(x + head);
+    for (size_t v = threadIdx.x; v < nvec; v += blockDim.x) {
+        alignas(16) T t[V];
+        *reinterpret_cast<uint4 *>(t) = xv[v];
+#pragma unroll
+        for (int k = 0; k < V; k++) s += to_f(t[k]);
+    }
+    for (size_t i = tail + threadIdx.x; i < len; i += blockDim.x) s += to_f(x[i]);
+    return s;
+}
+
+/* block (s, ch): partial[ch][s] = sum of dy[i][ch][:] over samples i in [s n / S, (s+1) n / S).
+ * blockDim.x is 256. */
+template <typename T> __global__ void k_bias_partial(const T *dy, float *partial, int n, int c, size_t hw) {
+    const int s = blockIdx.x, S = gridDim.x, ch = blockIdx.y;
+    const int i0 = (int)((long long)s * n / S), i1 = (int)((long long)(s + 1) * n / S);
+    float acc = 0;
+    for (int i = i0; i < i1; i++) acc += range_sum(dy + ((size_t)i * c + ch) * hw, hw);
+    /* block reduction: warps by shuffles, then the warps' sums */
+    __shared__ float warp_sum[8];
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) warp_sum[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) t += warp_sum[w];
+        partial[(size_t)ch * S + s] = t;
+    }
+}
+
+/* db[ch] += sum over s of partial[ch][s], in order */
+__global__ void k_bias_collect(const float *partial, float *db, int c, int S) {
+    for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
+        float t = 0;
+        for (int s = 0; s < S; s++) t += partial[(size_t)ch * S + s];
+        db[ch] += t;
+    }
+}
+
+void gpu_bias_forward(GpuNet *g, void *y, const float *b, int n, int c, size_t hw) {
+    const size_t total = (size_t)n * c * hw;
+    if (total == 0) return;
+    GPU_DISPATCH(g, T, k_bias_forward<T><<<gpu_blocks(total / (16 / sizeof(T)) + 1), 256, 0, g->s>>>((T *)y, b, total, c, hw));
+    KERNEL_CHECK();
+}
+
+void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_t hw, float *partial) {
+    if (n == 0 || c == 0) return;
+    const int S = bias_splits(n, c);
+    GPU_DISPATCH(g, T, k_bias_partial<T><<<dim3((unsigned)S, (unsigned)c), 256, 0, g->s>>>((const T *)dy, partial, n, c, hw));
+    k_bias_collect<<<(c + 255) / 256, 256, 0, g->s>>>(partial, db, c, S);
+    KERNEL_CHECK();
+}

@@ -1,0 +1,51 @@
+/* test_check_script.c: scripts/gpu_check.sh where no GPU can be used (CUDA_VISIBLE_DEVICES empty
+ * hides any there is): it builds (make finds the tree built by `make test` up to date), says in
+ * one line that there is no GPU, writes its summary and log and exits 0; usage errors exit 2. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static int count(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+/* the script's environment: no GPU, and not the jobserver of a `make test` that runs this */
+#define ENV "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL CUDA_VISIBLE_DEVICES= JOBS=2 "
+
+TEST(check_script_without_a_device_says_so_and_exits_0) {
+    char cmd[1200], path[700], *o = NULL;
+    const char *t = th_tmpdir();
+    snprintf(cmd, sizeof cmd, ENV "scripts/gpu_check.sh %s/gc", t);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
+    CHECK_MSG(o && strstr(o, "gpu_check: build: ok"), "the build stage:\n%s", o);
+    CHECK_MSG(o && count(o, "no GPU") == 1 && strstr(o, "gpu_check: no GPU: ") && strstr(o, "the GPU stages were not run"),
+              "one line saying there is no GPU:\n%s", o);
+    free(o);
+    snprintf(path, sizeof path, "%s/gc/summary.md", t);
+    char *s = NULL;
+    snprintf(cmd, sizeof cmd, "cat %s", path);
+    CHECK(th_run(cmd, &s) == 0 && s);
+    CHECK_MSG(s && strstr(s, "| build | ok |") && strstr(s, "| tests | not run (no GPU) |") && strstr(s, "| input | not run (no GPU) |"),
+              "%s", s);
+    free(s);
+    snprintf(path, sizeof path, "%s/gc/log.txt", t);
+    CHECK_MSG(access(path, R_OK) == 0, "no %s", path);
+    /* --no-build: the binaries there are */
+    snprintf(cmd, sizeof cmd, ENV "scripts/gpu_check.sh --no-build %s/gc2", t);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && !strstr(o, "gpu_check: build") && count(o, "no GPU") == 1, "exit %d:\n%s", rc, o);
+    free(o);
+    /* usage errors: one line, exit 2 */
+    const char *bad[][2] = {{"", "OUTDIR is missing"}, {"--only=bogus /tmp/x", "unknown stage 'bogus'"}, {"--fast /tmp/x", "unknown option --fast"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "scripts/gpu_check.sh %s", bad[i][0]);
+        rc = th_run(cmd, &o);
+        CHECK_MSG(rc == 2 && o && strstr(o, bad[i][1]) && count(o, "\n") == 1, "'%s': exit %d: %s", bad[i][0], rc, o);
+        free(o);
+    }
+}
