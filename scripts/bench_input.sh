@@ -37,7 +37,7 @@ while [ "${GPU_RATIO_ONLY:-0}" != 1 ]; do
   t=$((t * 2)); [ "$t" -gt "$cores" ] && t=$cores
 done
 
-# On a machine with a GPU: the real-data/synthetic ratio of GPU training (issue target >= 0.95),
+# On a machine with a GPU: the real-data/synthetic ratio of GPU training (target: at least 0.95),
 # resnet50 fp16 batch 256 by default (MODEL, BATCH, PRECISION, RATIO_STEPS override). Both runs
 # use 10 classes, so that they build the same net.
 if ./nvcnn --model=trivial --device=gpu --num_batches=2 --batch_size=8 >/dev/null 2>&1; then

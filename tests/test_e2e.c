@@ -1,7 +1,10 @@
 /* test_e2e.c: end to end on real data: lenet trained on Fashion-MNIST (converted by `make data`
- * into data/fashion-mnist/) for 2 epochs on the CPU reaches >= 89% validation top-1.
- * Fashion-MNIST's benchmark table lists the TensorFlow tutorial's 2-conv model, which lenet
- * reproduces, at 91.6% after longer training. */
+ * into data/fashion-mnist/) for 2 epochs with scripts/fashion_mnist.sh's recipe reaches the
+ * threshold below in validation top-1. Fashion-MNIST's benchmark table lists the TensorFlow
+ * tutorial's 2-conv model, which lenet reproduces, at 91.6% after longer training.
+ * The threshold comes from a sweep over the CPUs this can run on (OpenBLAS kernels forced with
+ * OPENBLAS_CORETYPE, 1 and 2 threads; scripts/sweep_cpus.sh, table in docs/performance.md): it
+ * sits at least 1 point below the lowest accuracy seen there. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,8 +12,7 @@
 #include "gpu.h"
 #include "harness.h"
 
-/* The training flags of `make run` (scripts/run-default.sh) */
-#define E2E_FLAGS "--learning_rate=0.05 --lr_poly_power=1 --crop_area_min=0.75"
+#define E2E_MIN_TOP1 88.0
 
 /* device: "cpu" or "gpu" (the GPU backend: pinned batches staged on the device while the previous
  * step runs; the last validation batch is short: 10000 = 156 x 64 + 16) */
@@ -20,10 +22,7 @@ static void fashion_two_epochs(const char *device) {
         return;
     }
     char *o = NULL, cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "./nvcnn --model=lenet --device=%s --data_dir=data/fashion-mnist --num_classes=10 --num_epochs=2 "
-             "--batch_size=64 " E2E_FLAGS " --display_every=500 --log_dir=%s/fm-%s",
-             device, th_tmpdir(), device);
+    snprintf(cmd, sizeof cmd, "scripts/fashion_mnist.sh lenet 2 --device=%s --log_dir=%s/fm-%s", device, th_tmpdir(), device);
     int rc = th_run(cmd, &o);
     CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
     const char *v = o ? strstr(o, "Validation Top-1: ") : NULL;
@@ -31,7 +30,7 @@ static void fashion_two_epochs(const char *device) {
     if (v) {
         double top1 = atof(v + strlen("Validation Top-1: "));
         printf("    Fashion-MNIST lenet, 2 epochs on the %s: validation top-1 %.2f %%\n", device, top1);
-        CHECK_MSG(top1 >= 89.0, "validation top-1 %.2f %% < 89 %%", top1);
+        CHECK_MSG(top1 >= E2E_MIN_TOP1, "validation top-1 %.2f %% < %.1f %%", top1, E2E_MIN_TOP1);
     }
     CHECK(o && strstr(o, "Num images:  60000\n") != NULL);
     CHECK(o && strstr(o, "Validation Top-5: ") != NULL);
