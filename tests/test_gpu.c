@@ -117,7 +117,15 @@ static int mk_concat(Net *n, int x) {
     int in[3] = {a, b, x};
     return concat_create(n, in, 3);
 }
+static int act_shape_c(Net *n, int x) { return n->node[x].shape.c; }
 static int mk_add(Net *n, int x) { return add_create(n, conv_create(n, x, 3, 3, 3, 1, 1, PAD_SAME, 0), x); }
+static int mk_conv_g4(Net *n, int x) { return conv_create_grouped(n, x, 8, 3, 3, 1, 1, PAD_SAME, 1, 4); }
+static int mk_conv_g2_s2_uneven(Net *n, int x) { return conv_create_grouped(n, x, 6, 3, 3, 2, 2, PAD_SAME, 0, 2); }
+static int mk_conv_depthwise(Net *n, int x) { return conv_create_grouped(n, x, 6, 3, 3, 1, 1, PAD_SAME_RESNET, 0, 6); }
+static int mk_conv_g32(Net *n, int x) { return conv_create_grouped(n, x, 128, 3, 3, 1, 1, PAD_SAME, 0, 32); }
+static int mk_add_scaled(Net *n, int x) {
+    return add_create_scaled(n, x, conv_create(n, x, act_shape_c(n, x), 3, 3, 1, 1, PAD_SAME, 0), 1.0f, 0.2f);
+}
 static int mk_dropout_keep1(Net *n, int x) { return dropout_create(n, x, 1.0f); }
 static Act cur_act;
 static int mk_act(Net *n, int x) { return act_create(n, x, cur_act, 0.2f); }
@@ -131,6 +139,21 @@ TEST(gpu_conv_matches_cpu) {
     parity("conv 1x7 SAME", 2, 5, 9, 9, mk_conv_1x7, PREC_FP32, 1e-4);
     parity("conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, PREC_FP32, 1e-4);
     parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
+}
+
+/* Grouped convolutions (cuDNN's group count) and the weighted residual sum (Inception-ResNet). */
+TEST(gpu_grouped_conv_and_scaled_add_match_cpu) {
+    if (!have_gpu()) return;
+    parity("conv 3x3 4 groups + bias", 2, 8, 9, 9, mk_conv_g4, PREC_FP32, 1e-4);
+    parity("conv 3x3/2 2 groups uneven pad", 2, 4, 10, 10, mk_conv_g2_s2_uneven, PREC_FP32, 1e-4);
+    parity("conv 3x3 depthwise", 2, 6, 7, 7, mk_conv_depthwise, PREC_FP32, 1e-4);
+    parity("conv 3x3 32 groups of 4", 2, 128, 6, 6, mk_conv_g32, PREC_FP32, 1e-4);
+    parity("residual a + 0.2 b", 2, 3, 6, 6, mk_add_scaled, PREC_FP32, 1e-4);
+    parity("conv 3x3 4 groups tf32", 2, 8, 9, 9, mk_conv_g4, PREC_TF32, 2e-2);
+    parity("conv 3x3 32 groups fp16", 2, 128, 6, 6, mk_conv_g32, PREC_FP16, 1e-2);
+    parity("conv 3x3/2 2 groups bf16", 2, 4, 10, 10, mk_conv_g2_s2_uneven, PREC_BF16, 6e-2);
+    parity("residual a + 0.2 b fp16", 2, 3, 6, 6, mk_add_scaled, PREC_FP16, 1e-2);
+    parity("residual a + 0.2 b bf16", 2, 3, 6, 6, mk_add_scaled, PREC_BF16, 6e-2);
 }
 
 TEST(gpu_bn_pool_reshape_match_cpu) {

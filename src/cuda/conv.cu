@@ -57,11 +57,13 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     p->x = gpu_tensor_desc(g, net->node[l->in[0]].shape);
     p->y = gpu_tensor_desc(g, net->node[l->out].shape);
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, CUDNN_TENSOR_NCHW, c->cout, c->cin, c->kh, c->kw));
+    /* grouped: the filter holds cin / groups input channels per output channel */
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, CUDNN_TENSOR_NCHW, c->cout, c->cin / c->groups, c->kh, c->kw));
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
     /* symmetric padding (pt, pl) gives TensorFlow's output size when the total padding is even */
     int ph = c->pt, pw = c->pl;
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, ph, pw, c->sh, c->sw, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionGroupCount(p->conv, c->groups)); /* grouped convolution (1: plain) */
     int on, oc, oh, ow;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
     cudnnTensorDescriptor_t in = p->x;
@@ -71,6 +73,7 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
         p->wp = (c->ow - 1) * c->sw + c->kw;
         p->xp = gpu_tensor_desc(g, shape4(n, c->cin, p->hp, p->wp));
         CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, 0, 0, c->sh, c->sw, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        CUDNN_CHECK(cudnnSetConvolutionGroupCount(p->conv, c->groups)); /* grouped convolution (1: plain) */
         CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->xp, p->w, &on, &oc, &oh, &ow));
         if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
         in = p->xp;
