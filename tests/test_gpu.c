@@ -10,6 +10,7 @@
 #include "gpunet.h"
 #include "harness.h"
 #include "layers/layers.h"
+#include "layers/priv.h"
 #include "models.h"
 #include "optim.h"
 #include "testutil.h"
@@ -261,11 +262,19 @@ TEST(gpu_dropout_mask_law_and_backward) {
     free(yo), free(dy), free(dx), free(y2);
 }
 
-/* N training steps of a model on both backends from the same start, same batch: parameters and
- * losses agree. */
-static void steps_agree(const char *model, int batch, int steps, int precision, double loss_scale, double tol) {
+/* N training steps of a model (at image size `size` with its widths divided by `div`, see
+ * model_build_reduced) on both backends from the same start, same batch: parameters and losses
+ * agree. */
+static void steps_agree_sized(const char *model, int size, int div, int batch, int steps, int precision, double loss_scale,
+                              double tol) {
     const ModelInfo *mi = model_find(model);
-    Net *a = model_build_net(mi, batch, 10), *b = model_build_net(mi, batch, 10);
+    Net *a = model_build_reduced(mi, batch, 10, size, div, ACT_RELU), *b = model_build_reduced(mi, batch, 10, size, div, ACT_RELU);
+    /* the backends draw different dropout masks: keep everything */
+    for (int i = 0; i < a->nlayer; i++)
+        if (strcmp(a->layer[i].ops->type, "dropout") == 0) {
+            ((Dropout *)a->layer[i].priv)->keep = 1.0f;
+            ((Dropout *)b->layer[i].priv)->keep = 1.0f;
+        }
     net_finalize(a, 1);
     net_finalize(b, 1);
     Rng r;
@@ -297,8 +306,8 @@ static void steps_agree(const char *model, int batch, int steps, int precision, 
     }
     trainer_sync_host(&tgpu);
     double e = rel_err(b->params, a->params, a->params_total);
-    printf("    %s %s, %d steps: parameters max relative error %.2e, loss %.2e\n", model, precision_name((Precision)precision), steps, e,
-           worst_loss);
+    printf("    %s %dx%d /%d %s, %d steps: parameters max relative error %.2e, loss %.2e\n", model, size, size, div,
+           precision_name((Precision)precision), steps, e, worst_loss);
     CHECK_MSG(e <= tol && worst_loss <= tol, "%s: parameters %.3g, loss %.3g > %.3g", model, e, worst_loss, tol);
     worst_seen = fmax(worst_seen, fmax(e, worst_loss));
     trainer_free(&tcpu);
@@ -307,6 +316,20 @@ static void steps_agree(const char *model, int batch, int steps, int precision, 
     net_free(a);
     net_free(b);
     free(labels);
+}
+
+static void steps_agree(const char *model, int batch, int steps, int precision, double loss_scale, double tol) {
+    steps_agree_sized(model, model_find(model)->image_size, 1, batch, steps, precision, loss_scale, tol);
+}
+
+/* The models on grouped convolutions and weighted residual sums, at a quarter of their widths on
+ * small inputs (the CPU reference at full size would take minutes). */
+TEST(gpu_training_steps_match_cpu_resnext_inception) {
+    if (!have_gpu()) return;
+    steps_agree_sized("resnext50", 64, 4, 4, 2, PREC_FP32, 1, 1e-2);
+    steps_agree_sized("inception4", 107, 4, 4, 2, PREC_FP32, 1, 1e-2);
+    steps_agree_sized("inception-resnet2", 107, 4, 4, 2, PREC_FP32, 1, 1e-2);
+    steps_agree_sized("resnext50", 64, 4, 4, 2, PREC_FP16, 128, 5e-2);
 }
 
 TEST(gpu_training_steps_match_cpu) {
