@@ -293,7 +293,7 @@ NbT nb_add(Net *nb, NbT a, NbT b) { return mk(add_create(nb, a.id, b.id)); }
 NbT nb_add_scaled(Net *nb, NbT a, NbT b, float scale) { return mk(add_create_scaled(nb, a.id, b.id, 1.0f, scale)); }
 
 void nb_section(Net *nb, const char *fmt, ...) {
-    char buf[96];
+    char buf[160];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
