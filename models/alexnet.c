@@ -13,8 +13,8 @@ NbT model_alexnet(Net *nb, NbT x) {
     x = nb_conv(nb, x, 256, 3, 3, 1, 1, PAD_SAME);
     x = nb_pool(nb, x, POOL_MAX, 3, 3, 2, 2, PAD_VALID); /* 6x6 */
     x = nb_flatten(nb, x);
-    x = nb_fc(nb, x, 4096, ACT_RELU);
+    x = nb_fc(nb, x, 4096, nb->activation);
     x = nb_dropout(nb, x, 0.5f);
-    x = nb_fc(nb, x, 4096, ACT_RELU);
+    x = nb_fc(nb, x, 4096, nb->activation);
     return nb_dropout(nb, x, 0.5f);
 }

@@ -72,6 +72,7 @@ static NbT incept_e(Net *nb, NbT x, PoolKind pool) {
 
 NbT model_inception3(Net *nb, NbT x) {
     nb->use_batch_norm = 1;
+    nb_section(nb, "stem: 3x3/2 V 32, 3x3 V 32, 3x3 64, 3x3/2 max pool, 1x1 80, 3x3 V 192, 3x3/2 max pool");
     x = cvs(nb, x, 32, 3, 3, 2, PAD_VALID);              /* 149x149 */
     x = cvs(nb, x, 32, 3, 3, 1, PAD_VALID);              /* 147x147 */
     x = cv(nb, x, 64, 3, 3);
@@ -79,16 +80,23 @@ NbT model_inception3(Net *nb, NbT x) {
     x = cvs(nb, x, 80, 1, 1, 1, PAD_VALID);
     x = cvs(nb, x, 192, 3, 3, 1, PAD_VALID);             /* 71x71 */
     x = nb_pool(nb, x, POOL_MAX, 3, 3, 2, 2, PAD_VALID); /* 35x35 */
-    x = incept_a(nb, x, 32);                             /* 256 */
-    x = incept_a(nb, x, 64);                             /* 288 */
-    x = incept_a(nb, x, 64);                             /* 288 */
+    static const int a_pool[3] = {32, 64, 64}, c_width[4] = {128, 160, 160, 192};
+    for (int i = 0; i < 3; i++) {
+        nb_section(nb, "A %d/3 (35x35): pool branch 1x1 %d", i + 1, a_pool[i]);
+        x = incept_a(nb, x, a_pool[i]);                  /* 256, 288, 288 */
+    }
+    nb_section(nb, "B: 35x35 -> 17x17 reduction");
     x = incept_b(nb, x);                                 /* 768 x 17x17 */
-    x = incept_c(nb, x, 128);
-    x = incept_c(nb, x, 160);
-    x = incept_c(nb, x, 160);
-    x = incept_c(nb, x, 192);
+    for (int i = 0; i < 4; i++) {
+        nb_section(nb, "C %d/4 (17x17): 7x7 factorised, width %d", i + 1, c_width[i]);
+        x = incept_c(nb, x, c_width[i]);
+    }
+    nb_section(nb, "D: 17x17 -> 8x8 reduction");
     x = incept_d(nb, x);                                 /* 1280 x 8x8 */
+    nb_section(nb, "E 1/2 (8x8): average pool branch");
     x = incept_e(nb, x, POOL_AVG);                       /* 2048 */
+    nb_section(nb, "E 2/2 (8x8): max pool branch");
     x = incept_e(nb, x, POOL_MAX);
+    nb_section(nb, "average pool");
     return nb_spatial_avg(nb, x);
 }

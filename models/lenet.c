@@ -9,5 +9,5 @@ NbT model_lenet(Net *nb, NbT x) {
     x = nb_conv(nb, x, 64, 5, 5, 1, 1, PAD_SAME);
     x = nb_pool(nb, x, POOL_MAX, 2, 2, 2, 2, PAD_VALID);
     x = nb_flatten(nb, x);
-    return nb_fc(nb, x, 512, ACT_RELU);
+    return nb_fc(nb, x, 512, nb->activation);
 }

@@ -8,13 +8,14 @@
 
 /* Builds the body of a model on `x` (the scaled input image tensor) and returns its feature
  * tensor (2-D); the caller adds the final FC layer for the classes and the loss. A builder sets
- * nb->use_batch_norm as nvcnn does for that model. */
+ * nb->use_batch_norm as nvcnn does for that model; its ReLUs are nb->activation (nvcnn's builder
+ * default, ReLU). */
 typedef NbT (*ModelBuildFn)(Net *nb, NbT x);
 
 typedef struct ModelInfo {
     const char *name;
     ModelBuildFn build;
-    int image_size;    /* input height = width: 224; alexnet 227, overfeat 231, inception3 299, lenet 28 */
+    int image_size;    /* input height = width: 224; alexnet 227, overfeat 231, inception 299, lenet 28 */
     double base_lr;    /* default learning rate; < 0: resnet rule 0.1 x total batch / 256 */
     const char *description;
 } ModelInfo;
@@ -31,6 +32,11 @@ double model_default_lr(const ModelInfo *m, int total_batch);
 /* A complete training net: input [batch][3][s][s], body, final FC (num_classes, linear),
  * softmax cross-entropy. Not finalized. */
 Net *model_build_net(const ModelInfo *m, int batch, int num_classes);
+/* A variant for tests: the same model code on an image_size input, every channel count of the
+ * body divided by width_div (nb_width; the logits keep num_classes), and `act` wherever the model
+ * has its ReLUs (a smooth function lets finite differences through deep nets without kinks).
+ * width_div 1, ACT_RELU and the model's image size give model_build_net's net. */
+Net *model_build_reduced(const ModelInfo *m, int batch, int num_classes, int image_size, int width_div, Act act);
 
 /* The families (one file each). */
 NbT model_trivial(Net *nb, NbT x);
@@ -39,6 +45,8 @@ NbT model_alexnet(Net *nb, NbT x);
 NbT model_overfeat(Net *nb, NbT x);
 NbT model_googlenet(Net *nb, NbT x);
 NbT model_inception3(Net *nb, NbT x);
+NbT model_inception4(Net *nb, NbT x);
+NbT model_inception_resnet2(Net *nb, NbT x);
 NbT model_vgg11(Net *nb, NbT x);
 NbT model_vgg13(Net *nb, NbT x);
 NbT model_vgg16(Net *nb, NbT x);
@@ -48,5 +56,8 @@ NbT model_resnet34(Net *nb, NbT x);
 NbT model_resnet50(Net *nb, NbT x);
 NbT model_resnet101(Net *nb, NbT x);
 NbT model_resnet152(Net *nb, NbT x);
+NbT model_resnext50(Net *nb, NbT x);
+NbT model_resnext101(Net *nb, NbT x);
+NbT model_resnext152(Net *nb, NbT x);
 
 #endif

@@ -12,6 +12,6 @@ NbT model_overfeat(Net *nb, NbT x) {
     x = nb_conv(nb, x, 1024, 3, 3, 1, 1, PAD_SAME);
     x = nb_pool(nb, x, POOL_MAX, 2, 2, 2, 2, PAD_VALID); /* 6x6 */
     x = nb_flatten(nb, x);
-    x = nb_fc(nb, x, 3072, ACT_RELU);
-    return nb_fc(nb, x, 4096, ACT_RELU);
+    x = nb_fc(nb, x, 3072, nb->activation);
+    return nb_fc(nb, x, 4096, nb->activation);
 }

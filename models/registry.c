@@ -19,7 +19,12 @@ static const ModelInfo models[] = {
     {"resnet50", model_resnet50, 224, -1, "ResNet-50 v1 (bottleneck blocks)"},
     {"resnet101", model_resnet101, 224, -1, "ResNet-101 v1"},
     {"resnet152", model_resnet152, 224, -1, "ResNet-152 v1"},
+    {"resnext50", model_resnext50, 224, 0.1, "ResNeXt-50, 32 branches of width 4 per block"},
+    {"resnext101", model_resnext101, 224, 0.1, "ResNeXt-101, 32 branches of width 4 per block"},
+    {"resnext152", model_resnext152, 224, 0.1, "ResNeXt-152, 32 branches of width 4 per block"},
     {"inception3", model_inception3, 299, 0.2, "Inception v3 (no auxiliary head)"},
+    {"inception4", model_inception4, 299, 0.045, "Inception v4 (no auxiliary head)"},
+    {"inception-resnet2", model_inception_resnet2, 299, 0.045, "Inception-ResNet v2 (residual scale 0.2)"},
 };
 
 const ModelInfo *model_list(int *count) {
@@ -50,11 +55,19 @@ double model_default_lr(const ModelInfo *m, int total_batch) {
 }
 
 Net *model_build_net(const ModelInfo *m, int batch, int num_classes) {
-    Net *nb = net_new(batch, 3, m->image_size, m->image_size);
+    return model_build_reduced(m, batch, num_classes, m->image_size, 1, ACT_RELU);
+}
+
+Net *model_build_reduced(const ModelInfo *m, int batch, int num_classes, int image_size, int width_div, Act act) {
+    Net *nb = net_new(batch, 3, image_size, image_size);
     nb->model = m->name;
+    nb->width_div = width_div;
+    nb->activation = act;
     NbT x = m->build(nb, nb_input(nb));
     Shape s = nb_shape(nb, x);
     if (s.h != 1 || s.w != 1) die("model %s: body output must be 2-D, got %dx%dx%d", m->name, s.c, s.h, s.w);
+    nb->width_div = 1; /* the classifier keeps its classes */
+    nb_section(nb, "classifier");
     NbT logits = nb_fc(nb, x, num_classes, ACT_LINEAR);
     nb_softmax_xent(nb, logits);
     return nb;

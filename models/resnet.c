@@ -32,6 +32,7 @@ static NbT basic_v1(Net *nb, NbT x, int width, int stride) {
 /* The stem shared by every depth: 7x7/2 conv and 3x3/2 max pool (224 -> 56). */
 static NbT stem(Net *nb, NbT x) {
     nb->use_batch_norm = 1;
+    nb_section(nb, "stem: 7x7/2 conv, 3x3/2 max pool");
     x = nb_conv(nb, x, 64, 7, 7, 2, 2, PAD_SAME_RESNET);
     return nb_pool(nb, x, POOL_MAX, 3, 3, 2, 2, PAD_SAME);
 }
@@ -40,8 +41,14 @@ static NbT resnet_bottleneck(Net *nb, NbT x, const int counts[4]) {
     x = stem(nb, x);
     for (int s = 0; s < 4; s++) {
         int bottleneck = 64 << s, depth = 4 * bottleneck;
-        for (int i = 0; i < counts[s]; i++) x = bottleneck_v1(nb, x, depth, bottleneck, (s > 0 && i == 0) ? 2 : 1);
+        for (int i = 0; i < counts[s]; i++) {
+            int stride = (s > 0 && i == 0) ? 2 : 1;
+            nb_section(nb, "conv%d block %d/%d: 1x1%s %d, 3x3 %d, 1x1 %d, + shortcut", s + 2, i + 1, counts[s],
+                       stride == 2 ? "/2" : "", bottleneck, bottleneck, depth);
+            x = bottleneck_v1(nb, x, depth, bottleneck, stride);
+        }
     }
+    nb_section(nb, "average pool");
     return nb_spatial_avg(nb, x);
 }
 
@@ -49,8 +56,14 @@ static NbT resnet_basic(Net *nb, NbT x, const int counts[4]) {
     x = stem(nb, x);
     for (int s = 0; s < 4; s++) {
         int width = 64 << s;
-        for (int i = 0; i < counts[s]; i++) x = basic_v1(nb, x, width, (s > 0 && i == 0) ? 2 : 1);
+        for (int i = 0; i < counts[s]; i++) {
+            int stride = (s > 0 && i == 0) ? 2 : 1;
+            nb_section(nb, "conv%d block %d/%d: 3x3%s %d, 3x3 %d, + shortcut", s + 2, i + 1, counts[s],
+                       stride == 2 ? "/2" : "", width, width);
+            x = basic_v1(nb, x, width, stride);
+        }
     }
+    nb_section(nb, "average pool");
     return nb_spatial_avg(nb, x);
 }
 

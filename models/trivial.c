@@ -5,5 +5,5 @@
 NbT model_trivial(Net *nb, NbT x) {
     nb->use_batch_norm = 0;
     x = nb_flatten(nb, x);
-    return nb_fc(nb, x, 1, ACT_RELU);
+    return nb_fc(nb, x, 1, nb->activation);
 }

@@ -11,8 +11,8 @@ static NbT vgg(Net *nb, NbT x, const int counts[5]) {
         x = nb_pool(nb, x, POOL_MAX, 2, 2, 2, 2, PAD_VALID);
     }
     x = nb_flatten(nb, x);
-    x = nb_fc(nb, x, 4096, ACT_RELU);
-    return nb_fc(nb, x, 4096, ACT_RELU);
+    x = nb_fc(nb, x, 4096, nb->activation);
+    return nb_fc(nb, x, 4096, nb->activation);
 }
 
 NbT model_vgg11(Net *nb, NbT x) {

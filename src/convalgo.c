@@ -77,7 +77,7 @@ void convalgo_key(const Conv *c, int n, int dir, int precision, ConvKey *k) {
     k->stride_h = c->sh;
     k->stride_w = c->sw;
     k->dil_h = k->dil_w = 1;
-    k->groups = 1;
+    k->groups = c->groups;
 }
 
 struct ConvAlgoCache {

@@ -2,6 +2,7 @@
 #include "net.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@ Net *net_new(int batch, int c, int h, int w) {
     net->logits = -1;
     net->training = 1;
     net->use_batch_norm = 1;
+    net->width_div = 1;
     net->activation = ACT_RELU;
     net->lrelu_alpha = 0.1f;
     net->cap_node = 64;
@@ -36,7 +38,9 @@ void net_free(Net *net) {
         else
             free(l->priv);
         free(l->in);
+        free(l->section);
     }
+    free(net->pending_section);
     for (int i = 0; i < net->nnode; i++) {
         free(net->node[i].data);
         free(net->node[i].grad);
@@ -100,6 +104,8 @@ Layer *net_add_layer(Net *net, const LayerOps *ops, const int *in, int nin, Shap
     l->param0 = net->nparam;
     l->buf0 = net->nbuf;
     l->priv = priv;
+    l->section = net->pending_section;
+    net->pending_section = NULL;
     return l;
 }
 
@@ -194,6 +200,14 @@ static void finalize(Net *net, uint64_t seed, int lean) {
     net->finalized = 1;
 }
 
+int net_window_text(char *buf, size_t n, int kh, int kw, int sh, int sw, Padding pad) {
+    static const char *const pads[] = {"SAME", "VALID", "SAME_RESNET"};
+    const char *ps = (unsigned)pad < 3 ? pads[pad] : "?";
+    if (sh == 1 && sw == 1) return snprintf(buf, n, "%dx%d %s", kh, kw, ps);
+    if (sh == sw) return snprintf(buf, n, "%dx%d/%d %s", kh, kw, sh, ps);
+    return snprintf(buf, n, "%dx%d/%dx%d %s", kh, kw, sh, sw, ps);
+}
+
 /* ---- Builder ---- */
 NbT nb_input(Net *nb) {
     NbT t = {nb->input};
@@ -212,11 +226,43 @@ NbT nb_activate(Net *nb, NbT x, Act act) {
     return mk(act_create(nb, x.id, act, nb->lrelu_alpha));
 }
 
-NbT nb_conv_ex(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, Act act, int use_bn) {
+int nb_width(Net *nb, int c) {
+    int d = nb->width_div > 1 ? nb->width_div : 1;
+    return (c + d - 1) / d;
+}
+
+/* groups as a reduced variant has them: shrunk with the widths, at least 1 */
+static int reduced_groups(Net *nb, int groups) {
+    int d = nb->width_div > 1 ? nb->width_div : 1;
+    return groups / d > 1 ? groups / d : 1;
+}
+
+/* conv (+ BN or bias) + activation, cout already through nb_width; *conv: the conv layer's index */
+static NbT conv_block(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, Act act, int use_bn,
+                      int groups, int *conv) {
     if (use_bn < 0) use_bn = nb->use_batch_norm;
-    int y = conv_create(nb, x.id, cout, kh, kw, sh, sw, pad, !use_bn);
+    int y = conv_create_grouped(nb, x.id, cout, kh, kw, sh, sw, pad, !use_bn, groups);
+    if (conv) *conv = nb->node[y].producer;
     if (use_bn) y = bn_create(nb, y);
     return nb_activate(nb, mk(y), act);
+}
+
+NbT nb_conv_ex(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, Act act, int use_bn) {
+    return conv_block(nb, x, nb_width(nb, cout), kh, kw, sh, sw, pad, act, use_bn, 1, NULL);
+}
+
+NbT nb_conv_grouped(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, int groups) {
+    if (groups < 1 || cout % groups != 0) die("nb_conv_grouped: %d groups do not divide %d channels", groups, cout);
+    int g = reduced_groups(nb, groups);
+    return conv_block(nb, x, g * (cout / groups), kh, kw, sh, sw, pad, nb->activation, -1, g, NULL);
+}
+
+NbT nb_conv_branches(Net *nb, NbT x, int branches, int width, int kh, int kw, int sh, int sw, Padding pad) {
+    if (branches < 1 || width < 1) die("nb_conv_branches: %d branches of width %d", branches, width);
+    int conv;
+    NbT y = conv_block(nb, x, reduced_groups(nb, branches) * width, kh, kw, sh, sw, pad, nb->activation, -1, 1, &conv);
+    nb->param[nb->layer[conv].param0].fan_out = width * kh * kw; /* the weights: one branch's Glorot fans */
+    return y;
 }
 
 NbT nb_conv(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad) {
@@ -228,7 +274,7 @@ NbT nb_pool(Net *nb, NbT x, PoolKind kind, int kh, int kw, int sh, int sw, Paddi
 }
 
 NbT nb_fc(Net *nb, NbT x, int nout, Act act) {
-    int y = fc_create(nb, x.id, nout, 1);
+    int y = fc_create(nb, x.id, nb_width(nb, nout), 1);
     return nb_activate(nb, mk(y), act);
 }
 
@@ -244,6 +290,17 @@ NbT nb_concat(Net *nb, const NbT *xs, int n) {
 }
 
 NbT nb_add(Net *nb, NbT a, NbT b) { return mk(add_create(nb, a.id, b.id)); }
+NbT nb_add_scaled(Net *nb, NbT a, NbT b, float scale) { return mk(add_create_scaled(nb, a.id, b.id, 1.0f, scale)); }
+
+void nb_section(Net *nb, const char *fmt, ...) {
+    char buf[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    free(nb->pending_section);
+    nb->pending_section = xstrdup(buf);
+}
 
 void nb_softmax_xent(Net *nb, NbT logits) { softmax_xent_create(nb, logits.id); }
 
@@ -354,11 +411,24 @@ double net_forward_flops(const Net *net) {
 void net_print_summary(const Net *net, FILE *f) {
     for (int i = 0; i < net->nlayer; i++) {
         const Layer *l = &net->layer[i];
+        if (l->section) fprintf(f, "  -- %s\n", l->section);
         Shape s = net->node[l->out].shape;
         size_t np = 0;
         for (int p = l->param0; p < l->param0 + l->nparam; p++) np += net->param[p].count;
-        fprintf(f, "  %-16s -> %5d x %4d x %4d   params %10zu   %8.3f GFLOPs\n", l->name, s.c, s.h, s.w, np,
-                l->flops / 1e9);
+        char what[64] = "";
+        if (l->ops->describe) l->ops->describe(l, what, sizeof what);
+        /* the inputs, unless the layer reads just the previous layer's output */
+        char from[256] = "";
+        if (!(l->nin == 1 && i > 0 && l->in[0] == net->layer[i - 1].out)) {
+            size_t off = 0;
+            for (int k = 0; k < l->nin && off < sizeof from; k++) {
+                int p = net->node[l->in[k]].producer;
+                off += (size_t)snprintf(from + off, sizeof from - off, "%s%s", k ? ", " : "  <- ",
+                                        p < 0 ? "input" : net->layer[p].name);
+            }
+        }
+        fprintf(f, "  %-16s %-20s -> %5d x %4d x %4d   params %10zu   %8.3f GFLOPs%s\n", l->name, what, s.c, s.h, s.w,
+                np, l->flops / 1e9, from);
     }
 }
 

@@ -73,6 +73,8 @@ typedef struct LayerOps {
     void (*forward)(Layer *l, Net *net);    /* reads net->training, net->rng */
     void (*backward)(Layer *l, Net *net);
     void (*destroy)(Layer *l);              /* frees l->priv; NULL means free(l->priv) */
+    /* Optional: the layer's settings for the summary ("3x3/2 VALID", "keep 0.8"); NULL: none. */
+    void (*describe)(const Layer *l, char *buf, size_t n);
 } LayerOps;
 
 struct Layer {
@@ -85,6 +87,7 @@ struct Layer {
     int buf0, nbuf;     /* net->buf[buf0 .. buf0 + nbuf) */
     double flops;    /* forward floating-point operations for the whole batch (summary line) */
     void *priv;      /* the layer type's own state */
+    char *section;   /* heading printed above this layer in the summary (nb_section), or NULL */
 };
 
 struct Net {
@@ -118,6 +121,8 @@ struct Net {
 
     /* builder defaults */
     int use_batch_norm;  /* nb_conv: batch norm (1) or bias (0) */
+    int width_div;       /* reduced variants (tests): see nb_width; 1 builds the model as published */
+    char *pending_section; /* nb_section's text, taken by the next layer */
     Act activation;      /* nb_conv / nb_fc default activation */
     float lrelu_alpha;
     int type_count[32];  /* per-type counters for layer names */
@@ -150,6 +155,10 @@ int net_add_param(Net *net, const char *suffix, size_t count, InitKind init, int
 /* Adds a state buffer to the most recently added layer. Returns its index. */
 int net_add_buffer(Net *net, const char *suffix, size_t count, float init);
 
+/* "3x3/2 VALID" (the stride only when not 1) into buf, for the layers' describe(); returns the
+ * length written as snprintf does. */
+int net_window_text(char *buf, size_t n, int kh, int kw, int sh, int sw, Padding pad);
+
 static inline Node *net_node(Net *net, int id) { return &net->node[id]; }
 static inline float *net_param(Net *net, int p) { return net->params + net->param[p].off; }
 static inline float *net_grad(Net *net, int p) { return net->grads + net->param[p].off; }
@@ -158,12 +167,26 @@ static inline float *net_buffer(Net *net, int b) { return net->state + net->buf[
 /* ---- Builder API (models) ---- */
 NbT nb_input(Net *nb);
 Shape nb_shape(Net *nb, NbT x);
+/* The channel count a layer asked for `c` outputs gets: c itself, or in a reduced variant
+ * (nb->width_div = d > 1, for tests) ceil(c / d). Every nb_conv* and nb_fc below asks through it;
+ * a model that compares a tensor's channels with a width it asked for compares with this. */
+int nb_width(Net *nb, int c);
 /* Convolution + (batch norm if nb->use_batch_norm else bias) + nb->activation. */
 NbT nb_conv(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad);
 /* As nb_conv with an explicit activation and batch-norm choice (use_bn: 1, 0, or -1 for the
  * builder default). */
 NbT nb_conv_ex(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, Act act,
                int use_bn);
+/* As nb_conv, with the channels split into `groups` (ResNeXt's aggregated branches): `groups`
+ * independent convolutions, each from cin/groups input channels to cout/groups output channels,
+ * concatenated. In a reduced variant the groups shrink with the widths (groups / width_div, at
+ * least 1), keeping cout / groups. */
+NbT nb_conv_grouped(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, int groups);
+/* `branches` parallel nb_convs of `width` outputs each, all reading x, concatenated along
+ * channels (ResNeXt's first 1x1 of every branch): computed as one convolution of
+ * branches * width outputs, the same function and parameters, with its weights initialised as
+ * the separate branches' would be (Glorot fan_out width*kh*kw). Reduced as nb_conv_grouped. */
+NbT nb_conv_branches(Net *nb, NbT x, int branches, int width, int kh, int kw, int sh, int sw, Padding pad);
 NbT nb_pool(Net *nb, NbT x, PoolKind kind, int kh, int kw, int sh, int sw, Padding pad);
 /* Fully connected + bias + activation (input 2-D: flatten or spatial-average first). */
 NbT nb_fc(Net *nb, NbT x, int nout, Act act);
@@ -173,6 +196,10 @@ NbT nb_flatten(Net *nb, NbT x);     /* 4-D -> 2-D in NHWC element order, as nvcn
 NbT nb_spatial_avg(Net *nb, NbT x); /* mean over h, w: 4-D -> 2-D */
 NbT nb_concat(Net *nb, const NbT *xs, int n); /* along channels (inception columns) */
 NbT nb_add(Net *nb, NbT a, NbT b);  /* residual sum, same shapes */
+NbT nb_add_scaled(Net *nb, NbT a, NbT b, float scale); /* a + scale * b (scaled residual) */
+/* A heading for the layers that follow ("inception-A 1/4"), printed in the summary above the next
+ * layer added (printf-style). */
+void nb_section(Net *nb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Softmax cross-entropy over `logits` (2-D, c classes) against net->labels. Marks the logits. */
 void nb_softmax_xent(Net *nb, NbT logits);
 
@@ -207,7 +234,9 @@ int net_input_slots(const Net *net); /* all of them */
  * activation), and the activation's gradient follows from its output (act_in_place_ok); else -1. */
 void net_act_in_place(const Net *net, int *alias);
 double net_forward_flops(const Net *net);
-/* One line per layer: name, output shape, parameters, GFLOPs (darknet-style summary). */
+/* One line per layer (darknet-style summary): name, settings (kernel/stride, padding, groups,
+ * keep probability, coefficients), output shape, parameters, GFLOPs, and "<- inputs" where the
+ * layer does not simply read the previous layer's output; the builder's sections as headings. */
 void net_print_summary(const Net *net, FILE *f);
 /* Output shape of the padding mode: out = ceil(in/s) for SAME/SAME_RESNET, ceil((in-k+1)/s)
  * for VALID; pad_before is the padding on the low side. Dies on an output <= 0. */

@@ -1,4 +1,4 @@
-/* test_concat.c: channel concatenation and elementwise add: forward against index arithmetic,
+/* test_concat.c: channel concatenation and elementwise (weighted) add: forward against index arithmetic,
  * backward against finite differences, repeated inputs, shape checks. */
 #include <math.h>
 #include <stdlib.h>
@@ -131,6 +131,46 @@ TEST(add_same_input_twice_doubles_gradient) {
     for (int i = 0; i < 18; i++) CHECK_NEAR(net_node(net, a)->grad[i], 1.0 + 2.0 * (i - 4.0), 1e-6);
     GradCheck g = tu_gradcheck_layer(net, 1, 1e-2, 100, 1e-2, 11);
     CHECK_MSG(g.checked == 18 && g.max_rel_err < 1e-3, "max relative error %g", g.max_rel_err);
+    net_free(net);
+}
+
+/* The weighted sum (Inception-ResNet's residual scale): y = ca a + cb b, input k gets ck dy. */
+TEST(add_scaled_forward_backward) {
+    const int n = 2, c = 3, h = 4, w = 5;
+    Net *net = net_new(n, c, h, w);
+    int one = 0;
+    int a = concat_create(net, &one, 1);
+    int b = concat_create(net, &one, 1);
+    int y = add_create_scaled(net, a, b, 1.0f, 0.2f);
+    int z = add_create_scaled(net, a, a, -0.5f, 3.0f); /* the same input twice: 2.5 x */
+    net_finalize(net, 1);
+    fill_nodes(net, 12);
+    Layer *l = &net->layer[2], *l2 = &net->layer[3];
+    l->ops->forward(l, net);
+    l2->ops->forward(l2, net);
+    const size_t cnt = shape_count(net_node(net, y)->shape);
+    double maxd = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        double av = net_node(net, a)->data[i], bv = net_node(net, b)->data[i];
+        maxd = fmax(maxd, fabs(av + 0.2 * bv - net_node(net, y)->data[i]));
+        maxd = fmax(maxd, fabs(2.5 * av - net_node(net, z)->data[i]));
+    }
+    CHECK_MSG(maxd < 1e-6, "max difference %g", maxd);
+    /* backward by hand: dy = 1 everywhere */
+    for (size_t i = 0; i < cnt; i++) {
+        net_node(net, y)->grad[i] = 1.0f;
+        net_node(net, a)->grad[i] = net_node(net, b)->grad[i] = 0.0f;
+    }
+    l->ops->backward(l, net);
+    for (size_t i = 0; i < cnt; i++) {
+        CHECK_NEAR(net_node(net, a)->grad[i], 1.0, 1e-7);
+        CHECK_NEAR(net_node(net, b)->grad[i], 0.2, 1e-7);
+    }
+    GradCheck g = tu_gradcheck_layer(net, 2, 1e-2, 200, 1e-2, 13);
+    CHECK_MSG(g.checked == 2 * 120 && g.max_rel_err < 1e-3, "max relative error %g", g.max_rel_err);
+    GradCheck g2 = tu_gradcheck_layer(net, 3, 1e-2, 200, 1e-2, 14);
+    CHECK_MSG(g2.checked == 120 && g2.max_rel_err < 1e-3, "repeated input: max relative error %g", g2.max_rel_err);
+    printf("    scaled add: finite differences max relative error %.2e\n", fmax(g.max_rel_err, g2.max_rel_err));
     net_free(net);
 }
 

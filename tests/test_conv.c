@@ -1,10 +1,13 @@
 /* test_conv.c: convolution forward against a direct 7-loop reference (double accumulation),
- * backward against finite differences, output sizes against TensorFlow's padding rules. */
+ * backward against finite differences, output sizes against TensorFlow's padding rules; grouped
+ * convolutions against the same reference and against their groups run as separate
+ * convolutions and concatenated. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "layer_death.h"
 #include "layers/layers.h"
 #include "testutil.h"
 
@@ -12,7 +15,14 @@ typedef struct ConvCase {
     int n, cin, h, w, cout, kh, kw, sh, sw;
     Padding pad;
     int bias;
+    int groups; /* 0 or 1: a plain convolution */
 } ConvCase;
+
+static int groups_of(const ConvCase *cc) { return cc->groups > 1 ? cc->groups : 1; }
+
+static int make_conv(Net *net, const ConvCase *cc) {
+    return conv_create_grouped(net, 0, cc->cout, cc->kh, cc->kw, cc->sh, cc->sw, cc->pad, cc->bias, groups_of(cc));
+}
 
 /* TensorFlow's padding, written out independently of conv_out_size. */
 static void tf_pad(int in, int k, int s, Padding pad, int *out, int *before) {
@@ -31,7 +41,7 @@ static void tf_pad(int in, int k, int s, Padding pad, int *out, int *before) {
 
 static double max_rel_forward_error(const ConvCase *cc, uint64_t seed) {
     Net *net = net_new(cc->n, cc->cin, cc->h, cc->w);
-    int y = conv_create(net, 0, cc->cout, cc->kh, cc->kw, cc->sh, cc->sw, cc->pad, cc->bias);
+    int y = make_conv(net, cc);
     net_finalize(net, seed);
     Rng r;
     rng_seed(&r, seed);
@@ -46,18 +56,21 @@ static double max_rel_forward_error(const ConvCase *cc, uint64_t seed) {
     CHECK_MSG(os.n == cc->n && os.c == cc->cout && os.h == oh && os.w == ow, "shape %dx%dx%dx%d, want %dx%d", os.n,
               os.c, os.h, os.w, oh, ow);
     const float *W = net_param(net, 0), *x = in->data, *out = net_node(net, y)->data;
+    /* grouped: output channel co reads the cg input channels of its group, weights [cout][cg][kh][kw] */
+    const int G = groups_of(cc), cg = cc->cin / G, og = cc->cout / G;
     double maxerr = 0;
     for (int n = 0; n < cc->n; n++)
         for (int co = 0; co < cc->cout; co++)
             for (int oy = 0; oy < oh; oy++)
                 for (int ox = 0; ox < ow; ox++) {
                     double s = cc->bias ? net_param(net, 1)[co] : 0;
-                    for (int ci = 0; ci < cc->cin; ci++)
+                    for (int k = 0; k < cg; k++)
                         for (int i = 0; i < cc->kh; i++)
                             for (int j = 0; j < cc->kw; j++) {
+                                int ci = co / og * cg + k;
                                 int yy = oy * cc->sh - pt + i, xx = ox * cc->sw - pl + j;
                                 if (yy < 0 || yy >= cc->h || xx < 0 || xx >= cc->w) continue;
-                                s += (double)W[((co * cc->cin + ci) * cc->kh + i) * cc->kw + j] *
+                                s += (double)W[((co * cg + k) * cc->kh + i) * cc->kw + j] *
                                      x[((n * cc->cin + ci) * cc->h + yy) * cc->w + xx];
                             }
                     double got = out[((n * cc->cout + co) * oh + oy) * ow + ox];
@@ -69,13 +82,18 @@ static double max_rel_forward_error(const ConvCase *cc, uint64_t seed) {
 }
 
 static const ConvCase cases[] = {
-    {2, 3, 9, 9, 4, 1, 1, 1, 1, PAD_SAME, 1},     {2, 5, 8, 7, 6, 3, 3, 1, 1, PAD_SAME, 0},
-    {3, 4, 9, 10, 5, 3, 3, 2, 2, PAD_SAME, 1},    {2, 3, 10, 10, 4, 3, 3, 2, 2, PAD_VALID, 1},
-    {2, 3, 11, 12, 7, 5, 5, 1, 1, PAD_SAME, 1},   {1, 3, 16, 16, 5, 7, 7, 2, 2, PAD_SAME_RESNET, 0},
-    {1, 3, 16, 15, 5, 7, 7, 2, 2, PAD_SAME, 0},   {2, 6, 9, 9, 3, 1, 7, 1, 1, PAD_SAME, 1},
-    {2, 6, 9, 9, 3, 7, 1, 1, 1, PAD_SAME, 1},     {1, 3, 27, 27, 4, 11, 11, 4, 4, PAD_VALID, 1},
-    {2, 7, 13, 13, 9, 3, 3, 1, 1, PAD_SAME_RESNET, 0}, {2, 4, 8, 8, 8, 1, 1, 2, 2, PAD_SAME, 0},
-    {2, 4, 7, 7, 3, 3, 3, 2, 2, PAD_SAME_RESNET, 1}, {1, 2, 5, 6, 3, 2, 2, 2, 2, PAD_SAME, 1},
+    {2, 3, 9, 9, 4, 1, 1, 1, 1, PAD_SAME, 1, 0},     {2, 5, 8, 7, 6, 3, 3, 1, 1, PAD_SAME, 0, 0},
+    {3, 4, 9, 10, 5, 3, 3, 2, 2, PAD_SAME, 1, 0},    {2, 3, 10, 10, 4, 3, 3, 2, 2, PAD_VALID, 1, 0},
+    {2, 3, 11, 12, 7, 5, 5, 1, 1, PAD_SAME, 1, 0},   {1, 3, 16, 16, 5, 7, 7, 2, 2, PAD_SAME_RESNET, 0, 0},
+    {1, 3, 16, 15, 5, 7, 7, 2, 2, PAD_SAME, 0, 0},   {2, 6, 9, 9, 3, 1, 7, 1, 1, PAD_SAME, 1, 0},
+    {2, 6, 9, 9, 3, 7, 1, 1, 1, PAD_SAME, 1, 0},     {1, 3, 27, 27, 4, 11, 11, 4, 4, PAD_VALID, 1, 0},
+    {2, 7, 13, 13, 9, 3, 3, 1, 1, PAD_SAME_RESNET, 0, 0}, {2, 4, 8, 8, 8, 1, 1, 2, 2, PAD_SAME, 0, 0},
+    {2, 4, 7, 7, 3, 3, 3, 2, 2, PAD_SAME_RESNET, 1, 0}, {1, 2, 5, 6, 3, 2, 2, 2, 2, PAD_SAME, 1, 0},
+    /* grouped: ResNeXt's 3x3 (4 in, 4 out per group), strided with uneven padding, 1x1, one
+     * channel per group (depthwise), unequal in/out per group, a 1x7 */
+    {2, 16, 7, 7, 16, 3, 3, 1, 1, PAD_SAME, 0, 4},    {2, 6, 10, 10, 6, 3, 3, 2, 2, PAD_SAME, 1, 3},
+    {2, 8, 6, 6, 4, 1, 1, 1, 1, PAD_SAME, 0, 2},      {2, 5, 7, 7, 5, 3, 3, 1, 1, PAD_SAME_RESNET, 1, 5},
+    {1, 4, 8, 9, 12, 3, 3, 1, 1, PAD_VALID, 1, 2},    {2, 6, 9, 9, 3, 1, 7, 1, 1, PAD_SAME, 0, 3},
 };
 
 TEST(conv_forward_matches_direct_reference) {
@@ -93,7 +111,7 @@ TEST(conv_backward_matches_finite_differences) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const ConvCase *cc = &cases[i];
         Net *net = net_new(cc->n, cc->cin, cc->h, cc->w);
-        conv_create(net, 0, cc->cout, cc->kh, cc->kw, cc->sh, cc->sw, cc->pad, cc->bias);
+        make_conv(net, cc);
         net_finalize(net, 7 + i);
         Rng r;
         rng_seed(&r, 9 + i);
@@ -130,4 +148,106 @@ TEST(conv_chunked_batch_equals_per_sample) {
     CHECK_MSG(maxd < 1e-5, "max difference %g", maxd);
     net_free(big);
     net_free(one);
+}
+
+/* A grouped convolution is its groups run as separate convolutions on their channel slices and
+ * concatenated: forward output, input gradient, weight and bias gradients, slice by slice. */
+static void grouped_vs_branches(const ConvCase *cc, uint64_t seed, double *worst) {
+    const int G = cc->groups, cg = cc->cin / G, og = cc->cout / G;
+    Net *net = net_new(cc->n, cc->cin, cc->h, cc->w);
+    int y = make_conv(net, cc);
+    net_finalize(net, seed);
+    Rng r;
+    rng_seed(&r, seed + 1);
+    Node *in = net_node(net, 0), *out = net_node(net, y);
+    in->grad = xcalloc(shape_count(in->shape), sizeof(float));
+    tu_fill_uniform(in->data, shape_count(in->shape), -1, 1, &r);
+    if (cc->bias) tu_fill_uniform(net_param(net, 1), (size_t)cc->cout, -0.5f, 0.5f, &r);
+    Layer *l = &net->layer[0];
+    l->ops->forward(l, net);
+    tu_fill_uniform(out->grad, shape_count(out->shape), -1, 1, &r);
+    memset(net->grads, 0, net->params_total * sizeof(float));
+    l->ops->backward(l, net);
+    const size_t hw = (size_t)cc->h * cc->w, ohw = (size_t)out->shape.h * out->shape.w;
+    const size_t wg = (size_t)og * cg * cc->kh * cc->kw; /* one group's weights */
+    double maxd = 0, maxv = 1e-6;
+#define CMP(a, b)                                                                                                      \
+    do {                                                                                                               \
+        maxd = fmax(maxd, fabs((double)(a) - (double)(b)));                                                           \
+        maxv = fmax(maxv, fabs((double)(b)));                                                                          \
+    } while (0)
+    for (int k = 0; k < G; k++) {
+        Net *b = net_new(cc->n, cg, cc->h, cc->w);
+        int by = conv_create(b, 0, og, cc->kh, cc->kw, cc->sh, cc->sw, cc->pad, cc->bias);
+        net_finalize(b, 1);
+        Node *bin = net_node(b, 0), *bout = net_node(b, by);
+        bin->grad = xcalloc(shape_count(bin->shape), sizeof(float));
+        for (int n = 0; n < cc->n; n++) /* input channels [k*cg, (k+1)*cg) */
+            memcpy(bin->data + (size_t)n * cg * hw, in->data + ((size_t)n * cc->cin + (size_t)k * cg) * hw,
+                   (size_t)cg * hw * sizeof(float));
+        memcpy(net_param(b, 0), net_param(net, 0) + k * wg, wg * sizeof(float));
+        if (cc->bias) memcpy(net_param(b, 1), net_param(net, 1) + k * og, (size_t)og * sizeof(float));
+        Layer *bl = &b->layer[0];
+        bl->ops->forward(bl, b);
+        for (int n = 0; n < cc->n; n++) /* output channels [k*og, (k+1)*og), and their gradient */
+            for (size_t i = 0; i < (size_t)og * ohw; i++) {
+                size_t at = ((size_t)n * cc->cout + (size_t)k * og) * ohw + i;
+                CMP(out->data[at], bout->data[(size_t)n * og * ohw + i]);
+                bout->grad[(size_t)n * og * ohw + i] = out->grad[at];
+            }
+        memset(b->grads, 0, b->params_total * sizeof(float));
+        bl->ops->backward(bl, b);
+        for (int n = 0; n < cc->n; n++)
+            for (size_t i = 0; i < (size_t)cg * hw; i++)
+                CMP(in->grad[((size_t)n * cc->cin + (size_t)k * cg) * hw + i], bin->grad[(size_t)n * cg * hw + i]);
+        for (size_t i = 0; i < wg; i++) CMP(net_grad(net, 0)[k * wg + i], net_grad(b, 0)[i]);
+        if (cc->bias)
+            for (int i = 0; i < og; i++) CMP(net_grad(net, 1)[k * og + i], net_grad(b, 1)[i]);
+        net_free(b);
+    }
+#undef CMP
+    double rel = maxd / maxv;
+    CHECK_MSG(rel < 1e-6, "groups %d: max difference %.3g (relative %.3g)", G, maxd, rel);
+    *worst = fmax(*worst, rel);
+    net_free(net);
+}
+
+TEST(conv_grouped_equals_its_groups_concatenated) {
+    double worst = 0;
+    int ncase = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (cases[i].groups > 1) {
+            grouped_vs_branches(&cases[i], 300 + i, &worst);
+            ncase++;
+        }
+    /* ResNeXt's size: 32 groups of 4 channels */
+    const ConvCase resnext = {2, 128, 6, 6, 128, 3, 3, 1, 1, PAD_SAME, 0, 32};
+    grouped_vs_branches(&resnext, 77, &worst);
+    CHECK(ncase == 6);
+    printf("    grouped conv vs separate groups: max relative difference %.2e over %d cases\n", worst, ncase + 1);
+}
+
+/* A grouped convolution's weights hold cin/groups channels per output, initialised with one
+ * group's Glorot fans; groups that do not divide the channels are refused. */
+TEST(conv_grouped_parameters_and_bad_groups) {
+    Net *net = net_new(1, 128, 4, 4);
+    conv_create_grouped(net, 0, 256, 3, 3, 1, 1, PAD_SAME, 1, 32);
+    CHECK(net->param[0].count == 256u * 4 * 9 && net->param[1].count == 256);
+    CHECK(net->param[0].fan_in == 4 * 9 && net->param[0].fan_out == 8 * 9);
+    CHECK_NEAR(net->layer[0].flops, 2.0 * 256 * 16 * 4 * 9, 0.5);
+    net_free(net);
+}
+
+static void bad_groups(void *arg) {
+    Net *net = net_new(1, 6, 4, 4);
+    conv_create_grouped(net, 0, 8, 3, 3, 1, 1, PAD_SAME, 0, *(int *)arg);
+}
+
+TEST(conv_grouped_rejects_groups_not_dividing_channels) {
+    int bad[3] = {4, 3, 0}; /* 4 does not divide 6; 3 does not divide 8; 0 */
+    for (int i = 0; i < 3; i++) {
+        char msg[512];
+        int st = ld_run_child(bad_groups, &bad[i], msg, sizeof msg);
+        CHECK_MSG(st > 0 && strstr(msg, "groups"), "groups %d: status %d, message %s", bad[i], st, msg);
+    }
 }

@@ -16,6 +16,7 @@
 #include "gpunet.h"
 #include "harness.h"
 #include "layers/layers.h"
+#include "layers/priv.h"
 #include "models.h"
 #include "optim.h"
 #include "testutil.h"
@@ -139,7 +140,15 @@ static int mk_concat(Net *n, int x) {
     int in[3] = {a, b, x};
     return concat_create(n, in, 3);
 }
+static int act_shape_c(Net *n, int x) { return n->node[x].shape.c; }
 static int mk_add(Net *n, int x) { return add_create(n, conv_create(n, x, 3, 3, 3, 1, 1, PAD_SAME, 0), x); }
+static int mk_conv_g4(Net *n, int x) { return conv_create_grouped(n, x, 8, 3, 3, 1, 1, PAD_SAME, 1, 4); }
+static int mk_conv_g2_s2_uneven(Net *n, int x) { return conv_create_grouped(n, x, 6, 3, 3, 2, 2, PAD_SAME, 0, 2); }
+static int mk_conv_depthwise(Net *n, int x) { return conv_create_grouped(n, x, 6, 3, 3, 1, 1, PAD_SAME_RESNET, 0, 6); }
+static int mk_conv_g32(Net *n, int x) { return conv_create_grouped(n, x, 128, 3, 3, 1, 1, PAD_SAME, 0, 32); }
+static int mk_add_scaled(Net *n, int x) {
+    return add_create_scaled(n, x, conv_create(n, x, act_shape_c(n, x), 3, 3, 1, 1, PAD_SAME, 0), 1.0f, 0.2f);
+}
 static int mk_dropout_keep1(Net *n, int x) { return dropout_create(n, x, 1.0f); }
 static Act cur_act;
 static int mk_act(Net *n, int x) { return act_create(n, x, cur_act, 0.2f); }
@@ -154,6 +163,21 @@ TEST(gpu_conv_matches_cpu) {
     parity("conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, PREC_FP32, 1e-4);
     parity("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512, PREC_FP32, 1e-4);
     parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
+}
+
+/* Grouped convolutions (cuDNN's group count) and the weighted residual sum (Inception-ResNet). */
+TEST(gpu_grouped_conv_and_scaled_add_match_cpu) {
+    if (!have_gpu()) return;
+    parity("conv 3x3 4 groups + bias", 2, 8, 9, 9, mk_conv_g4, PREC_FP32, 1e-4);
+    parity("conv 3x3/2 2 groups uneven pad", 2, 4, 10, 10, mk_conv_g2_s2_uneven, PREC_FP32, 1e-4);
+    parity("conv 3x3 depthwise", 2, 6, 7, 7, mk_conv_depthwise, PREC_FP32, 1e-4);
+    parity("conv 3x3 32 groups of 4", 2, 128, 6, 6, mk_conv_g32, PREC_FP32, 1e-4);
+    parity("residual a + 0.2 b", 2, 3, 6, 6, mk_add_scaled, PREC_FP32, 1e-4);
+    parity("conv 3x3 4 groups tf32", 2, 8, 9, 9, mk_conv_g4, PREC_TF32, 2e-2);
+    parity("conv 3x3 32 groups fp16", 2, 128, 6, 6, mk_conv_g32, PREC_FP16, 1e-2);
+    parity("conv 3x3/2 2 groups bf16", 2, 4, 10, 10, mk_conv_g2_s2_uneven, PREC_BF16, 6e-2);
+    parity("residual a + 0.2 b fp16", 2, 3, 6, 6, mk_add_scaled, PREC_FP16, 1e-2);
+    parity("residual a + 0.2 b bf16", 2, 3, 6, 6, mk_add_scaled, PREC_BF16, 6e-2);
 }
 
 TEST(gpu_bn_pool_reshape_match_cpu) {
@@ -257,11 +281,19 @@ TEST(gpu_dropout_mask_law_and_backward) {
     free(yo), free(dy), free(dx), free(y2);
 }
 
-/* N training steps of a model on both backends from the same start, same batch: parameters and
- * losses agree. */
-static void steps_agree(const char *model, int batch, int steps, int precision, double loss_scale, double tol) {
+/* N training steps of a model (at image size `size` with its widths divided by `div`, see
+ * model_build_reduced) on both backends from the same start, same batch: parameters and losses
+ * agree. */
+static void steps_agree_sized(const char *model, int size, int div, int batch, int steps, int precision, double loss_scale,
+                              double tol) {
     const ModelInfo *mi = model_find(model);
-    Net *a = model_build_net(mi, batch, 10), *b = model_build_net(mi, batch, 10);
+    Net *a = model_build_reduced(mi, batch, 10, size, div, ACT_RELU), *b = model_build_reduced(mi, batch, 10, size, div, ACT_RELU);
+    /* the backends draw different dropout masks: keep everything */
+    for (int i = 0; i < a->nlayer; i++)
+        if (strcmp(a->layer[i].ops->type, "dropout") == 0) {
+            ((Dropout *)a->layer[i].priv)->keep = 1.0f;
+            ((Dropout *)b->layer[i].priv)->keep = 1.0f;
+        }
     net_finalize(a, 1);
     net_finalize(b, 1);
     Rng r;
@@ -293,10 +325,10 @@ static void steps_agree(const char *model, int batch, int steps, int precision, 
     }
     trainer_sync_host(&tgpu);
     double abs_err = 0, e = rel_err(b->params, a->params, a->params_total, &abs_err);
-    CHECK_MSG(e <= tol && worst_loss <= tol, "%s %s: parameters %.3g, loss %.3g > %.3g", model, precision_name((Precision)precision), e,
-              worst_loss, tol);
-    char what[96];
-    snprintf(what, sizeof what, "%s, %d training steps (parameters, loss)", model, steps);
+    CHECK_MSG(e <= tol && worst_loss <= tol, "%s %dx%d /%d %s: parameters %.3g, loss %.3g > %.3g", model, size, size, div,
+              precision_name((Precision)precision), e, worst_loss, tol);
+    char what[128];
+    snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps (parameters, loss)", model, size, size, div, steps);
     parity_row(what, precision, abs_err, fmax(e, worst_loss), tol);
     trainer_free(&tcpu);
     trainer_free(&tgpu);
@@ -304,6 +336,20 @@ static void steps_agree(const char *model, int batch, int steps, int precision, 
     net_free(a);
     net_free(b);
     free(labels);
+}
+
+static void steps_agree(const char *model, int batch, int steps, int precision, double loss_scale, double tol) {
+    steps_agree_sized(model, model_find(model)->image_size, 1, batch, steps, precision, loss_scale, tol);
+}
+
+/* The models on grouped convolutions and weighted residual sums, at a quarter of their widths on
+ * small inputs (the CPU reference at full size would take minutes). */
+TEST(gpu_training_steps_match_cpu_resnext_inception) {
+    if (!have_gpu()) return;
+    steps_agree_sized("resnext50", 64, 4, 4, 2, PREC_FP32, 1, 1e-2);
+    steps_agree_sized("inception4", 107, 4, 4, 2, PREC_FP32, 1, 1e-2);
+    steps_agree_sized("inception-resnet2", 107, 4, 4, 2, PREC_FP32, 1, 1e-2);
+    steps_agree_sized("resnext50", 64, 4, 4, 2, PREC_FP16, 128, 5e-2);
 }
 
 TEST(gpu_training_steps_match_cpu) {

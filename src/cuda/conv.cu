@@ -57,12 +57,13 @@ __global__ void k_unpad_add(const T *dxp, T *dx, int nc, int h, int w, int hp, i
 
 /* A convolution descriptor of layer c with math type `math`: cuDNN's symmetric padding (none
  * when the input is padded explicitly), the strides, no dilation, cross-correlation as
- * TensorFlow, fp32 accumulation in every precision. */
+ * TensorFlow, c->groups channel groups, fp32 accumulation in every precision. */
 static cudnnConvolutionDescriptor_t conv_desc(const Conv *c, int padded, cudnnMathType_t math) {
     cudnnConvolutionDescriptor_t d;
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
     CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, padded ? 0 : c->pt, padded ? 0 : c->pl, c->sh, c->sw, 1, 1, CUDNN_CROSS_CORRELATION,
                                                 CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, c->groups)); /* grouped convolution (1: plain) */
     CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
     return d;
 }
@@ -161,7 +162,8 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     p->x = gpu_tensor_desc(g, net->node[l->in[0]].shape);
     p->y = gpu_tensor_desc(g, net->node[l->out].shape);
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, CUDNN_TENSOR_NCHW, c->cout, c->cin, c->kh, c->kw));
+    /* grouped: the filter holds cin / groups input channels per output channel */
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, CUDNN_TENSOR_NCHW, c->cout, c->cin / c->groups, c->kh, c->kw));
     /* symmetric padding (pt, pl) gives TensorFlow's output size when the total padding is even */
     p->padded = convalgo_explicit_pad(c, &p->hp, &p->wp);
     if (p->padded) {

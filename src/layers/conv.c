@@ -4,6 +4,10 @@
  * cols = samples*oh*ow), one GEMM per chunk through OpenBLAS, then a transpose of the result
  * [cout][cols] into NCHW. Backward gathers dY the same way, dW += dY col^T, dcol = W^T dY, and
  * col2im accumulates dcol into dX.
+ *
+ * Grouped (groups g > 1): col's rows are ordered by input channel, so group k's rows are the
+ * contiguous block [k*Kg, (k+1)*Kg) with Kg = (cin/g)*kh*kw, and its weights the block
+ * [k*cout/g, (k+1)*cout/g) of W [cout][Kg]: one GEMM per group and chunk, on those blocks.
  */
 #include <cblas.h>
 #include <stdlib.h>
@@ -101,14 +105,16 @@ static void conv_forward(Layer *l, Net *net) {
     float *y = net_node(net, l->out)->data;
     const float *W = net_param(net, c->pw);
     const float *b = c->pb >= 0 ? net_param(net, c->pb) : NULL;
-    const int N = net_node(net, l->out)->shape.n, K = c->cin * c->kh * c->kw, ohw = c->oh * c->ow;
+    const int N = net_node(net, l->out)->shape.n, ohw = c->oh * c->ow;
+    const int G = c->groups, Kg = c->cin / G * c->kh * c->kw, Mg = c->cout / G;
     for (int n0 = 0; n0 < N; n0 += c->chunk) {
         int ns = N - n0 < c->chunk ? N - n0 : c->chunk;
         int cols = ns * ohw;
         im2col(c, x, n0, ns, c->col);
-        /* tmp[cout][cols] = W[cout][K] col[K][cols] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->cout, cols, K, 1.0f, W, K, c->col, cols, 0.0f,
-                    c->tmp, cols);
+        /* per group k: tmp[k*Mg..][cols] = W[k*Mg..][Kg] col[k*Kg..][cols] */
+        for (int k = 0; k < G; k++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Mg, cols, Kg, 1.0f, W + (size_t)k * Mg * Kg, Kg,
+                        c->col + (size_t)k * Kg * cols, cols, 0.0f, c->tmp + (size_t)k * Mg * cols, cols);
 #pragma omp parallel for collapse(2) schedule(static)
         for (int s = 0; s < ns; s++)
             for (int co = 0; co < c->cout; co++) {
@@ -129,7 +135,8 @@ static void conv_backward(Layer *l, Net *net) {
     const float *W = net_param(net, c->pw);
     float *dW = net_grad(net, c->pw);
     float *db = c->pb >= 0 ? net_grad(net, c->pb) : NULL;
-    const int N = net_node(net, l->out)->shape.n, K = c->cin * c->kh * c->kw, ohw = c->oh * c->ow;
+    const int N = net_node(net, l->out)->shape.n, ohw = c->oh * c->ow;
+    const int G = c->groups, Kg = c->cin / G * c->kh * c->kw, Mg = c->cout / G;
     for (int n0 = 0; n0 < N; n0 += c->chunk) {
         int ns = N - n0 < c->chunk ? N - n0 : c->chunk;
         int cols = ns * ohw;
@@ -149,25 +156,43 @@ static void conv_backward(Layer *l, Net *net) {
             }
         }
         im2col(c, x, n0, ns, c->col);
-        /* dW[cout][K] += tmp[cout][cols] col[K][cols]^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->cout, K, cols, 1.0f, c->tmp, cols, c->col, cols, 1.0f,
-                    dW, K);
+        /* per group k: dW[k*Mg..][Kg] += tmp[k*Mg..][cols] col[k*Kg..][cols]^T */
+        for (int k = 0; k < G; k++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Mg, Kg, cols, 1.0f, c->tmp + (size_t)k * Mg * cols, cols,
+                        c->col + (size_t)k * Kg * cols, cols, 1.0f, dW + (size_t)k * Mg * Kg, Kg);
         if (dx) {
-            /* col[K][cols] = W[cout][K]^T tmp[cout][cols] */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, cols, c->cout, 1.0f, W, K, c->tmp, cols, 0.0f,
-                        c->col, cols);
+            /* per group k: col[k*Kg..][cols] = W[k*Mg..][Kg]^T tmp[k*Mg..][cols] */
+            for (int k = 0; k < G; k++)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Kg, cols, Mg, 1.0f, W + (size_t)k * Mg * Kg, Kg,
+                            c->tmp + (size_t)k * Mg * cols, cols, 0.0f, c->col + (size_t)k * Kg * cols, cols);
             col2im_add(c, c->col, n0, ns, dx);
         }
     }
 }
 
-static const LayerOps conv_ops = {"conv", conv_forward, conv_backward, conv_destroy};
+/* "3x3/2 SAME g32 +bias": window, groups when grouped, biases when not batch-normalised */
+static void conv_describe(const Layer *l, char *buf, size_t n) {
+    const Conv *c = l->priv;
+    size_t off = (size_t)net_window_text(buf, n, c->kh, c->kw, c->sh, c->sw, c->pad);
+    if (c->groups > 1 && off < n) off += (size_t)snprintf(buf + off, n - off, " g%d", c->groups);
+    if (c->pb >= 0 && off < n) snprintf(buf + off, n - off, " +bias");
+}
+
+static const LayerOps conv_ops = {"conv", conv_forward, conv_backward, conv_destroy, conv_describe};
 
 int conv_create(Net *net, int in, int cout, int kh, int kw, int sh, int sw, Padding pad, int bias) {
+    return conv_create_grouped(net, in, cout, kh, kw, sh, sw, pad, bias, 1);
+}
+
+int conv_create_grouped(Net *net, int in, int cout, int kh, int kw, int sh, int sw, Padding pad, int bias, int groups) {
     Shape s = net_node(net, in)->shape;
     if (cout <= 0) die("conv: %d output channels", cout);
     if (kh <= 0 || kw <= 0 || sh <= 0 || sw <= 0) die("conv: bad kernel %dx%d / stride %dx%d", kh, kw, sh, sw);
+    if (groups <= 0 || s.c % groups != 0 || cout % groups != 0)
+        die("conv: %d groups must divide both the input channels (%d) and the output channels (%d)", groups, s.c, cout);
     Conv *c = xcalloc(1, sizeof *c);
+    c->groups = groups;
+    c->pad = pad;
     c->cin = s.c;
     c->h = s.h;
     c->w = s.w;
@@ -178,14 +203,16 @@ int conv_create(Net *net, int in, int cout, int kh, int kw, int sh, int sw, Padd
     c->sw = sw;
     c->oh = conv_out_size(s.h, kh, sh, pad, &c->pt);
     c->ow = conv_out_size(s.w, kw, sw, pad, &c->pl);
-    size_t K = (size_t)c->cin * kh * kw, per = K * (size_t)c->oh * c->ow;
+    /* col holds every group's rows: K = cin*kh*kw; each output sums over Kg = K / groups */
+    size_t K = (size_t)c->cin * kh * kw, Kg = K / (size_t)groups, per = K * (size_t)c->oh * c->ow;
     size_t chunk = per ? CONV_CHUNK_FLOATS / per : 1;
     if (chunk < 1) chunk = 1;
     if (chunk > (size_t)s.n) chunk = (size_t)s.n;
     c->chunk = (int)chunk;
     Layer *l = net_add_layer(net, &conv_ops, &in, 1, shape4(s.n, cout, c->oh, c->ow), c);
-    l->flops = 2.0 * s.n * cout * c->oh * c->ow * (double)K;
-    c->pw = net_add_param(net, "weights", (size_t)cout * K, INIT_GLOROT_UNIFORM, (int)K, cout * kh * kw);
+    l->flops = 2.0 * s.n * cout * c->oh * c->ow * (double)Kg;
+    /* Glorot fans of one group's kernel: as if each group were a convolution of its own */
+    c->pw = net_add_param(net, "weights", (size_t)cout * Kg, INIT_GLOROT_UNIFORM, (int)Kg, cout / groups * kh * kw);
     c->pb = bias ? net_add_param(net, "biases", (size_t)cout, INIT_ZERO, 0, 0) : -1;
     return l->out;
 }

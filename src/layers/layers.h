@@ -16,6 +16,12 @@
  * Params: "weights" [cout][cin][kh][kw] (Glorot uniform, fan_in cin*kh*kw, fan_out cout*kh*kw),
  * then "biases" [cout] (zero) if `bias`. Layer type "conv". */
 int conv_create(Net *net, int in, int cout, int kh, int kw, int sh, int sw, Padding pad, int bias);
+/* conv_create with `groups` channel groups (groups must divide cin and cout): output channels
+ * [k*cout/groups, (k+1)*cout/groups) read only input channels [k*cin/groups, (k+1)*cin/groups),
+ * the same as `groups` separate convolutions on those channel slices, concatenated. "weights" is
+ * [cout][cin/groups][kh][kw], Glorot fans of one group (fan_in cin/groups*kh*kw, fan_out
+ * cout/groups*kh*kw). groups = 1 is conv_create. */
+int conv_create_grouped(Net *net, int in, int cout, int kh, int kw, int sh, int sw, Padding pad, int bias, int groups);
 
 /* bn.c: batch normalisation over (n, h, w) per channel (2-D inputs too). Training: batch
  * statistics (biased variance), running averages updated as r = 0.9 r + 0.1 batch (unbiased
@@ -59,6 +65,8 @@ int concat_create(Net *net, const int *in, int n);
 
 /* add.c: elementwise sum of two inputs of the same shape (residual). Type "add". */
 int add_create(Net *net, int a, int b);
+/* add.c: the weighted sum ca * a + cb * b (Inception-ResNet's scaled residual: ca 1, cb 0.2). */
+int add_create_scaled(Net *net, int a, int b, float ca, float cb);
 
 /* softmax_xent.c: softmax cross-entropy of 2-D logits [n][classes] against net->labels (int32,
  * 0-based; a label outside [0, classes) dies with the batch index and value). Forward sets

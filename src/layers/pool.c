@@ -88,8 +88,13 @@ static void pool_backward(Layer *l, Net *net) {
     }
 }
 
-static const LayerOps maxpool_ops = {"maxpool", pool_forward, pool_backward, pool_destroy};
-static const LayerOps avgpool_ops = {"avgpool", pool_forward, pool_backward, pool_destroy};
+static void pool_describe(const Layer *l, char *buf, size_t n) {
+    const Pool *p = l->priv;
+    net_window_text(buf, n, p->kh, p->kw, p->sh, p->sw, p->pad);
+}
+
+static const LayerOps maxpool_ops = {"maxpool", pool_forward, pool_backward, pool_destroy, pool_describe};
+static const LayerOps avgpool_ops = {"avgpool", pool_forward, pool_backward, pool_destroy, pool_describe};
 
 int pool_create(Net *net, int in, PoolKind kind, int kh, int kw, int sh, int sw, Padding pad) {
     Shape s = net_node(net, in)->shape;
@@ -104,6 +109,7 @@ int pool_create(Net *net, int in, PoolKind kind, int kh, int kw, int sh, int sw,
     p->kw = kw;
     p->sh = sh;
     p->sw = sw;
+    p->pad = pad;
     p->oh = conv_out_size(s.h, kh, sh, pad, &p->pt);
     p->ow = conv_out_size(s.w, kw, sw, pad, &p->pl);
     Layer *l = net_add_layer(net, kind == POOL_MAX ? &maxpool_ops : &avgpool_ops, &in, 1,

@@ -12,12 +12,19 @@ typedef struct Conv {
     int cin, h, w;       /* input */
     int cout, oh, ow;    /* output */
     int kh, kw, sh, sw;
+    int groups;          /* channel groups: output channel o reads input channels of group o / (cout/groups) */
+    Padding pad;         /* the padding mode (pt, pl follow from it) */
     int pt, pl;          /* padding before (top, left) */
     int pw, pb;          /* param indices: weights, biases (-1: none) */
     int chunk;           /* samples per chunk */
     float *col;          /* [K][chunk*oh*ow] */
     float *tmp;          /* [cout][chunk*oh*ow] */
 } Conv;
+
+/* add.c */
+typedef struct AddPriv {
+    float ca, cb; /* y = ca * a + cb * b */
+} AddPriv;
 
 /* bn.c */
 typedef struct Bn {
@@ -33,6 +40,7 @@ typedef struct Pool {
     PoolKind kind;
     int c, h, w, oh, ow;
     int kh, kw, sh, sw, pt, pl;
+    Padding pad;
     int32_t *argmax; /* max: [n][c][oh][ow] index into the input plane */
 } Pool;
 
