@@ -83,7 +83,7 @@ static const FlagDoc flags[] = {
     {OPT_SUMMARY_INTERVAL, "summary_interval", 0, 1, "3600",
      "seconds between TensorBoard summaries (also written at the first and last step)"},
     {OPT_VERBOSE, "verbose", 0, 0, "off", "every rank prints"},
-    {OPT_PRINT_LAYERS, "print_layers", 0, 0, "off", "print one line per layer (shape, params, GFLOPs)"},
+    {OPT_PRINT_LAYERS, "print_layers", 0, 0, "off", "print the layers: settings, shape, parameters, GFLOPs, inputs where it branches; modules as headings"},
     {OPT_HELP, "help", 0, 0, "", "this help (--help=markdown: the flag table of the README)"},
 };
 #define NFLAGS ((int)(sizeof flags / sizeof flags[0]))

@@ -75,7 +75,8 @@ TEST(cli_help_lists_every_flag_and_model) {
                           "--lr_decay_epochs", "--lr_decay_rate", "--warmup_epochs", "--loss_scale", "--larc_eta",
                           "--larc_mode", "--eval", "--distort_color", "--input_threads", "--num_classes", "--seed",
                           "trivial", "lenet", "alexnet", "overfeat", "googlenet", "vgg11", "vgg13", "vgg16", "vgg19",
-                          "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "inception3"};
+                          "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "inception3", "resnext50",
+                          "resnext101", "resnext152", "inception4", "inception-resnet2"};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) CHECK_MSG(strstr(o, need[i]) != NULL, "--help lacks %s", need[i]);
     CHECK(strstr(o, "default: 64") != NULL);
     free(o);
