@@ -84,7 +84,7 @@ case $scenario in
     job_wait "$jid" ref
     for how in scancel requeue; do
       jid=$(submit "$how" "${common[@]}" --log_dir="$out/$how")
-      wait_line "$out/$how.out" '^ +4 +1 '
+      wait_line "$out/$how.out" '^ +2 +1 '
       if [ "$how" = scancel ]; then scancel --signal=TERM "$jid"; else scontrol requeue "$jid"; fi
       job_wait "$jid" "$how"
     done
