@@ -160,8 +160,10 @@ TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
     snprintf(sub, sizeof sub, "%s/ref", dir);
     CHECK(load_final(sub, ref, ref_v, &ref_m) == 0 && ref_m.step == N);
 
-    const char *how[] = {"scancel", "requeue"}; /* scancel --signal=TERM, scontrol requeue */
-    for (int k = 0; k < 2; k++) {
+    /* scancel --signal=TERM, scontrol requeue, preemption by a job of a higher partition */
+    const char *how[] = {"scancel", "requeue", "preempt"};
+    CHECK_MSG(job_is(o, "high", "COMPLETED", "0:0", 0), "the preempting job:\n%s", o);
+    for (int k = 0; k < 3; k++) {
         char name[32], want[1200];
         snprintf(name, sizeof name, "%s.out", how[k]);
         t = slurp(dir, name);

@@ -122,8 +122,13 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 KillWait=30
 MinJobAge=600
+# a job in partition high preempts one in test: Slurm sends SIGTERM to its steps, waits up to
+# GraceTime, then requeues it
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 NodeName=$CL_NODE NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN${CL_GPUS:+ Gres=gpu:$CL_GPUS}
-PartitionName=test Nodes=$CL_NODE Default=YES MaxTime=INFINITE State=UP
+PartitionName=test Nodes=$CL_NODE Default=YES MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=30
+PartitionName=high Nodes=$CL_NODE MaxTime=INFINITE State=UP PriorityTier=2
 EOF
   if [ -n "${CL_GPUS:-}" ]; then
     # CL_GPUS (1 to 4) GPUs that Slurm counts and hands out, with harmless character devices in
@@ -162,8 +167,10 @@ cluster_stop() {
   trap - EXIT INT TERM
   if [ -n "$CL_DIR" ] && [ ${#CL_PIDS[@]} -ge 2 ] && kill -0 "${CL_PIDS[1]}" 2>/dev/null; then
     # the jobs first, so that slurmd's step daemons end with them
-    scancel --full --signal=KILL --quiet --partition=test 2>/dev/null || true
-    local i=0
+    local ids i=0
+    ids=$(squeue -h -o %i 2>/dev/null || true)
+    # shellcheck disable=SC2086
+    [ -z "$ids" ] || scancel --full --signal=KILL --quiet $ids 2>/dev/null || true
     while [ $i -lt 40 ] && [ -n "$(squeue -h -o %i 2>/dev/null)" ]; do
       sleep 0.25
       i=$((i + 1))

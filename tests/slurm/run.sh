@@ -6,7 +6,8 @@
 #   sbatch    two tasks through the batch script with srun (PMIx), then with LAUNCHER=mpirun
 #   srun      srun -n 2 straight, with the PMI the batch script uses
 #   preempt   an uninterrupted run (ref), then the same run stopped mid-way by
-#             `scancel --signal=TERM` (scancel) and by `scontrol requeue` (requeue)
+#             `scancel --signal=TERM` (scancel), by `scontrol requeue` (requeue) and by a job of
+#             a higher-priority partition that preempts it (preempt; the job "high")
 #   gpus      a node with 1 GPU (no device behind it) and jobs of 2 tasks per node on it: one
 #             plain (gpus), one with --allreduce=mpi (shared)
 # Run from anywhere; uses ./nvcnn of the repository. Exit status: 0 when every job could be
@@ -82,12 +83,20 @@ case $scenario in
     common=("${NV[@]}" --batch_size=64 --num_batches=16 --display_every=1)
     jid=$(submit ref "${common[@]}" --log_dir="$out/ref")
     job_wait "$jid" ref
-    for how in scancel requeue; do
+    for how in scancel requeue preempt; do
       jid=$(submit "$how" "${common[@]}" --log_dir="$out/$how")
       wait_line "$out/$how.out" '^ +2 +1 '
-      if [ "$how" = scancel ]; then scancel --signal=TERM "$jid"; else scontrol requeue "$jid"; fi
+      case $how in
+        scancel) scancel --signal=TERM "$jid" ;;
+        requeue) scontrol requeue "$jid" ;;
+        preempt) # a job of the higher partition that needs the whole node
+          # shellcheck disable=SC2016
+          hid=$(sbatch --parsable --partition=high --nodes=1 --ntasks=2 --job-name=high --output="$out/high.out" \
+                       --wrap 'echo "high: ran on $SLURM_JOB_NODELIST"') ;;
+      esac
       job_wait "$jid" "$how"
     done
+    job_wait "$hid" high
     ;;
   gpus)
     # 2 tasks for 1 GPU: refused by the script; with --allreduce=mpi (here as two words) launched
