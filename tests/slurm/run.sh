@@ -31,8 +31,10 @@ NV=(--model=lenet --device=cpu --num_classes=10)
 
 # Waits (up to 300 s) until job $1 has ended (through any requeue), then prints its line.
 job_wait() {
-  local jid=$1 name=$2 i=0
-  while [ -n "$(squeue -h -j "$jid" -o %T 2>/dev/null)" ]; do
+  local jid=$1 name=$2 i=0 st
+  while :; do
+    # an answer with no line: the job has left the queue (a failed squeue is asked again)
+    if st=$(squeue -h -j "$jid" -o %T 2>/dev/null) && [ -z "$st" ]; then break; fi
     i=$((i + 1))
     if [ $i -gt 1500 ]; then
       echo "run.sh: job $name ($jid) still in the queue after 300 s" >&2
