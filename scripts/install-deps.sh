@@ -2,9 +2,11 @@
 # Installs the Debian packages nvcnn needs, if any is missing. Idempotent: does nothing when all
 # are present. Needs root (or sudo) only when something must be installed.
 set -euo pipefail
+# slurmctld, slurmd, slurm-client and munge: the tests run scripts/slurm/nvcnn.sbatch on a
+# one-node cluster of their own (tests/slurm/cluster.sh).
 pkgs=(build-essential libopenblas-dev libopenblas-openmp-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
       libprotobuf-c-dev protobuf-c-compiler libopenmpi-dev openmpi-bin dataset-fashion-mnist
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -23,6 +25,24 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian starts a daemon when its package is installed (munged, slurmctld, slurmd here). The
+# tests start their own and nothing else should run: while installing, a policy-rc.d denies
+# every start, unless the machine has one already (containers usually do). Ours is marked and
+# only ours is removed, also when apt fails.
+policy=/usr/sbin/policy-rc.d
+mark="# nvcnn install-deps $$"
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n%s\nexit 101\n' "$mark" | $sudo tee "$policy" >/dev/null
+  $sudo chmod 755 "$policy"
+  trap 'if grep -qx "$mark" "$policy" 2>/dev/null; then $sudo rm -f "$policy"; fi' EXIT
+fi
+# Someone else's apt may hold the locks: apt-get waits for dpkg's (DPkg::Lock::Timeout); update
+# is retried.
+for try in 1 2 3 4 5 6; do
+  $sudo apt-get -o DPkg::Lock::Timeout=300 update -qq && break
+  [ "$try" -lt 6 ] || exit 1
+  echo "install-deps: apt-get update failed (another apt running?); retrying in 20 s" >&2
+  sleep 20
+done
+$sudo apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps: done"

@@ -19,6 +19,7 @@
 #include "models.h"
 #include "net.h"
 #include "optim.h"
+#include "placement.h"
 #include "report.h"
 #include "run.h"
 #include "train.h"
@@ -43,6 +44,8 @@ static void choose_device(Run *r) {
         r->gpu = 1;
         r->gpu_device = r->dist.local_rank % ngpu;
         gpu_select(r->gpu_device); /* before anything makes a CUDA context (the loader's pinned batches) */
+        /* one GPU per rank, or exit 2 naming the node; --allreduce=mpi lets ranks share GPUs */
+        placement_check_gpus(&r->dist, r->gpu_device, r->cfg.allreduce == ALLREDUCE_MPI);
         return;
     }
     if (r->cfg.precision != PREC_FP32)
@@ -67,43 +70,13 @@ static void refuse_unsupported(const Config *c) {
 }
 
 /* How the ranks average gradients. The CPU backend: MPI. The GPU backend: NCCL, unless asked for
- * MPI or unless two ranks on one host drive the same GPU (NCCL needs one GPU per rank): then the
- * default falls back to MPI with a line saying so, and an explicit --allreduce=nccl is an error
- * naming the ranks and the GPU. */
+ * MPI (or none); choose_device has made sure that every rank has a GPU of its own otherwise. */
 static void choose_allreduce(Run *r) {
     const Config *c = &r->cfg;
     if (c->allreduce == ALLREDUCE_NCCL && !r->gpu)
         die_code(EXIT_USAGE, "--allreduce=nccl needs the GPU backend (--device=gpu); the CPU backend averages with MPI");
     if (!r->gpu || r->dist.size == 1 || c->allreduce == ALLREDUCE_MPI || c->allreduce == ALLREDUCE_NONE) return;
-    enum { KEY = 320 };
-    char mine[KEY];
-    memset(mine, 0, sizeof mine);
-    char host[256] = "";
-    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
-    char bus[64] = "";
-    gpu_pci_bus_id(r->gpu_device, bus, sizeof bus);
-    snprintf(mine, sizeof mine, "%s|%s", host, bus);
-    char *all = xmalloc((size_t)r->dist.size * KEY);
-    dist_allgather(&r->dist, mine, all, KEY);
-    int a = -1, b = -1;
-    for (int i = 0; i < r->dist.size && a < 0; i++)
-        for (int j = i + 1; j < r->dist.size; j++)
-            if (strncmp(all + (size_t)i * KEY, all + (size_t)j * KEY, KEY) == 0) {
-                a = i, b = j;
-                break;
-            }
-    if (a >= 0) {
-        char *key = all + (size_t)a * KEY, *sep = strchr(key, '|');
-        if (sep) *sep = 0;
-        if (c->allreduce == ALLREDUCE_NCCL)
-            die_code(EXIT_USAGE, "--allreduce=nccl: ranks %d and %d share the GPU %s on %s, and NCCL needs one GPU per rank: "
-                                 "use --allreduce=mpi or one rank per GPU", a, b, sep ? sep + 1 : "?", key);
-        printf("Ranks %d and %d share the GPU %s on %s: gradients are averaged with MPI (NCCL needs one GPU per rank)\n", a, b,
-               sep ? sep + 1 : "?", key);
-    } else {
-        r->nccl = 1;
-    }
-    free(all);
+    r->nccl = 1;
 }
 
 /* Creates --log_dir if needed and checks that it can be written: a clear error now rather than

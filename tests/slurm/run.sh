@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# run.sh SCENARIO OUTDIR: runs one scenario of scripts/slurm/nvcnn.sbatch on a fresh one-node
+# Slurm cluster (tests/slurm/cluster.sh) and leaves the job outputs and nvcnn's --log_dir in
+# OUTDIR for tests/test_slurm.c to check. Prints one line per job, "job NAME: JobState=...
+# ExitCode=... Restarts=...", and the job's output file is OUTDIR/NAME.out.
+#   sbatch    two tasks through the batch script with srun (PMIx), then with LAUNCHER=mpirun
+#   srun      srun -n 2 straight, with the PMI the batch script uses
+#   preempt   an uninterrupted run (ref), then the same run stopped mid-way by
+#             `scancel --signal=TERM` (scancel), by `scontrol requeue` (requeue) and by a job of
+#             a higher-priority partition that preempts it (preempt; the job "high")
+#   gpus      a node with 1 GPU (no device behind it) and jobs of 2 tasks per node on it: one
+#             plain (gpus), one with --allreduce=mpi (shared)
+# Run from anywhere; uses ./nvcnn of the repository. Exit status: 0 when every job could be
+# run and waited for (what the jobs did is for the caller to check), 1 otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+scenario=${1:?usage: run.sh SCENARIO OUTDIR}
+out=${2:?usage: run.sh SCENARIO OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+[ -x ./nvcnn ] || { echo "run.sh: ./nvcnn is missing: run make" >&2; exit 1; }
+
+[ "$scenario" = gpus ] && CL_GPUS=1
+# mpirun (LAUNCHER=mpirun) refuses root unless told; the jobs inherit this environment
+[ "$(id -u)" -ne 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=tests/slurm/cluster.sh
+source tests/slurm/cluster.sh
+cluster_start
+
+NV=(--model=lenet --device=cpu --num_classes=10)
+
+# Waits (up to 300 s) until job $1 has ended (through any requeue), then prints its line.
+job_wait() {
+  local jid=$1 name=$2 i=0 st
+  while :; do
+    # an answer with no line: the job has left the queue (a failed squeue is asked again)
+    if st=$(squeue -h -j "$jid" -o %T 2>/dev/null) && [ -z "$st" ]; then break; fi
+    i=$((i + 1))
+    if [ $i -gt 1500 ]; then
+      echo "run.sh: job $name ($jid) still in the queue after 300 s" >&2
+      scontrol show job "$jid" >&2 || true
+      cluster_logs
+      return 1
+    fi
+    sleep 0.2
+  done
+  echo "job $name: $(scontrol show job "$jid" | grep -oE '(JobState|ExitCode|Restarts)=[^ ]+' | tr '\n' ' ')"
+}
+
+# Submits the batch script as job NAME with two tasks on the node; prints the job id.
+submit() {
+  local name=$1
+  shift
+  sbatch --parsable --nodes=1 --ntasks=2 --job-name="$name" --output="$out/$name.out" scripts/slurm/nvcnn.sbatch "$@"
+}
+
+# Waits (up to 120 s) until file $1 has a line matching $2.
+wait_line() {
+  local i=0
+  until grep -Eq "$2" "$1" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -le 600 ] || { echo "run.sh: no line '$2' in $1 after 120 s" >&2; return 1; }
+    sleep 0.2
+  done
+}
+
+case $scenario in
+  sbatch)
+    jid=$(submit sbatch "${NV[@]}" --batch_size=8 --num_batches=4)
+    job_wait "$jid" sbatch
+    jid=$(LAUNCHER=mpirun submit mpirun "${NV[@]}" --batch_size=8 --num_batches=4)
+    job_wait "$jid" mpirun
+    ;;
+  srun)
+    # the PMI the batch script picks, the way it picks it
+    # shellcheck disable=SC2016
+    mpi=$(sed -n 's/^SRUN_MPI=\${SRUN_MPI:-\(.*\)}$/\1/p' scripts/slurm/nvcnn.sbatch)
+    set +e
+    srun --nodes=1 --ntasks=2 --mpi="$mpi" --kill-on-bad-exit=1 ./nvcnn "${NV[@]}" --batch_size=8 --num_batches=4 \
+      >"$out/srun.out" 2>&1
+    echo "job srun: JobState=- ExitCode=$?:0 Restarts=0 (srun --mpi=$mpi)"
+    set -e
+    ;;
+  preempt)
+    common=("${NV[@]}" --batch_size=64 --num_batches=16 --display_every=1)
+    jid=$(submit ref "${common[@]}" --log_dir="$out/ref")
+    job_wait "$jid" ref
+    for how in scancel requeue preempt; do
+      jid=$(submit "$how" "${common[@]}" --log_dir="$out/$how")
+      wait_line "$out/$how.out" '^ +2 +1 '
+      case $how in
+        scancel) scancel --signal=TERM "$jid" ;;
+        requeue) scontrol requeue "$jid" ;;
+        preempt) # a job of the higher partition that needs the whole node
+          # shellcheck disable=SC2016
+          hid=$(sbatch --parsable --partition=high --nodes=1 --ntasks=2 --job-name=high --output="$out/high.out" \
+                       --wrap 'echo "high: ran on $SLURM_JOB_NODELIST"') ;;
+      esac
+      job_wait "$jid" "$how"
+    done
+    job_wait "$hid" high
+    ;;
+  gpus)
+    # 2 tasks for 1 GPU: refused by the script; with --allreduce=mpi (here as two words) launched
+    for name in gpus shared; do
+      extra=()
+      [ "$name" = gpus ] || extra=(--allreduce mpi)
+      jid=$(sbatch --parsable --nodes=1 --ntasks-per-node=2 --gres=gpu:1 --job-name="$name" --output="$out/$name.out" \
+                   scripts/slurm/nvcnn.sbatch --model=lenet --device gpu --num_classes=10 --num_batches=4 "${extra[@]}")
+      job_wait "$jid" "$name"
+    done
+    ;;
+  *)
+    echo "run.sh: unknown scenario '$scenario'" >&2
+    exit 1
+    ;;
+esac
