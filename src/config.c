@@ -77,7 +77,7 @@ static const FlagDoc flags[] = {
     {OPT_SEED, "seed", 0, 1, "1234", "seed of initialisation, data order and augmentation"},
     {OPT_BURNIN, "nstep_burnin", 0, 1, "20", "steps left out of Images/sec"},
     {OPT_BURNIN, "num_warmup_batches", 0, 1, "", "alias of --nstep_burnin"},
-    {OPT_ALLREDUCE, "allreduce", 0, 1, "nccl on GPU, mpi on CPU", "nccl | mpi | none (measurement only: no averaging, replicas drift)"},
+    {OPT_ALLREDUCE, "allreduce", 0, 1, "nccl on GPU, mpi on CPU", "nccl (GPU backend, one GPU per rank) | mpi (also lets ranks share a GPU) | none (measurement only: replicas drift)"},
     {OPT_BUCKET_MB, "bucket_mb", 0, 1, "25", "gradient allreduce bucket size in MiB"},
     {OPT_SAVE_INTERVAL, "save_interval", 0, 1, "43200", "seconds between checkpoints"},
     {OPT_SUMMARY_INTERVAL, "summary_interval", 0, 1, "3600",

@@ -66,9 +66,9 @@ wait_line() {
 
 case $scenario in
   sbatch)
-    jid=$(submit sbatch "${NV[@]}" --batch_size=8 --num_batches=4)
+    jid=$(submit sbatch "${NV[@]}" --batch_size=8 --num_batches=4 --nstep_burnin=1)
     job_wait "$jid" sbatch
-    jid=$(LAUNCHER=mpirun submit mpirun "${NV[@]}" --batch_size=8 --num_batches=4)
+    jid=$(LAUNCHER=mpirun submit mpirun "${NV[@]}" --batch_size=8 --num_batches=4 --nstep_burnin=1)
     job_wait "$jid" mpirun
     ;;
   srun)
@@ -76,7 +76,7 @@ case $scenario in
     # shellcheck disable=SC2016
     mpi=$(sed -n 's/^SRUN_MPI=\${SRUN_MPI:-\(.*\)}$/\1/p' scripts/slurm/nvcnn.sbatch)
     set +e
-    srun --nodes=1 --ntasks=2 --mpi="$mpi" --kill-on-bad-exit=1 ./nvcnn "${NV[@]}" --batch_size=8 --num_batches=4 \
+    srun --nodes=1 --ntasks=2 --mpi="$mpi" --kill-on-bad-exit=1 ./nvcnn "${NV[@]}" --batch_size=8 --num_batches=4 --nstep_burnin=1 \
       >"$out/srun.out" 2>&1
     echo "job srun: JobState=- ExitCode=$?:0 Restarts=0 (srun --mpi=$mpi)"
     set -e
