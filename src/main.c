@@ -1,8 +1,10 @@
 /* main.c: command line -> configuration, the backend, and the training loop. The loop's parts
  * live in their own files: input.c (batches), report.c (what the user sees and the logs),
  * lifecycle.c (checkpoints and signals), evaluate.c (validation). */
+#define _GNU_SOURCE
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
@@ -77,6 +79,19 @@ static void choose_allreduce(Run *r) {
         die_code(EXIT_USAGE, "--allreduce=nccl needs the GPU backend (--device=gpu); the CPU backend averages with MPI");
     if (!r->gpu || r->dist.size == 1 || c->allreduce == ALLREDUCE_MPI || c->allreduce == ALLREDUCE_NONE) return;
     r->nccl = 1;
+}
+
+/* Threads per rank: OMP_NUM_THREADS where the user set it; else the CPUs this process may run on
+ * when a launcher bound it to some (Slurm's --cpus-per-task, mpirun's binding), or the node's
+ * online CPUs shared by its ranks. */
+static int default_threads(int local_size) {
+    const char *omp_env = getenv("OMP_NUM_THREADS");
+    if (omp_env && atoi(omp_env) > 0) return atoi(omp_env);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 && CPU_COUNT(&set) < online) return CPU_COUNT(&set);
+    long t = online / (local_size > 0 ? local_size : 1);
+    return t > 0 ? (int)t : 1;
 }
 
 /* Creates --log_dir if needed and checks that it can be written: a clear error now rather than
@@ -266,13 +281,7 @@ int main(int argc, char **argv) {
     choose_allreduce(&r);
     r.total_batch = r.cfg.batch_size * r.dist.size;
 
-    /* threads per rank: OMP_NUM_THREADS where the user set it, else the cores shared by the ranks
-     * of this node */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    r.threads = (int)(cores / (r.dist.local_size > 0 ? r.dist.local_size : 1));
-    const char *omp_env = getenv("OMP_NUM_THREADS");
-    if (omp_env && atoi(omp_env) > 0) r.threads = atoi(omp_env);
-    if (r.threads < 1) r.threads = 1;
+    r.threads = default_threads(r.dist.local_size);
     omp_set_num_threads(r.threads);
     openblas_set_num_threads(r.threads);
 

@@ -30,9 +30,9 @@ void report_header(const Run *r, const Net *net) {
         else
             printf("Devices:     %d x gpu: %s\n", r->dist.size, desc);
     } else if (r->dist.size == 1) {
-        printf("Devices:     cpu (%d threads)\n", r->threads);
+        printf("Devices:     cpu (%d thread%s)\n", r->threads, r->threads == 1 ? "" : "s");
     } else {
-        printf("Devices:     %d x cpu (%d threads each)\n", r->dist.size, r->threads);
+        printf("Devices:     %d x cpu (%d thread%s each)\n", r->dist.size, r->threads, r->threads == 1 ? "" : "s");
     }
     printf("Data format: NCHW\n");
     printf("Data type:   %s\n", precision_name(c->precision));

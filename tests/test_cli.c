@@ -259,3 +259,14 @@ TEST(cli_forward_only_benchmark) {
               "%s", o);
     free(o);
 }
+
+/* Threads: OMP_NUM_THREADS when set; else the CPUs a launcher bound the process to */
+TEST(cli_threads_follow_omp_num_threads_and_cpu_binding) {
+    char *o;
+    CHECK(th_run("OMP_NUM_THREADS=3 ./nvcnn --model=trivial --batch_size=2 --num_batches=1", &o) == 0);
+    CHECK_MSG(o && strstr(o, "Devices:     cpu (3 threads)\n"), "%s", o);
+    free(o);
+    CHECK(th_run("taskset -c 0 ./nvcnn --model=trivial --batch_size=2 --num_batches=1", &o) == 0);
+    CHECK_MSG(o && strstr(o, "Devices:     cpu (1 thread)\n"), "%s", o);
+    free(o);
+}
