@@ -19,6 +19,7 @@ enum {
     OPT_DISTORT_COLOR, OPT_INPUT_THREADS, OPT_SHUFFLE_BUFFER, OPT_SKIP_CORRUPT, OPT_NUM_CLASSES, OPT_SEED,
     OPT_BURNIN, OPT_CROP_AREA_MIN, OPT_ALLREDUCE, OPT_BUCKET_MB, OPT_SAVE_INTERVAL, OPT_VERBOSE, OPT_PRINT_LAYERS, OPT_HELP
 };
+enum { OPT_CPU_IMPL = 512 };
 
 typedef struct FlagDoc {
     int id;
@@ -67,6 +68,7 @@ static const FlagDoc flags[] = {
     {OPT_SAVE_INTERVAL, "save_interval", 1, "43200", "seconds between checkpoints"},
     {OPT_VERBOSE, "verbose", 0, "off", "every rank prints"},
     {OPT_PRINT_LAYERS, "print_layers", 0, "off", "print one line per layer (shape, params, GFLOPs)"},
+    {OPT_CPU_IMPL, "cpu_impl", 1, "onednn where built, else reference", "onednn | reference: the CPU backend's layers (oneDNN, or the hand-written reference)"},
     {OPT_HELP, "help", 0, "", "this help"},
 };
 #define NFLAGS ((int)(sizeof flags / sizeof flags[0]))
@@ -256,6 +258,11 @@ void config_parse(Config *cfg, int argc, char **argv) {
         case OPT_SAVE_INTERVAL: cfg->save_interval = (int)parse_long(name, v, 1, 1 << 30); break;
         case OPT_VERBOSE: cfg->verbose = 1; break;
         case OPT_PRINT_LAYERS: cfg->print_layers = 1; break;
+        case OPT_CPU_IMPL: {
+            static const char *const m[] = {"reference", "onednn"};
+            cfg->cpu_impl = pick(name, v, m, 2) == 0 ? CPU_IMPL_REFERENCE : CPU_IMPL_ONEDNN;
+            break;
+        }
         case OPT_HELP:
             config_print_usage(stdout);
             exit(0);

@@ -17,6 +17,7 @@
 #include "io/loader.h"
 #include "models.h"
 #include "net.h"
+#include "onednn.h"
 #include "optim.h"
 #include "signals.h"
 #include "train.h"
@@ -36,6 +37,7 @@ typedef struct Run {
     int gpu;         /* 1: the GPU backend on device gpu_device */
     int gpu_device;
     int nccl;        /* 1: the GPU backend averages gradients with NCCL */
+    char cpu_layers[160]; /* the CPU backend's layers, for the header */
 } Run;
 
 /* Picks the backend. --device=gpu: the GPU backend (fp32, tf32, fp16, bf16) on the GPU of this
@@ -66,6 +68,31 @@ static void choose_device(Run *r) {
     if (r->cfg.precision != PREC_FP32)
         die_code(EXIT_USAGE, "--precision=%s needs the GPU backend; the CPU backend trains in fp32",
                  precision_name(r->cfg.precision));
+}
+
+/* The CPU backend's layers: oneDNN's where this build has them (--cpu_impl=onednn, the default),
+ * else the hand-written reference (--cpu_impl=reference). Asking for oneDNN without it is exit 2. */
+static void choose_cpu_impl(Run *r) {
+    char why[256];
+    if (r->gpu) return;
+    if (r->cfg.cpu_impl == CPU_IMPL_AUTO) r->cfg.cpu_impl = onednn_built() ? CPU_IMPL_ONEDNN : CPU_IMPL_REFERENCE;
+    if (r->cfg.cpu_impl == CPU_IMPL_ONEDNN && !onednn_built()) {
+        onednn_describe(why, sizeof why);
+        die_code(EXIT_USAGE, "--cpu_impl=onednn: oneDNN is %s", why);
+    }
+}
+
+/* Plans the oneDNN layers of a finalized CPU net when they are chosen. */
+static void plan_cpu(Run *r, Net *net) {
+    if (r->gpu) return;
+    if (r->cfg.cpu_impl != CPU_IMPL_ONEDNN) {
+        snprintf(r->cpu_layers, sizeof r->cpu_layers, "reference (im2col + OpenBLAS)");
+        return;
+    }
+    char err[256], desc[128];
+    if (onednn_plan(net, err, sizeof err) != 0) die_code(EXIT_USAGE, "--cpu_impl=onednn: %s", err);
+    onednn_describe(desc, sizeof desc);
+    snprintf(r->cpu_layers, sizeof r->cpu_layers, "onednn (%s; %d of %d layers)", desc, onednn_layers(net), net->nlayer);
 }
 
 /* Flags whose features are not in this build yet: refused, never silently ignored. */
@@ -241,6 +268,7 @@ static void print_header(const Run *r, const Net *net) {
     } else {
         printf("Devices:     %d x cpu (%d threads each)\n", r->dist.size, r->threads);
     }
+    if (!r->gpu) printf("CPU layers:  %s\n", r->cpu_layers);
     printf("Data format: NCHW\n");
     printf("Data type:   %s\n", precision_name(c->precision));
     if (c->dynamic_loss_scale)
@@ -374,6 +402,7 @@ static int eval_only(Run *r) {
         net_finalize_for_device(net, c->seed);
     else
         net_finalize(net, c->seed);
+    plan_cpu(r, net);
     TrainerConfig tc;
     memset(&tc, 0, sizeof tc);
     tc.loss_scale = 1;
@@ -402,6 +431,7 @@ static int train(Run *r) {
         net_finalize_for_device(net, c->seed);
     else
         net_finalize(net, c->seed);
+    plan_cpu(r, net);
 
     Loader *ld = NULL;
     if (c->data_dir) {
@@ -632,6 +662,7 @@ int main(int argc, char **argv) {
     refuse_unsupported(&r.cfg);
     r.model = model_find(r.cfg.model);
     choose_device(&r);
+    choose_cpu_impl(&r);
     choose_allreduce(&r);
     r.total_batch = r.cfg.batch_size * r.dist.size;
 

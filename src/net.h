@@ -87,6 +87,16 @@ struct Layer {
     void *priv;      /* the layer type's own state */
 };
 
+/* Another implementation of some layers (the oneDNN CPU layers, src/onednn/): when a net has a
+ * runner, net_forward and net_backward call it for every layer instead of the layer's own
+ * forward/backward (it falls back on those where it has nothing better); net_free calls destroy. */
+typedef struct NetRunner {
+    void (*forward)(Net *net, int li, void *ctx);
+    void (*backward)(Net *net, int li, void *ctx);
+    void (*destroy)(void *ctx);
+    void *ctx;
+} NetRunner;
+
 struct Net {
     Node *node;
     int nnode, cap_node;
@@ -114,6 +124,7 @@ struct Net {
      * allreduce start on finished buckets while backward goes on. NULL: not called. */
     void (*on_grad_ready)(void *ctx, size_t final_from);
     void *on_grad_ready_ctx;
+    NetRunner *runner;   /* NULL: the reference layers (see NetRunner) */
 
     /* builder defaults */
     int use_batch_norm;  /* nb_conv: batch norm (1) or bias (0) */
