@@ -1,0 +1,366 @@
+/* test_onednn.c: the oneDNN CPU layers against the reference layers: each layer type's forward
+ * and backward (input gradient, parameter gradients, running statistics) on random inputs, in
+ * NCHW and in the blocked layout a oneDNN convolution hands on, and whole training steps of
+ * lenet, a resnet18 and a googlenet on small images. In a build without oneDNN every test prints
+ * "skipped" and says why.
+ *
+ * Tolerances: both sides compute in fp32 and differ only in the order of the sums (oneDNN's
+ * kernels block the reductions, the reference accumulates whole rows in the GEMM, and its batch
+ * norm and bias sums in double). A sum of K products of values of order 1 then differs by a few
+ * K^0.5 * 2^-24 relative to its magnitude: 1e-5 relative to the largest element covers the
+ * layers' outputs here (K <= 16*9*9) with a margin of more than 10 over the largest error
+ * measured under every instruction set and OpenBLAS core type (see tests/README in the report of
+ * each run: the errors are printed); gradients pass through two such sums: 1e-4. Max pooling
+ * routes each gradient to the same element on both sides (random inputs have no ties), so its
+ * errors are the forward's. Training steps compound the rounding differences through the updates:
+ * the bounds for them are stated at each test. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "layers/layers.h"
+#include "models.h"
+#include "onednn.h"
+#include "testutil.h"
+#include "train.h"
+
+static int have_onednn(void) {
+    if (onednn_built()) return 1;
+    th_skip("built without oneDNN (DNNL=0 or no libdnnl-dev 2.x)");
+    return 0;
+}
+
+/* max |a - b| / max(max |b|, 1e-6) */
+static double rel_err(const float *a, const float *b, size_t n) {
+    double d = 0, m = 1e-6;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - (double)b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+static double worst_fwd, worst_bwd;
+
+/* Builds the layer under test on node x; returns its output node. */
+typedef int (*MakeLayer)(Net *net, int x);
+
+/* input [n][c][h][w] -> linear (so the layer's input has a gradient) -> [conv 3x3 to `pre`
+ * channels, so that the layer under test reads oneDNN's blocked layout] -> LAYER -> [flatten] ->
+ * fc(7) -> softmax cross-entropy, built twice from the same seed; one net runs the reference
+ * layers, the other the oneDNN plan. One forward and backward each (mode `training`; inference
+ * after one training forward that moves the running statistics), then the layer's output, its
+ * input's gradient, every parameter gradient, the running statistics and the loss are compared. */
+static void parity(const char *what, int n, int c, int h, int w, int pre, MakeLayer make, int training) {
+    Net *net[2];
+    int x = 0, y = 0;
+    for (int k = 0; k < 2; k++) {
+        Net *t = net[k] = net_new(n, c, h, w);
+        x = act_create(t, t->input, ACT_LINEAR, 0);
+        if (pre) x = conv_create(t, x, pre, 3, 3, 1, 1, PAD_SAME, 1);
+        y = make(t, x);
+        int z = y;
+        Shape sy = net_node(t, y)->shape;
+        if (sy.h != 1 || sy.w != 1) z = flatten_create(t, z);
+        z = fc_create(t, z, 7, 1);
+        softmax_xent_create(t, z);
+        net_finalize(t, 11);
+    }
+    char err[256];
+    CHECK_MSG(onednn_plan(net[1], err, sizeof err) == 0, "%s: %s", what, err);
+    Rng r;
+    rng_seed(&r, 5);
+    Node *in0 = &net[0]->node[net[0]->input];
+    tu_fill_uniform(in0->data, shape_count(in0->shape), -1, 1, &r);
+    memcpy(net[1]->node[net[1]->input].data, in0->data, shape_count(in0->shape) * sizeof(float));
+    /* biases and BN's beta away from their zero start, gamma away from one */
+    tu_fill_uniform(net[0]->params, net[0]->params_total, -0.5f, 0.5f, &r);
+    for (int p = 0; p < net[0]->nparam; p++)
+        if (strstr(net[0]->param[p].name, "gamma"))
+            for (size_t i = 0; i < net[0]->param[p].count; i++) net_param(net[0], p)[i] += 1.0f;
+    memcpy(net[1]->params, net[0]->params, net[0]->params_total * sizeof(float));
+    int32_t labels[64];
+    for (int i = 0; i < n; i++) labels[i] = (int32_t)rng_below(&r, 7);
+    for (int k = 0; k < 2; k++) {
+        net[k]->labels = labels;
+        if (!training) {
+            net[k]->training = 1;
+            net_forward(net[k]);
+        }
+        net[k]->training = training;
+        net_forward(net[k]);
+        net_backward(net[k]);
+    }
+    size_t ny = shape_count(net[0]->node[y].shape), nx = shape_count(net[0]->node[x].shape);
+    float *oy = xmalloc(ny * sizeof(float)), *odx = xmalloc(nx * sizeof(float));
+    onednn_node_nchw(net[1], y, 0, oy);
+    onednn_node_nchw(net[1], x, 1, odx);
+    double e[5] = {rel_err(oy, net[0]->node[y].data, ny), rel_err(odx, net[0]->node[x].grad, nx),
+                   rel_err(net[1]->grads, net[0]->grads, net[0]->params_total),
+                   rel_err(net[1]->state, net[0]->state, net[0]->state_total),
+                   fabs(net[1]->loss - net[0]->loss) / fmax(fabs(net[0]->loss), 1e-6)};
+    const char *names[5] = {"output", "input gradient", "parameter gradients", "running statistics", "loss"};
+    const double tol[5] = {1e-5, 1e-4, 1e-4, 1e-5, 1e-5};
+    for (int k = 0; k < 5; k++) CHECK_MSG(e[k] <= tol[k], "%s: %s relative error %.3g > %.3g", what, names[k], e[k], tol[k]);
+    printf("    %-44s out %.1e  dx %.1e  dparams %.1e  stats %.1e  (%d of %d layers on oneDNN)\n", what, e[0], e[1],
+           e[2], e[3], onednn_layers(net[1]), net[1]->nlayer);
+    worst_fwd = fmax(worst_fwd, fmax(e[0], fmax(e[3], e[4])));
+    worst_bwd = fmax(worst_bwd, fmax(e[1], e[2]));
+    free(oy);
+    free(odx);
+    net_free(net[0]);
+    net_free(net[1]);
+}
+
+/* ---- convolution: the cases of test_conv.c (TensorFlow's SAME/VALID and nvcnn's SAME_RESNET
+ * padding, uneven padding, 1xk and kx1, 11x11/4), each on an NCHW input and on a blocked one ---- */
+typedef struct ConvCase {
+    int n, cin, h, w, cout, kh, kw, sh, sw;
+    Padding pad;
+    int bias;
+} ConvCase;
+
+static const ConvCase conv_cases[] = {
+    {2, 3, 9, 9, 4, 1, 1, 1, 1, PAD_SAME, 1},          {2, 5, 8, 7, 6, 3, 3, 1, 1, PAD_SAME, 0},
+    {3, 4, 9, 10, 5, 3, 3, 2, 2, PAD_SAME, 1},         {2, 3, 10, 10, 4, 3, 3, 2, 2, PAD_VALID, 1},
+    {2, 3, 11, 12, 7, 5, 5, 1, 1, PAD_SAME, 1},        {1, 3, 16, 16, 5, 7, 7, 2, 2, PAD_SAME_RESNET, 0},
+    {1, 3, 16, 15, 5, 7, 7, 2, 2, PAD_SAME, 0},        {2, 6, 9, 9, 3, 1, 7, 1, 1, PAD_SAME, 1},
+    {2, 6, 9, 9, 3, 7, 1, 1, 1, PAD_SAME, 1},          {1, 3, 27, 27, 4, 11, 11, 4, 4, PAD_VALID, 1},
+    {2, 7, 13, 13, 9, 3, 3, 1, 1, PAD_SAME_RESNET, 0}, {2, 4, 8, 8, 8, 1, 1, 2, 2, PAD_SAME, 0},
+    {2, 4, 7, 7, 3, 3, 3, 2, 2, PAD_SAME_RESNET, 1},   {1, 2, 5, 6, 3, 2, 2, 2, 2, PAD_SAME, 1},
+    /* channel counts of whole blocks (the output stays blocked) and of partial ones */
+    {2, 16, 8, 8, 32, 3, 3, 1, 1, PAD_SAME, 1},        {2, 16, 9, 9, 24, 3, 3, 2, 2, PAD_SAME, 0},
+    {2, 32, 6, 6, 64, 1, 1, 1, 1, PAD_SAME, 0},        {2, 8, 7, 7, 12, 5, 5, 1, 1, PAD_SAME, 1},
+};
+static const ConvCase *cur_conv;
+
+static int mk_conv(Net *t, int x) {
+    const ConvCase *cc = cur_conv;
+    return conv_create(t, x, cc->cout, cc->kh, cc->kw, cc->sh, cc->sw, cc->pad, cc->bias);
+}
+
+TEST(onednn_conv_matches_reference) {
+    if (!have_onednn()) return;
+    for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
+        const ConvCase *cc = cur_conv = &conv_cases[i];
+        const char *pad = cc->pad == PAD_SAME ? "SAME" : cc->pad == PAD_VALID ? "VALID" : "SAME_RESNET";
+        char what[96];
+        snprintf(what, sizeof what, "conv %d->%d %dx%d/%d %s%s on %dx%d", cc->cin, cc->cout, cc->kh, cc->kw, cc->sh, pad,
+                 cc->bias ? " +b" : "", cc->h, cc->w);
+        parity(what, cc->n, cc->cin, cc->h, cc->w, 0, mk_conv, 1);
+        snprintf(what, sizeof what, "conv 16->%d %dx%d/%d %s%s, blocked input", cc->cout, cc->kh, cc->kw, cc->sh, pad,
+                 cc->bias ? " +b" : "");
+        parity(what, cc->n, cc->cin, cc->h, cc->w, 16, mk_conv, 1);
+    }
+}
+
+/* ---- pooling, spatial average, batch norm, flatten, FC, and the layout-free layers ---- */
+static int mk_max_same(Net *t, int x) { return pool_create(t, x, POOL_MAX, 3, 3, 2, 2, PAD_SAME); }
+static int mk_max_valid(Net *t, int x) { return pool_create(t, x, POOL_MAX, 3, 3, 2, 2, PAD_VALID); }
+static int mk_max_2x2(Net *t, int x) { return pool_create(t, x, POOL_MAX, 2, 2, 2, 2, PAD_VALID); }
+static int mk_max_s1(Net *t, int x) { return pool_create(t, x, POOL_MAX, 3, 3, 1, 1, PAD_SAME); }
+static int mk_max_1x1_s2(Net *t, int x) { return pool_create(t, x, POOL_MAX, 1, 1, 2, 2, PAD_VALID); }
+static int mk_avg_same(Net *t, int x) { return pool_create(t, x, POOL_AVG, 3, 3, 2, 2, PAD_SAME); }
+static int mk_avg_s1(Net *t, int x) { return pool_create(t, x, POOL_AVG, 3, 3, 1, 1, PAD_SAME); }
+static int mk_avg_2x2_odd(Net *t, int x) { return pool_create(t, x, POOL_AVG, 2, 2, 2, 2, PAD_SAME); }
+static int mk_avg_valid(Net *t, int x) { return pool_create(t, x, POOL_AVG, 5, 5, 3, 3, PAD_VALID); }
+static int mk_spatial_avg(Net *t, int x) { return spatial_avg_create(t, x); }
+static int mk_bn(Net *t, int x) { return bn_create(t, x); }
+static int mk_bn_relu(Net *t, int x) { return act_create(t, bn_create(t, x), ACT_RELU, 0); }
+static int mk_flatten_fc(Net *t, int x) { return act_create(t, fc_create(t, flatten_create(t, x), 9, 1), ACT_RELU, 0); }
+static int mk_bn_2d(Net *t, int x) { return bn_create(t, fc_create(t, flatten_create(t, x), 10, 0)); }
+static int mk_concat(Net *t, int x) {
+    int a = conv_create(t, x, 16, 1, 1, 1, 1, PAD_SAME, 1), b = conv_create(t, x, 32, 3, 3, 1, 1, PAD_SAME, 1);
+    int in[3] = {a, b, x};
+    return concat_create(t, in, 3);
+}
+static int mk_concat_partial(Net *t, int x) { /* 24 channels: not whole blocks of 16 */
+    int a = conv_create(t, x, 24, 1, 1, 1, 1, PAD_SAME, 1), b = conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 1);
+    int in[2] = {a, b};
+    return concat_create(t, in, 2);
+}
+static int mk_add_relu(Net *t, int x) {
+    int y = bn_create(t, conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 0));
+    return act_create(t, add_create(t, y, x), ACT_RELU, 0);
+}
+/* with x NCHW (16 channels, no conv before): a blocked and an NCHW input */
+static int mk_add_mixed(Net *t, int x) { return add_create(t, conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 0), x); }
+static int mk_tanh(Net *t, int x) { return act_create(t, x, ACT_TANH, 0); }
+static int mk_dropout1(Net *t, int x) { return dropout_create(t, x, 1.0f); }
+
+TEST(onednn_pooling_matches_reference) {
+    if (!have_onednn()) return;
+    const int pres[2] = {0, 16};
+    for (int k = 0; k < 2; k++) {
+        const char *lay = pres[k] ? ", blocked" : "";
+        char what[96];
+#define P(name, n, c, h, w, mk)                                                                                        \
+    do {                                                                                                               \
+        snprintf(what, sizeof what, "%s on %dx%d%s", name, h, w, lay);                                                 \
+        parity(what, n, c, h, w, pres[k], mk, 1);                                                                      \
+    } while (0)
+        P("maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_max_same);
+        P("maxpool 3x3/2 SAME", 2, 3, 8, 8, mk_max_same);
+        P("maxpool 3x3/2 VALID", 2, 3, 9, 9, mk_max_valid);
+        P("maxpool 2x2/2 VALID odd", 2, 3, 7, 7, mk_max_2x2);
+        P("maxpool 3x3/1 SAME", 2, 3, 6, 7, mk_max_s1);
+        P("maxpool 1x1/2 VALID (subsampling)", 2, 3, 7, 8, mk_max_1x1_s2);
+        P("avgpool 3x3/2 SAME", 2, 3, 9, 10, mk_avg_same);
+        P("avgpool 3x3/1 SAME", 2, 3, 7, 6, mk_avg_s1);
+        P("avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avg_2x2_odd);
+        P("avgpool 5x5/3 VALID", 2, 3, 11, 12, mk_avg_valid);
+        P("spatial average", 3, 4, 5, 5, mk_spatial_avg);
+#undef P
+    }
+    /* 24 channels: a conv output that does not fill blocks of 16 (NCHW on AVX-512) */
+    parity("spatial average of 24 channels", 2, 3, 5, 5, 24, mk_spatial_avg, 1);
+    parity("maxpool 3x3/2 SAME of 24 channels", 2, 3, 9, 9, 24, mk_max_same, 1);
+}
+
+TEST(onednn_batch_norm_matches_reference) {
+    if (!have_onednn()) return;
+    for (int training = 1; training >= 0; training--) {
+        const char *mode = training ? "training" : "inference";
+        char what[96];
+        snprintf(what, sizeof what, "bn 4-D %s", mode);
+        parity(what, 4, 5, 6, 7, 0, mk_bn, training);
+        snprintf(what, sizeof what, "bn 4-D %s, blocked", mode);
+        parity(what, 4, 5, 6, 7, 16, mk_bn, training);
+        snprintf(what, sizeof what, "bn + relu %s, blocked", mode);
+        parity(what, 2, 3, 8, 8, 32, mk_bn_relu, training);
+        snprintf(what, sizeof what, "bn 2-D %s", mode);
+        parity(what, 8, 3, 4, 4, 0, mk_bn_2d, training);
+    }
+}
+
+TEST(onednn_reshape_fc_and_layout_free_layers_match_reference) {
+    if (!have_onednn()) return;
+    parity("flatten + fc + relu", 4, 3, 5, 5, 0, mk_flatten_fc, 1);
+    parity("flatten + fc + relu, blocked", 4, 3, 5, 5, 16, mk_flatten_fc, 1);
+    parity("flatten + fc + relu, 24 channels", 4, 3, 5, 5, 24, mk_flatten_fc, 1);
+    parity("concat 16 + 32 + 16, blocked", 2, 3, 6, 6, 16, mk_concat, 1);
+    parity("concat 24 + 16 (partial blocks)", 2, 3, 6, 6, 16, mk_concat_partial, 1);
+    parity("conv + bn + add + relu, blocked", 2, 3, 6, 6, 16, mk_add_relu, 1);
+    parity("add of blocked and NCHW", 2, 16, 6, 6, 0, mk_add_mixed, 1);
+    parity("tanh, blocked", 2, 3, 6, 6, 16, mk_tanh, 1);
+    parity("dropout keep 1, blocked", 2, 3, 6, 6, 16, mk_dropout1, 1);
+    printf("    worst relative error: forward %.2e, backward %.2e\n", worst_fwd, worst_bwd);
+}
+
+/* ---- whole training steps ---- */
+typedef NbT (*Body)(Net *nb, NbT x);
+
+/* The model's body on [n][3][s][s] + fc(classes) + softmax cross-entropy (model_build_net on
+ * another image size). */
+static Net *build_model(Body body, int n, int s, int classes) {
+    Net *nb = net_new(n, 3, s, s);
+    NbT x = body(nb, nb_input(nb));
+    nb_softmax_xent(nb, nb_fc(nb, x, classes, ACT_LINEAR));
+    return nb;
+}
+
+/* `steps` SGD steps (Nesterov momentum 0.9, weight decay 1e-4, learning rate lr) of the same
+ * model on the same fixed batch on both sides. Checks each step's loss and, at the end, the
+ * parameters and running statistics; returns the largest relative parameter difference. */
+static double train_parity(const char *what, Body body, int n, int s, int steps, double lr, double loss_tol,
+                           double param_tol) {
+    const int K = 10;
+    Net *net[2];
+    Trainer tr[2];
+    Dist d = {0, 1, 0, 1, 0};
+    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0};
+    Rng r;
+    rng_seed(&r, 21);
+    int32_t labels[64];
+    for (int i = 0; i < n; i++) labels[i] = (int32_t)rng_below(&r, K);
+    for (int k = 0; k < 2; k++) {
+        net[k] = build_model(body, n, s, K);
+        net_finalize(net[k], 3);
+        trainer_init(&tr[k], net[k], &d, &tc, NULL);
+    }
+    char err[256];
+    CHECK_MSG(onednn_plan(net[1], err, sizeof err) == 0, "%s", err);
+    Node *in0 = &net[0]->node[net[0]->input];
+    tu_fill_uniform(in0->data, shape_count(in0->shape), -1, 1, &r);
+    memcpy(net[1]->node[net[1]->input].data, in0->data, shape_count(in0->shape) * sizeof(float));
+    double worst_loss = 0, worst_grad = 0;
+    for (int step = 0; step < steps; step++) {
+        double l0 = trainer_step(&tr[0], labels, lr), l1 = trainer_step(&tr[1], labels, lr);
+        double e = fabs(l1 - l0) / fabs(l0);
+        CHECK_MSG(e <= loss_tol, "%s: step %d loss %.9g (oneDNN) vs %.9g (reference)", what, step, l1, l0);
+        worst_loss = fmax(worst_loss, e);
+        if (step == 0) /* the first step's gradients, before any difference is compounded */
+            for (int p = 0; p < net[0]->nparam; p++) {
+                double eg = rel_err(net_grad(net[1], p), net_grad(net[0], p), net[0]->param[p].count);
+                CHECK_MSG(eg <= 1e-4, "%s: gradient of %s differs by %.3g", what, net[0]->param[p].name, eg);
+                worst_grad = fmax(worst_grad, eg);
+            }
+    }
+    /* the largest difference of any parameter tensor, relative to that tensor's largest value */
+    double worst = 0;
+    for (int p = 0; p < net[0]->nparam; p++) {
+        double e = rel_err(net_param(net[1], p), net_param(net[0], p), net[0]->param[p].count);
+        CHECK_MSG(e <= param_tol, "%s: %s differs by %.3g after %d steps", what, net[0]->param[p].name, e, steps);
+        worst = fmax(worst, e);
+    }
+    double es = rel_err(net[1]->state, net[0]->state, net[0]->state_total);
+    CHECK_MSG(es <= param_tol, "%s: running statistics differ by %.3g", what, es);
+    int t0, t5, o1, o5;
+    trainer_eval(&tr[0], labels, n, &t0, &t5);
+    trainer_eval(&tr[1], labels, n, &o1, &o5);
+    printf("    %-32s %d steps: first gradients %.2e, loss %.2e, parameters %.2e, statistics %.2e; eval top-1 %d/%d vs "
+           "%d/%d (%d of %d layers on oneDNN)\n",
+           what, steps, worst_grad, worst_loss, worst, es, o1, n, t0, n, onednn_layers(net[1]), net[1]->nlayer);
+    for (int k = 0; k < 2; k++) {
+        trainer_free(&tr[k]);
+        net_free(net[k]);
+    }
+    return worst;
+}
+
+/* Tolerances: each step's gradients differ by the layer errors above (~1e-6 relative), the
+ * updates move the weights by lr * gradient, and the differences compound through the next steps'
+ * forward passes. The bounds are 10x (or more) the largest difference measured under SSE4.1, AVX2
+ * and AVX-512 kernels with 1 and 2 threads and several OpenBLAS core types. */
+TEST(onednn_training_steps_match_reference_lenet) {
+    if (!have_onednn()) return;
+    train_parity("lenet 28x28, batch 16", model_lenet, 16, 28, 8, 0.05, 1e-4, 1e-4);
+}
+
+/* resnet18's structure at a quarter of its widths (16, 32, 64, 128) on 32x32 images: the stem
+ * (7x7/2 SAME_RESNET conv, 3x3/2 max pool), basic blocks of two 3x3 convs with batch norm, the
+ * three shortcuts (identity, 1x1/2 max-pool subsampling, 1x1/2 projection with batch norm), the
+ * spatial average; 8 images keep 2x2x8 samples per channel in the last batch norms. */
+static NbT basic_block(Net *nb, NbT x, int width, int stride) {
+    NbT sc = x;
+    if (nb_shape(nb, x).c != width)
+        sc = nb_conv_ex(nb, x, width, 1, 1, stride, stride, PAD_SAME, ACT_LINEAR, 1);
+    else if (stride > 1)
+        sc = nb_pool(nb, x, POOL_MAX, 1, 1, stride, stride, PAD_VALID);
+    NbT y = nb_conv(nb, x, width, 3, 3, stride, stride, PAD_SAME_RESNET);
+    y = nb_conv_ex(nb, y, width, 3, 3, 1, 1, PAD_SAME, ACT_LINEAR, -1);
+    return nb_activate(nb, nb_add(nb, y, sc), nb->activation);
+}
+
+static NbT small_resnet(Net *nb, NbT x) {
+    nb->use_batch_norm = 1;
+    x = nb_conv(nb, x, 16, 7, 7, 2, 2, PAD_SAME_RESNET);
+    x = nb_pool(nb, x, POOL_MAX, 3, 3, 2, 2, PAD_SAME); /* 8x8 */
+    x = basic_block(nb, x, 16, 1);
+    x = basic_block(nb, x, 16, 2); /* max-pool shortcut, 4x4 */
+    x = basic_block(nb, x, 32, 1); /* projection */
+    x = basic_block(nb, x, 64, 2); /* projection, 2x2 */
+    x = basic_block(nb, x, 128, 1);
+    return nb_spatial_avg(nb, x);
+}
+
+TEST(onednn_training_steps_match_reference_resnet) {
+    if (!have_onednn()) return;
+    train_parity("resnet (widths/4) on 32x32, batch 8", small_resnet, 8, 32, 6, 0.05, 1e-4, 1e-4);
+}
+
+TEST(onednn_training_steps_match_reference_googlenet) {
+    if (!have_onednn()) return;
+    train_parity("googlenet on 64x64, batch 2", model_googlenet, 2, 64, 3, 0.01, 1e-4, 1e-4);
+}
