@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential libopenblas-dev libopenblas-openmp-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
       libprotobuf-c-dev protobuf-c-compiler libopenmpi-dev openmpi-bin dataset-fashion-mnist
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev libdnnl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

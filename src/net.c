@@ -265,8 +265,11 @@ void net_forward(Net *net) {
 
 void net_backward_scaled(Net *net, float loss_scale) {
     memset(net->grads, 0, net->params_total * sizeof(float));
-    for (int i = 0; i < net->nnode; i++)
-        if (net->node[i].grad) memset(net->node[i].grad, 0, shape_count(net->node[i].shape) * sizeof(float));
+    if (net->runner)
+        net->runner->zero_grads(net, net->runner->ctx);
+    else
+        for (int i = 0; i < net->nnode; i++)
+            if (net->node[i].grad) memset(net->node[i].grad, 0, shape_count(net->node[i].shape) * sizeof(float));
     for (int i = net->nlayer - 1; i >= 0; i--) {
         Layer *l = &net->layer[i];
         if (net->runner)

@@ -89,10 +89,13 @@ struct Layer {
 
 /* Another implementation of some layers (the oneDNN CPU layers, src/onednn/): when a net has a
  * runner, net_forward and net_backward call it for every layer instead of the layer's own
- * forward/backward (it falls back on those where it has nothing better); net_free calls destroy. */
+ * forward/backward (it falls back on those where it has nothing better), and net_backward lets
+ * zero_grads zero the node gradients that need it (its layers may overwrite a gradient instead
+ * of adding to zeros); net_free calls destroy. */
 typedef struct NetRunner {
     void (*forward)(Net *net, int li, void *ctx);
     void (*backward)(Net *net, int li, void *ctx);
+    void (*zero_grads)(Net *net, void *ctx);
     void (*destroy)(void *ctx);
     void *ctx;
 } NetRunner;

@@ -168,6 +168,11 @@ static int mk_avg_valid(Net *t, int x) { return pool_create(t, x, POOL_AVG, 5, 5
 static int mk_spatial_avg(Net *t, int x) { return spatial_avg_create(t, x); }
 static int mk_bn(Net *t, int x) { return bn_create(t, x); }
 static int mk_bn_relu(Net *t, int x) { return act_create(t, bn_create(t, x), ACT_RELU, 0); }
+static int mk_conv_relu(Net *t, int x) { return act_create(t, conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 1), ACT_RELU, 0); }
+static int mk_conv_relu_twice(Net *t, int x) { /* the conv's output read by the relu and an add: not fused */
+    int y = conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 1);
+    return add_create(t, act_create(t, y, ACT_RELU, 0), y);
+}
 static int mk_flatten_fc(Net *t, int x) { return act_create(t, fc_create(t, flatten_create(t, x), 9, 1), ACT_RELU, 0); }
 static int mk_bn_2d(Net *t, int x) { return bn_create(t, fc_create(t, flatten_create(t, x), 10, 0)); }
 static int mk_concat(Net *t, int x) {
@@ -236,6 +241,9 @@ TEST(onednn_batch_norm_matches_reference) {
 
 TEST(onednn_reshape_fc_and_layout_free_layers_match_reference) {
     if (!have_onednn()) return;
+    parity("conv + relu (fused)", 2, 3, 6, 6, 0, mk_conv_relu, 1);
+    parity("conv + relu (fused), blocked", 2, 3, 6, 6, 16, mk_conv_relu, 1);
+    parity("conv + relu + add (not fused), blocked", 2, 3, 6, 6, 16, mk_conv_relu_twice, 1);
     parity("flatten + fc + relu", 4, 3, 5, 5, 0, mk_flatten_fc, 1);
     parity("flatten + fc + relu, blocked", 4, 3, 5, 5, 16, mk_flatten_fc, 1);
     parity("flatten + fc + relu, 24 channels", 4, 3, 5, 5, 24, mk_flatten_fc, 1);

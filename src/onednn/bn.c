@@ -5,7 +5,9 @@
  * unbiased batch variance). Inference: the running statistics as oneDNN's global statistics.
  * Backward follows the mode of the last forward. gamma, beta, the running statistics and the
  * gradients of gamma and beta are used in place in the arenas (the gradients written, not added:
- * net_backward zeroes them first). */
+ * net_backward zeroes them first). A relu that is the output's only consumer is fused (oneDNN's
+ * fuse_norm_relu, with the positions of the positive outputs kept in a workspace for backward):
+ * this layer writes the relu's output node and reads its gradient. */
 #ifdef NVCNN_DNNL
 #include <stdlib.h>
 
@@ -14,7 +16,7 @@
 typedef struct DnBn {
     DnPrim fwd_train, fwd_infer, bwd_train, bwd_infer;
     dnnl_memory_t src, dst, scale, shift, mean, var, run_mean, run_var;
-    dnnl_memory_t ddst, dscale, dshift;
+    dnnl_memory_t ddst, dscale, dshift, ws;
     DnOut dsrc;
     float *mean_buf, *var_buf;
     int c;
@@ -28,7 +30,8 @@ static void *bn_plan(Dn *dn, Layer *l, int li) {
     const int C = in->shape.c;
     if (!in->grad) return NULL; /* bn on the network input: the reference's (oneDNN always writes diff_src) */
     Md data = dn->md[l->in[0]];
-    const unsigned flags = dnnl_use_scale | dnnl_use_shift;
+    const int relu_li = dn_relu_after(dn, l->out);
+    const unsigned flags = dnnl_use_scale | dnnl_use_shift | (relu_li >= 0 ? dnnl_fuse_norm_relu : 0);
     dnnl_batch_normalization_desc_t d;
     dnnl_primitive_desc_t ft, fi, bt = NULL, bi = NULL;
     DN_CHECK(dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_training, &data, BN_EPSILON, flags));
@@ -54,6 +57,13 @@ static void *bn_plan(Dn *dn, Layer *l, int li) {
     b->m = (double)in->shape.n * in->shape.h * in->shape.w;
     b->training = 1;
     dn->md[l->out] = data;
+    if (relu_li >= 0) { /* write the relu's output instead */
+        out = &net->node[net->layer[relu_li].out];
+        dn->md[net->layer[relu_li].out] = data;
+        const Md *ws = dn_query(ft, dnnl_query_workspace_md);
+        b->ws = dn_mem(dn, ws, dn_buf(dn, dn_md_bytes(ws)));
+        dn_fuse(dn, relu_li);
+    }
     dnnl_dims_t cd = {C};
     Md cmd = dn_md_dims(1, cd, dnnl_x);
     b->mean_buf = dn_buf(dn, (size_t)C * sizeof(float));
@@ -83,15 +93,17 @@ static void bn_forward(Dn *dn, Layer *l, int li, void *st) {
     Net *net = dn->net;
     b->training = net->training != 0;
     if (!b->training) {
-        dnnl_exec_arg_t a[6] = {{DNNL_ARG_SRC, b->src},        {DNNL_ARG_DST, b->dst},
-                                {DNNL_ARG_SCALE, b->scale},    {DNNL_ARG_SHIFT, b->shift},
-                                {DNNL_ARG_MEAN, b->run_mean},  {DNNL_ARG_VARIANCE, b->run_var}};
-        dn_exec(dn, &b->fwd_infer, 6, a);
+        dnnl_exec_arg_t a[7] = {{DNNL_ARG_SRC, b->src},       {DNNL_ARG_DST, b->dst},
+                                {DNNL_ARG_SCALE, b->scale},   {DNNL_ARG_SHIFT, b->shift},
+                                {DNNL_ARG_MEAN, b->run_mean}, {DNNL_ARG_VARIANCE, b->run_var},
+                                {DNNL_ARG_WORKSPACE, b->ws}};
+        dn_exec(dn, &b->fwd_infer, b->ws ? 7 : 6, a);
         return;
     }
-    dnnl_exec_arg_t a[6] = {{DNNL_ARG_SRC, b->src},   {DNNL_ARG_DST, b->dst},      {DNNL_ARG_SCALE, b->scale},
-                            {DNNL_ARG_SHIFT, b->shift}, {DNNL_ARG_MEAN, b->mean}, {DNNL_ARG_VARIANCE, b->var}};
-    dn_exec(dn, &b->fwd_train, 6, a);
+    dnnl_exec_arg_t a[7] = {{DNNL_ARG_SRC, b->src},     {DNNL_ARG_DST, b->dst},   {DNNL_ARG_SCALE, b->scale},
+                            {DNNL_ARG_SHIFT, b->shift}, {DNNL_ARG_MEAN, b->mean}, {DNNL_ARG_VARIANCE, b->var},
+                            {DNNL_ARG_WORKSPACE, b->ws}};
+    dn_exec(dn, &b->fwd_train, b->ws ? 7 : 6, a);
     float *mm = net_buffer(net, l->buf0), *mv = net_buffer(net, l->buf0 + 1);
     const double unbias = b->m > 1 ? b->m / (b->m - 1) : 1.0;
     for (int ch = 0; ch < b->c; ch++) {
@@ -104,7 +116,7 @@ static void bn_backward(Dn *dn, Layer *l, int li, void *st) {
     (void)l;
     (void)li;
     DnBn *b = st;
-    dnnl_exec_arg_t a[9] = {{DNNL_ARG_SRC, b->src},
+    dnnl_exec_arg_t a[10] = {{DNNL_ARG_SRC, b->src},
                             {DNNL_ARG_DIFF_DST, b->ddst},
                             {DNNL_ARG_SCALE, b->scale},
                             {DNNL_ARG_SHIFT, b->shift},
@@ -112,8 +124,9 @@ static void bn_backward(Dn *dn, Layer *l, int li, void *st) {
                             {DNNL_ARG_VARIANCE, b->training ? b->var : b->run_var},
                             {DNNL_ARG_DIFF_SCALE, b->dscale},
                             {DNNL_ARG_DIFF_SHIFT, b->dshift},
-                            {DNNL_ARG_DIFF_SRC, b->dsrc.mem}};
-    dn_exec(dn, b->training ? &b->bwd_train : &b->bwd_infer, 9, a);
+                            {DNNL_ARG_DIFF_SRC, b->dsrc.mem},
+                            {DNNL_ARG_WORKSPACE, b->ws}};
+    dn_exec(dn, b->training ? &b->bwd_train : &b->bwd_infer, b->ws ? 10 : 9, a);
     dn_out_run(dn, &b->dsrc);
 }
 

@@ -7,6 +7,10 @@
  * arena. Parameter gradients are written, not added: net_backward zeroes them first and each
  * parameter has one layer. Grouped convolutions use oneDNN's grouped weights [g][cout/g][cin/g]
  * [kh][kw], the same bytes as the reference's [cout][cin/g][kh][kw].
+ *
+ * A relu that is the output's only consumer is fused: the forward applies it (an eltwise post-op)
+ * and writes the relu's output node; backward first turns the relu's output gradient into this
+ * layer's output gradient (oneDNN's relu backward from the relu's output), then goes on as usual.
  */
 #ifdef NVCNN_DNNL
 #include <stdlib.h>
@@ -24,6 +28,9 @@ typedef struct DnConv {
     DnIn src_w, ddst_w;     /* backward weights: input, output gradient (each may reuse the above) */
     DnOut dw;
     dnnl_memory_t db;
+    int relu;               /* a fused relu: its backward below */
+    DnPrim relu_bwd;
+    dnnl_memory_t relu_y, relu_dy, relu_dx;
 } DnConv;
 
 /* The weights descriptor: 4-D, or 5-D grouped. */
@@ -60,7 +67,8 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
     dnnl_convolution_desc_t fd, bdd, wd;
     DN_CHECK(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src_any, &w_any,
                                                 has_bias ? &b_md : NULL, &dst_any, strides, pl, pr));
-    dnnl_primitive_desc_t fpd = dn_pd(dn, &fd, NULL);
+    const int relu_li = dn_relu_after(dn, l->out);
+    dnnl_primitive_desc_t fpd = relu_li >= 0 ? dn_pd_relu(dn, &fd) : dn_pd(dn, &fd, NULL);
     if (!fpd) return NULL;
     const int need_dx = in->grad != NULL;
     dnnl_primitive_desc_t dpd = NULL, wpd;
@@ -88,7 +96,27 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
     k->src = dn_in(dn, &f_src, &dn->md[l->in[0]], in->data);
     k->w = dn_in(dn, &f_w, &w_plain, W);
     k->bias = has_bias ? dn_mem(dn, &b_md, net_param(net, c->pb)) : NULL;
-    k->dst = dn_out(dn, &f_dst, node_out, out->data, 0);
+    if (relu_li >= 0) {
+        /* the relu's output node holds what the forward writes, in this node's layout */
+        const Node *ro = &net->node[net->layer[relu_li].out];
+        dn->md[net->layer[relu_li].out] = *node_out;
+        dnnl_eltwise_desc_t ef, eb;
+        DN_CHECK(dnnl_eltwise_forward_desc_init(&ef, dnnl_forward_training, dnnl_eltwise_relu_use_dst_for_bwd, node_out,
+                                                0.0f, 0.0f));
+        DN_CHECK(dnnl_eltwise_backward_desc_init(&eb, dnnl_eltwise_relu_use_dst_for_bwd, node_out, node_out, 0.0f, 0.0f));
+        dnnl_primitive_desc_t efpd = dn_pd(dn, &ef, NULL), ebpd = efpd ? dn_pd(dn, &eb, efpd) : NULL;
+        if (!ebpd) die("oneDNN has no relu backward for layer %s", l->name);
+        DN_CHECK(dnnl_primitive_desc_destroy(efpd));
+        k->relu = 1;
+        k->relu_bwd = dn_prim(dn, ebpd);
+        k->relu_y = dn_mem(dn, node_out, ro->data);
+        k->relu_dy = dn_mem(dn, node_out, ro->grad);
+        k->relu_dx = dn_mem(dn, node_out, out->grad);
+        k->dst = dn_out(dn, &f_dst, node_out, ro->data, 0);
+        dn_fuse(dn, relu_li);
+    } else {
+        k->dst = dn_out(dn, &f_dst, node_out, out->data, 0);
+    }
     k->fwd = dn_prim(dn, fpd);
 
     /* backward data */
@@ -139,6 +167,10 @@ static void conv_backward(Dn *dn, Layer *l, int li, void *st) {
     (void)l;
     (void)li;
     DnConv *k = st;
+    if (k->relu) {
+        dnnl_exec_arg_t r[3] = {{DNNL_ARG_DST, k->relu_y}, {DNNL_ARG_DIFF_DST, k->relu_dy}, {DNNL_ARG_DIFF_SRC, k->relu_dx}};
+        dn_exec(dn, &k->relu_bwd, 3, r);
+    }
     if (k->has_bwd_data) {
         dn_in_run(dn, &k->ddst);
         dn_in_run(dn, &k->wd);

@@ -71,6 +71,23 @@ dnnl_primitive_desc_t dn_pd(Dn *dn, const void *op_desc, const_dnnl_primitive_de
     return pd;
 }
 
+dnnl_primitive_desc_t dn_pd_relu(Dn *dn, const void *op_desc) {
+    dnnl_primitive_attr_t attr;
+    dnnl_post_ops_t po;
+    DN_CHECK(dnnl_primitive_attr_create(&attr));
+    DN_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    DN_CHECK(dnnl_post_ops_create(&po));
+    DN_CHECK(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+    DN_CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
+    DN_CHECK(dnnl_post_ops_destroy(po));
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = dnnl_primitive_desc_create(&pd, op_desc, attr, dn->eng, NULL);
+    DN_CHECK(dnnl_primitive_attr_destroy(attr));
+    if (st == dnnl_unimplemented) return NULL;
+    DN_CHECK(st);
+    return pd;
+}
+
 static void scratch_of(Dn *dn, const_dnnl_primitive_desc_t pd, DnPrim *p) {
     const Md *smd = dn_query(pd, dnnl_query_scratchpad_md);
     size_t bytes = smd ? dn_md_bytes(smd) : 0;
@@ -187,6 +204,20 @@ void dn_add(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
+/* ---- fused relu ---- */
+int dn_relu_after(const Dn *dn, int v) {
+    const Net *net = dn->net;
+    if (v == net->input || dn->ncons[v] != 1) return -1;
+    const Layer *r = &net->layer[dn->cons[v]];
+    if (!act_is(r) || ((const ActPriv *)r->priv)->act != ACT_RELU) return -1;
+    return dn->cons[v];
+}
+
+void dn_fuse(Dn *dn, int relu_li) {
+    dn->noop[relu_li] = 1;
+    dn->nlayers++;
+}
+
 /* ---- reference layers: inputs converted to NCHW ---- */
 typedef struct RefConv {
     int n;           /* distinct inputs that need a conversion */
@@ -261,6 +292,7 @@ static void swap_in(Net *net, RefConv *rc, int grads) {
 static void run_forward(Net *net, int li, void *ctx) {
     Dn *dn = ctx;
     Layer *l = &net->layer[li];
+    if (dn->noop[li]) return;
     if (dn->impl[li]) {
         dn->impl[li]->forward(dn, l, li, dn->st[li]);
         return;
@@ -279,6 +311,7 @@ static void run_forward(Net *net, int li, void *ctx) {
 static void run_backward(Net *net, int li, void *ctx) {
     Dn *dn = ctx;
     Layer *l = &net->layer[li];
+    if (dn->noop[li]) return;
     if (dn->impl[li]) {
         dn->impl[li]->backward(dn, l, li, dn->st[li]);
         return;
@@ -295,6 +328,14 @@ static void run_backward(Net *net, int li, void *ctx) {
     swap_in(net, rc, 1);
     for (int j = 0; j < rc->n; j++)
         if (rc->back[j]) dn_reorder_run(dn, rc->back[j]);
+}
+
+/* Only the gradients whose first writer adds: a reference layer (or one that nothing consumes);
+ * the oneDNN layers overwrite where they write first. */
+static void run_zero_grads(Net *net, void *ctx) {
+    Dn *dn = ctx;
+    for (int v = 0; v < net->nnode; v++)
+        if (dn->zero[v] && net->node[v].grad) memset(net->node[v].grad, 0, shape_count(net->node[v].shape) * sizeof(float));
 }
 
 static void dn_destroy(void *ctx) {
@@ -319,6 +360,10 @@ static void dn_destroy(void *ctx) {
     free(dn->st);
     free(dn->acc);
     free(dn->slot0);
+    free(dn->ncons);
+    free(dn->cons);
+    free(dn->noop);
+    free(dn->zero);
     dnnl_primitive_attr_destroy(dn->attr);
     dnnl_stream_destroy(dn->strm);
     dnnl_engine_destroy(dn->eng);
@@ -383,9 +428,19 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
     free(last);
     free(zero);
     for (int i = 0; i < net->nlayer; i++) dn->slot0[i] = net_input_slot(net, i);
+    dn->ncons = xcalloc((size_t)net->nnode, sizeof *dn->ncons);
+    dn->cons = xcalloc((size_t)net->nnode, sizeof *dn->cons);
+    dn->noop = xcalloc((size_t)net->nlayer, 1);
+    dn->zero = xcalloc((size_t)net->nnode, 1);
+    for (int i = 0; i < net->nlayer; i++)
+        for (int k = 0; k < net->layer[i].nin; k++) {
+            dn->ncons[net->layer[i].in[k]]++;
+            dn->cons[net->layer[i].in[k]] = i;
+        }
     dn->md[net->input] = dn_md(net->node[net->input].shape, dnnl_nchw);
     for (int i = 0; i < net->nlayer; i++) {
         Layer *l = &net->layer[i];
+        if (dn->noop[i]) continue; /* fused into the layer before: that one set its output's layout */
         const DnImpl *im = impl_of(l->ops->type);
         void *st = im ? im->plan(dn, l, i) : NULL;
         if (st) {
@@ -396,6 +451,15 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
             plan_reference(dn, l, i);
         }
     }
+    /* which gradients must start at zero: those whose first writer adds into them */
+    for (int v = 0; v < net->nnode; v++) dn->zero[v] = dn->ncons[v] == 0;
+    for (int i = 0; i < net->nlayer; i++)
+        for (int k = 0; k < net->layer[i].nin; k++) {
+            int v = net->layer[i].in[k];
+            if (!dn_acc(dn, i, k) && !dn->impl[i] && !dn->noop[i]) dn->zero[v] = 1;
+        }
+    for (int v = 0; v < net->nnode; v++)
+        if (dn->ncons[v] == 1 && dn->noop[dn->cons[v]]) dn->zero[v] = 0;
     if (dn->scratch_bytes) {
         dn->scratch = xmalloc_aligned(dn->scratch_bytes);
         for (int i = 0; i < dn->nscr; i++) DN_CHECK(dnnl_memory_set_data_handle(dn->scr[i], dn->scratch));
@@ -403,6 +467,7 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
     NetRunner *r = xcalloc(1, sizeof *r);
     r->forward = run_forward;
     r->backward = run_backward;
+    r->zero_grads = run_zero_grads;
     r->destroy = dn_destroy;
     r->ctx = dn;
     net->runner = r;

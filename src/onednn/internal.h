@@ -81,6 +81,9 @@ struct Dn {
     void **st;                      /* [nlayer] impl state, or the reference layer's conversions */
     char *acc;                      /* backward: 1 where layer li adds into its input k's gradient */
     int *slot0;                     /* [nlayer] layer li's first entry of acc */
+    int *ncons, *cons;              /* [nnode] number of consumers, the last one */
+    char *noop;                     /* [nlayer] 1: a relu that the layer before it does (fused) */
+    char *zero;                     /* [nnode] 1: zero the gradient before backward */
     int nlayers;                    /* layers on oneDNN */
     /* what the plan owns, released by dn_destroy */
     dnnl_primitive_t *prims;
@@ -96,6 +99,13 @@ struct Dn {
 };
 
 static inline int dn_acc(const Dn *dn, int li, int k) { return dn->acc[dn->slot0[li] + k]; }
+
+/* The relu layer that may be fused into the producer of node v: v's only consumer, an ACT_RELU
+ * layer; -1 when there is none. dn_fuse marks it as done by its producer: the producer writes
+ * the relu's output node and reads its gradient, the relu layer does nothing, and the gradient of
+ * v is the producer's own business (it is never zeroed by the plan). */
+int dn_relu_after(const Dn *dn, int v);
+void dn_fuse(Dn *dn, int relu_li);
 
 /* ---- layouts ---- */
 /* The 4-D descriptor [n][c][h][w] of shape s in layout tag (dnnl_nchw, dnnl_nChw16c, ...). */
@@ -124,6 +134,8 @@ DnPrim dn_prim(Dn *dn, dnnl_primitive_desc_t pd);
 /* A primitive descriptor of op_desc with the plan's attributes (hint: the forward's, or NULL).
  * Returns NULL when oneDNN has no implementation for it; dies on other errors. */
 dnnl_primitive_desc_t dn_pd(Dn *dn, const void *op_desc, const_dnnl_primitive_desc_t hint);
+/* The same with a relu after the operation (an eltwise post-op). */
+dnnl_primitive_desc_t dn_pd_relu(Dn *dn, const void *op_desc);
 dnnl_memory_t dn_mem(Dn *dn, const Md *md, void *ptr);
 /* A 64-byte aligned buffer of `bytes`, zeroed, freed with the plan. */
 float *dn_buf(Dn *dn, size_t bytes);
