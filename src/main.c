@@ -666,8 +666,11 @@ int main(int argc, char **argv) {
     choose_allreduce(&r);
     r.total_batch = r.cfg.batch_size * r.dist.size;
 
+    /* compute threads: OMP_NUM_THREADS when set (e.g. to compare 1 and 2 threads), else the
+     * node's cores shared among its ranks */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    r.threads = (int)(cores / (r.dist.local_size > 0 ? r.dist.local_size : 1));
+    const char *omp = getenv("OMP_NUM_THREADS");
+    r.threads = omp && atoi(omp) > 0 ? atoi(omp) : (int)(cores / (r.dist.local_size > 0 ? r.dist.local_size : 1));
     if (r.threads < 1) r.threads = 1;
     omp_set_num_threads(r.threads);
     openblas_set_num_threads(r.threads);
