@@ -1,8 +1,8 @@
 /* test_onednn.c: the oneDNN CPU layers against the reference layers: each layer type's forward
  * and backward (input gradient, parameter gradients, running statistics) on random inputs, in
  * NCHW and in the blocked layout a oneDNN convolution hands on, and whole training steps of
- * lenet, a resnet18 and a googlenet on small images. In a build without oneDNN every test prints
- * "skipped" and says why.
+ * lenet, resnet18's structure at a quarter of its widths, and googlenet, on small images. In a
+ * build without oneDNN every test prints "skipped" and says why.
  *
  * Tolerances: both sides compute in fp32 and differ only in the order of the sums (oneDNN's
  * kernels block the reductions, the reference accumulates whole rows in the GEMM, and its batch
