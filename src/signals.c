@@ -14,10 +14,10 @@ static void on_usr1(int sig) {
     ckpt_req = 1;
 }
 
-/* The thread that takes the signals: the compute threads block them. JIT-generated kernels
- * (oneDNN's) may keep data below the stack pointer, where the kernel would write a signal frame:
- * a signal delivered to a thread inside such a kernel corrupted the heap (1 run in 10 stopped by
- * SIGTERM during a step). */
+/* The thread that takes the signals: the main and OpenMP threads block them. A SIGTERM delivered
+ * to a compute thread while it ran oneDNN's JIT kernels corrupted the heap in about 1 of 10 runs
+ * stopped during a step (never with the reference layers, 0 of 60); why was not traced (data kept
+ * below the stack pointer, where the signal frame goes, would do it). With this thread: 0 of 250. */
 static void *signal_thread(void *arg) {
     const sigset_t *set = arg;
     for (;;) {
