@@ -3,7 +3,7 @@
 #   make run        installs missing packages, builds, trains the embedded default
 #   make test       installs missing packages, builds, runs every test
 #   make data       converts Debian's dataset-fashion-mnist into data/fashion-mnist/
-# Switches: CUDA=0 / CUDA=1, MPI=0 / MPI=1 (default: detected), BUILD=dir, DEBUG=1,
+# Switches: CUDA=0 / CUDA=1, MPI=0 / MPI=1, DNNL=0 / DNNL=1 (default: detected), BUILD=dir, DEBUG=1,
 #           ARCH=sm_90 (the GPU architectures: see the CUDA section).
 
 BUILD ?= build
@@ -31,6 +31,26 @@ ifeq ($(origin MPI),undefined)
   endif
 endif
 
+# oneDNN (the fast CPU layers, src/onednn/): the 2.x C API (Debian 12's libdnnl-dev 2.6). Another
+# major version builds the reference CPU layers only, with a note; DNNL=0 leaves oneDNN out.
+DNNL_H := $(call find_header,oneapi/dnnl/dnnl_version.h)
+DNNL_MAJOR := $(if $(DNNL_H),$(shell sed -n 's/^\#define DNNL_VERSION_MAJOR //p' $(DNNL_H)))
+ifeq ($(origin DNNL),undefined)
+  ifeq ($(DNNL_MAJOR),2)
+    DNNL := 1
+  else
+    DNNL := 0
+    ifneq ($(DNNL_MAJOR),)
+      $(info note: oneDNN $(DNNL_MAJOR).x found ($(DNNL_H)): nvcnn's oneDNN layers use the 2.x C API; building the reference CPU layers only)
+    endif
+  endif
+endif
+ifeq ($(DNNL),1)
+  ifneq ($(DNNL_MAJOR),2)
+    $(error DNNL=1: nvcnn's oneDNN layers need oneDNN 2.x (dnnl_version.h: $(or $(DNNL_H),not found)); install libdnnl-dev 2.x or build with DNNL=0)
+  endif
+endif
+
 OPT ?= -O2
 ifeq ($(DEBUG),1)
   OPT := -O0 -g -fsanitize=address,undefined
@@ -52,6 +72,11 @@ endif
 ifeq ($(MPI),1)
   CPPFLAGS += -DNVCNN_MPI $(MPICC_SHOW)
   LDLIBS += $(shell mpicc --showme:link 2>/dev/null)
+endif
+
+ifeq ($(DNNL),1)
+  CPPFLAGS += -DNVCNN_DNNL
+  LDLIBS += -ldnnl
 endif
 
 CU_SRC :=
@@ -81,7 +106,7 @@ endif
 # ---- sources ---------------------------------------------------------------------------------
 PROTO := $(wildcard data/*.proto)
 PROTO_C := $(wildcard src/io/proto/*.pb-c.c)
-LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/layers/*.c) \
+LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/layers/*.c) $(wildcard src/onednn/*.c) \
            $(wildcard src/io/*.c) $(PROTO_C) $(wildcard models/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 TEST_SRC := $(wildcard tests/*.c)
@@ -101,6 +126,12 @@ all: $(BIN)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# the files that NVCNN_DNNL changes are rebuilt when DNNL changes (a stamp per value)
+DNNL_STAMP := $(BUILD)/.dnnl-$(DNNL)
+$(DNNL_STAMP):
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/.dnnl-* && touch $@
+$(patsubst %.c,$(BUILD)/%.o,src/onednn_none.c $(wildcard src/onednn/*.c)): $(DNNL_STAMP)
 
 # the per-pixel image loops are hot in the decode workers: let the compiler unroll them
 $(BUILD)/src/io/augment.o: CFLAGS_BASE += -O3

@@ -5,12 +5,14 @@ inputs and labels made once on the device (as nvcnn does without --data_dir), 10
 
 Usage: scripts/bench_gpu_peer.py --model resnet50 --batch 256 --precision fp16
                                  [--steps 50] [--warmup 10] [--device cuda]
-Models: resnet18/34/50/101/152, alexnet, googlenet, vgg16 (224x224), inception_v3 (299x299).
+Models: resnet18/34/50/101/152, alexnet, googlenet, vgg16 (224x224), inception_v3 (299x299),
+lenet (nvcnn's: 3x28x28, conv 5x5x32 and 5x5x64 SAME each with relu and 2x2 max pool, fc 512 + relu).
 Precision: fp32 (no TF32 anywhere), tf32, fp16 (autocast + channels_last + GradScaler),
 bf16 (autocast + channels_last). On --device cpu, fp16 and bf16 both autocast to bfloat16.
 Prints one final line:
   peer: model=M batch=B precision=P images_per_sec=X.X peak_mem_gib=Y.YY
-Used by scripts/bench_gpu.sh. Needs: pip install torch torchvision (not needed by make test).
+Used by scripts/bench_gpu.sh and scripts/bench_cpu.sh (--device cpu --threads N).
+Needs: pip install torch torchvision (not needed by make test).
 """
 import argparse
 import contextlib
@@ -18,7 +20,7 @@ import sys
 import time
 
 MODELS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-          "alexnet", "googlenet", "vgg16", "inception_v3")
+          "alexnet", "googlenet", "vgg16", "inception_v3", "lenet")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 NUM_CLASSES = 1000
 
@@ -36,6 +38,7 @@ def parse_args():
     p.add_argument("--steps", type=int, default=50, help="timed steps")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps before them")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: torch's default")
     a = p.parse_args()
     if a.model not in MODELS:
         die("unknown model '%s' (one of: %s)" % (a.model, ", ".join(MODELS)))
@@ -48,6 +51,12 @@ def parse_args():
 
 def build_model(name):
     import torchvision.models as tvm
+    if name == "lenet":
+        import torch.nn as nn
+        return nn.Sequential(
+            nn.Conv2d(3, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(64 * 7 * 7, 512), nn.ReLU(), nn.Linear(512, NUM_CLASSES)), 28
     if name == "googlenet":
         return tvm.googlenet(weights=None, num_classes=NUM_CLASSES, aux_logits=False, init_weights=True), 224
     if name == "inception_v3":
@@ -59,12 +68,15 @@ def default_lr(name, batch):
     """nvcnn's per-model default learning rates (they do not change the speed; kept for likeness)."""
     if name.startswith("resnet"):
         return 0.1 * batch / 256
-    return {"alexnet": 0.03, "googlenet": 0.04, "vgg16": 0.02, "inception_v3": 0.2}[name]
+    return {"alexnet": 0.03, "googlenet": 0.04, "vgg16": 0.02, "inception_v3": 0.2, "lenet": 0.001}[name]
 
 
 def main():
     a = parse_args()
     import torch
+
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
 
     try:
         dev = torch.device(a.device)

@@ -6,7 +6,7 @@ set -euo pipefail
 # one-node cluster of their own (tests/slurm/cluster.sh).
 pkgs=(build-essential libopenblas-dev libopenblas-openmp-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
       libprotobuf-c-dev protobuf-c-compiler libopenmpi-dev openmpi-bin dataset-fashion-mnist
-      clang libclang-rt-14-dev slurmctld slurmd slurm-client munge)
+      clang libclang-rt-14-dev libdnnl-dev slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

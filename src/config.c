@@ -18,7 +18,7 @@ enum {
     OPT_LR_DECAY_EPOCHS, OPT_LR_DECAY_RATE, OPT_WARMUP_EPOCHS, OPT_LOSS_SCALE, OPT_LARC_ETA, OPT_LARC_MODE, OPT_EVAL,
     OPT_NO_EVAL, OPT_FORWARD_ONLY, OPT_DISTORT_COLOR, OPT_INPUT_THREADS, OPT_SHUFFLE_BUFFER, OPT_SKIP_CORRUPT,
     OPT_NUM_CLASSES, OPT_SEED, OPT_BURNIN, OPT_CROP_AREA_MIN, OPT_ALLREDUCE, OPT_BUCKET_MB, OPT_SAVE_INTERVAL,
-    OPT_SUMMARY_INTERVAL, OPT_VERBOSE, OPT_PRINT_LAYERS, OPT_HELP
+    OPT_SUMMARY_INTERVAL, OPT_VERBOSE, OPT_PRINT_LAYERS, OPT_CPU_IMPL, OPT_HELP
 };
 
 /* One flag: its long name, its one-letter name (nvcnn.py's -m, -b, -g) or 0, whether it takes a
@@ -83,6 +83,8 @@ static const FlagDoc flags[] = {
     {OPT_SUMMARY_INTERVAL, "summary_interval", 0, 1, "3600",
      "seconds between TensorBoard summaries (also written at the first and last step)"},
     {OPT_VERBOSE, "verbose", 0, 0, "off", "every rank prints"},
+    {OPT_CPU_IMPL, "cpu_impl", 0, 1, "onednn where built, else reference",
+     "onednn | reference: the CPU backend's layers (oneDNN, or the hand-written reference)"},
     {OPT_PRINT_LAYERS, "print_layers", 0, 0, "off", "print the layers: settings, shape, parameters, GFLOPs, inputs where it branches; modules as headings"},
     {OPT_HELP, "help", 0, 0, "", "this help (--help=markdown: the flag table of the README)"},
 };
@@ -348,6 +350,11 @@ void config_parse(Config *cfg, int argc, char **argv) {
         case OPT_SAVE_INTERVAL: cfg->save_interval = (int)parse_long(name, v, 1, 1 << 30); break;
         case OPT_VERBOSE: cfg->verbose = 1; break;
         case OPT_PRINT_LAYERS: cfg->print_layers = 1; break;
+        case OPT_CPU_IMPL: {
+            static const char *const m[] = {"reference", "onednn"};
+            cfg->cpu_impl = pick(name, v, m, 2) == 0 ? CPU_IMPL_REFERENCE : CPU_IMPL_ONEDNN;
+            break;
+        }
         case OPT_HELP:
             if (v && strcmp(v, "markdown") == 0)
                 config_print_markdown(stdout);

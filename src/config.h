@@ -9,6 +9,7 @@ typedef enum { DEVICE_AUTO = 0, DEVICE_CPU, DEVICE_GPU } DeviceKind;
 typedef enum { PREC_FP32 = 0, PREC_TF32, PREC_FP16, PREC_BF16 } Precision;
 typedef enum { LR_POLY = 0, LR_STEP } LrPolicy;
 typedef enum { LARC_CLIP = 0, LARC_SCALE } LarcMode;
+typedef enum { CPU_IMPL_AUTO = 0, CPU_IMPL_REFERENCE, CPU_IMPL_ONEDNN } CpuImplKind;
 typedef enum { ALLREDUCE_AUTO = 0, ALLREDUCE_NCCL, ALLREDUCE_MPI, ALLREDUCE_NONE } AllreduceKind;
 
 typedef struct Config {
@@ -51,6 +52,7 @@ typedef struct Config {
     int forward_only;          /* inference benchmark: no backward, no update */
     int summary_interval;      /* seconds between TensorBoard summaries */
     int num_gpus;              /* GPUs per process: only 1 (one process per GPU) */
+    CpuImplKind cpu_impl;      /* AUTO: oneDNN where built */
     /* The command line as given, for the header. */
     int argc;
     char **argv;

@@ -20,6 +20,7 @@
 #include "lifecycle.h"
 #include "models.h"
 #include "net.h"
+#include "onednn.h"
 #include "optim.h"
 #include "placement.h"
 #include "report.h"
@@ -60,6 +61,31 @@ static void choose_device(Run *r) {
             printf("Found %d GPU(s): using the CPU backend (the GPU backend is new: ask for it with --device=gpu)\n", ngpu);
         r->cfg.device = DEVICE_CPU;
     }
+}
+
+/* The CPU backend's layers: oneDNN's where this build has them (--cpu_impl=onednn, the default),
+ * else the hand-written reference (--cpu_impl=reference). Asking for oneDNN without it is exit 2. */
+static void choose_cpu_impl(Run *r) {
+    char why[256];
+    if (r->gpu) return;
+    if (r->cfg.cpu_impl == CPU_IMPL_AUTO) r->cfg.cpu_impl = onednn_built() ? CPU_IMPL_ONEDNN : CPU_IMPL_REFERENCE;
+    if (r->cfg.cpu_impl == CPU_IMPL_ONEDNN && !onednn_built()) {
+        onednn_describe(why, sizeof why);
+        die_code(EXIT_USAGE, "--cpu_impl=onednn: oneDNN is %s", why);
+    }
+}
+
+/* Plans the oneDNN layers of a finalized CPU net when they are chosen. */
+static void plan_cpu(Run *r, Net *net) {
+    if (r->gpu) return;
+    if (r->cfg.cpu_impl != CPU_IMPL_ONEDNN) {
+        snprintf(r->cpu_layers, sizeof r->cpu_layers, "reference (im2col + OpenBLAS)");
+        return;
+    }
+    char err[256], desc[128];
+    if (onednn_plan(net, err, sizeof err) != 0) die_code(EXIT_USAGE, "--cpu_impl=onednn: %s", err);
+    onednn_describe(desc, sizeof desc);
+    snprintf(r->cpu_layers, sizeof r->cpu_layers, "onednn (%s; %d of %d layers)", desc, onednn_layers(net), net->nlayer);
 }
 
 /* Flags whose features are not in this build yet: refused, never silently ignored. */
@@ -131,13 +157,14 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
 }
 
 /* The model as a net for this run's backend. */
-static Net *build_net(const Run *r) {
+static Net *build_net(Run *r) {
     const Config *c = &r->cfg;
     Net *net = model_build_net(r->model, c->batch_size, c->num_classes);
     if (r->gpu)
         net_finalize_for_device(net, c->seed);
     else
         net_finalize(net, c->seed);
+    plan_cpu(r, net);
     return net;
 }
 
@@ -278,6 +305,7 @@ int main(int argc, char **argv) {
     refuse_unsupported(&r.cfg);
     r.model = model_find(r.cfg.model);
     choose_device(&r);
+    choose_cpu_impl(&r);
     choose_allreduce(&r);
     r.total_batch = r.cfg.batch_size * r.dist.size;
 

@@ -31,6 +31,10 @@ Net *net_new(int batch, int c, int h, int w) {
 
 void net_free(Net *net) {
     if (!net) return;
+    if (net->runner) {
+        net->runner->destroy(net->runner->ctx);
+        free(net->runner);
+    }
     for (int i = 0; i < net->nlayer; i++) {
         Layer *l = &net->layer[i];
         if (l->ops->destroy)
@@ -307,16 +311,28 @@ void nb_softmax_xent(Net *nb, NbT logits) { softmax_xent_create(nb, logits.id); 
 /* ---- Traversal ---- */
 void net_forward(Net *net) {
     if (!net->finalized) die("net_forward before net_finalize");
-    for (int i = 0; i < net->nlayer; i++) net->layer[i].ops->forward(&net->layer[i], net);
+    NetRunner *r = net->runner;
+    for (int i = 0; i < net->nlayer; i++) {
+        if (r)
+            r->forward(net, i, r->ctx);
+        else
+            net->layer[i].ops->forward(&net->layer[i], net);
+    }
 }
 
 void net_backward_scaled(Net *net, float loss_scale) {
     memset(net->grads, 0, net->params_total * sizeof(float));
-    for (int i = 0; i < net->nnode; i++)
-        if (net->node[i].grad) memset(net->node[i].grad, 0, shape_count(net->node[i].shape) * sizeof(float));
+    if (net->runner)
+        net->runner->zero_grads(net, net->runner->ctx);
+    else
+        for (int i = 0; i < net->nnode; i++)
+            if (net->node[i].grad) memset(net->node[i].grad, 0, shape_count(net->node[i].shape) * sizeof(float));
     for (int i = net->nlayer - 1; i >= 0; i--) {
         Layer *l = &net->layer[i];
-        l->ops->backward(l, net);
+        if (net->runner)
+            net->runner->backward(net, i, net->runner->ctx);
+        else
+            l->ops->backward(l, net);
         if (loss_scale != 1.0f && i == net->nlayer - 1 && net->logits >= 0) {
             Node *lg = &net->node[net->logits];
             size_t n = shape_count(lg->shape);

@@ -90,6 +90,19 @@ struct Layer {
     char *section;   /* heading printed above this layer in the summary (nb_section), or NULL */
 };
 
+/* Another implementation of some layers (the oneDNN CPU layers, src/onednn/): when a net has a
+ * runner, net_forward and net_backward call it for every layer instead of the layer's own
+ * forward/backward (it falls back on those where it has nothing better), and net_backward lets
+ * zero_grads zero the node gradients that need it (its layers may overwrite a gradient instead
+ * of adding to zeros); net_free calls destroy. */
+typedef struct NetRunner {
+    void (*forward)(Net *net, int li, void *ctx);
+    void (*backward)(Net *net, int li, void *ctx);
+    void (*zero_grads)(Net *net, void *ctx);
+    void (*destroy)(void *ctx);
+    void *ctx;
+} NetRunner;
+
 struct Net {
     Node *node;
     int nnode, cap_node;
@@ -118,6 +131,7 @@ struct Net {
      * allreduce start on finished buckets while backward goes on. NULL: not called. */
     void (*on_grad_ready)(void *ctx, size_t final_from);
     void *on_grad_ready_ctx;
+    NetRunner *runner;   /* NULL: the reference layers (see NetRunner) */
 
     /* builder defaults */
     int use_batch_norm;  /* nb_conv: batch norm (1) or bias (0) */

@@ -39,6 +39,22 @@ void optim_step(Optimizer *o, Net *net, double lr) {
     const float wd = (float)o->c.weight_decay;
     const float m = (float)o->c.momentum;
     const int nest = o->c.nesterov;
+    if (o->c.larc_eta <= 0) {
+        /* no per-tensor scale: one pass over the whole arena, split evenly among the threads
+         * (per tensor, one thread would get alexnet's 38M-weight fc6 alone); the same operations
+         * per element as below */
+        float *w = net->params, *g = net->grads, *v = o->velocity;
+        const float flr = (float)lr;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < net->params_total; i++) {
+            float gi = g[i];
+            if (wd != 0) g[i] = gi = gi + wd * w[i];
+            float vi = m * v[i] + gi;
+            v[i] = vi;
+            w[i] -= nest ? flr * (gi + m * vi) : flr * vi;
+        }
+        return;
+    }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int p = 0; p < net->nparam; p++) {
         const Param *pp = &net->param[p];

@@ -34,6 +34,7 @@ void report_header(const Run *r, const Net *net) {
     } else {
         printf("Devices:     %d x cpu (%d thread%s each)\n", r->dist.size, r->threads, r->threads == 1 ? "" : "s");
     }
+    if (!r->gpu) printf("CPU layers:  %s\n", r->cpu_layers);
     printf("Data format: NCHW\n");
     printf("Data type:   %s\n", precision_name(c->precision));
     if (c->forward_only)

@@ -21,6 +21,7 @@ typedef struct Run {
     int gpu;         /* 1: the GPU backend on device gpu_device */
     int gpu_device;
     int nccl;        /* 1: the GPU backend averages gradients with NCCL */
+    char cpu_layers[160]; /* the CPU backend's layers, for the header */
 } Run;
 
 #endif

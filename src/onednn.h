@@ -1,0 +1,41 @@
+/* onednn.h: the fast CPU layers on oneDNN (src/onednn/, built where oneDNN 2.x is installed;
+ * onednn_none.c otherwise). The hand-written layers of src/layers/ stay the reference that the
+ * tests hold these against.
+ *
+ * onednn_plan() gives a finalized net a runner (net.h's NetRunner) that executes convolution
+ * (forward, backward data, backward weights, bias), max/average pooling, the spatial average,
+ * batch normalisation, flatten and the FC GEMMs with oneDNN primitives created once, here; every
+ * other layer type runs its reference code. Activations keep the layout oneDNN prefers from one
+ * oneDNN layer to the next (nChw16c on AVX-512, nChw8c on AVX2 and SSE4.1) and through the layers
+ * that do not care about the layout (activations, add, dropout, and concat where every input's
+ * channels fill whole blocks); a reference layer that needs NCHW gets its inputs converted into
+ * NCHW copies, and its input gradients converted back. The network input and every 2-D node (FC
+ * inputs and outputs, the logits) are always NCHW. The primitives run on the OpenMP threads of the
+ * rest of the step (Debian's oneDNN is built on GNU OpenMP).
+ *
+ * After the plan the node buffers must not move (the primitives hold their addresses), and an
+ * intermediate node may hold a blocked layout: read it with onednn_node_nchw().
+ */
+#ifndef NVCNN_ONEDNN_H
+#define NVCNN_ONEDNN_H
+
+#include <stddef.h>
+
+#include "net.h"
+
+/* 1 if this build has the oneDNN layers. */
+int onednn_built(void);
+/* "oneDNN 2.6.3, avx512_core" (the library's version and the instruction set its kernels use), or
+ * why it is not there. */
+void onednn_describe(char *buf, size_t n);
+/* Plans the oneDNN layers for a finalized CPU net (see above). Returns 0, or -1 with the reason in
+ * err (this build has no oneDNN). Dies on a oneDNN error other than an unsupported shape: a layer
+ * that oneDNN cannot run keeps its reference code. */
+int onednn_plan(Net *net, char *err, size_t errlen);
+/* Layers of the planned net that run on oneDNN (0 without a plan). */
+int onednn_layers(const Net *net);
+/* Copies node `id`'s data (grad = 0) or gradient (grad = 1) into out[n][c][h][w], whatever the
+ * layout the plan gave the node (a plain copy without a plan). */
+void onednn_node_nchw(const Net *net, int id, int grad, float *out);
+
+#endif

@@ -1,0 +1,193 @@
+/* conv.c: convolution on oneDNN: forward (bias fused), backward data, backward weights and bias.
+ *
+ * The primitives pick their layouts (format "any"); the plan converts at the edges only where
+ * they differ from what the neighbours hold: the input node's layout, the weights' [cout][cin][kh]
+ * [kw] in the parameter arena (converted once per forward, the backward-data primitive reusing the
+ * copy when it wants the same layout), and the weight gradient written back into the gradient
+ * arena. Parameter gradients are written, not added: net_backward zeroes them first and each
+ * parameter has one layer. Grouped convolutions use oneDNN's grouped weights [g][cout/g][cin/g]
+ * [kh][kw], the same bytes as the reference's [cout][cin/g][kh][kw].
+ *
+ * A relu that is the output's only consumer is fused: the forward applies it (an eltwise post-op)
+ * and writes the relu's output node; backward first turns the relu's output gradient into this
+ * layer's output gradient (oneDNN's relu backward from the relu's output), then goes on as usual.
+ */
+#ifdef NVCNN_DNNL
+#include <stdlib.h>
+
+#include "internal.h"
+
+typedef struct DnConv {
+    DnPrim fwd, bwd_data, bwd_w;
+    int has_bwd_data;
+    DnIn src, w;            /* forward: input, weights */
+    dnnl_memory_t bias, dst_mem;
+    DnOut dst;
+    DnIn ddst, wd;          /* backward data: output gradient, weights (wd.mem may be w.mem) */
+    DnOut dsrc;
+    DnIn src_w, ddst_w;     /* backward weights: input, output gradient (each may reuse the above) */
+    DnOut dw;
+    dnnl_memory_t db;
+    int relu;               /* a fused relu: its backward below */
+    DnPrim relu_bwd;
+    dnnl_memory_t relu_y, relu_dy, relu_dx;
+} DnConv;
+
+/* The weights descriptor: 4-D, or 5-D grouped. */
+static Md weights_md(const Conv *c, int G, dnnl_format_tag_t tag) {
+    if (G == 1) {
+        dnnl_dims_t d = {c->cout, c->cin, c->kh, c->kw};
+        return dn_md_dims(4, d, tag);
+    }
+    dnnl_dims_t d = {G, c->cout / G, c->cin / G, c->kh, c->kw};
+    return dn_md_dims(5, d, tag == dnnl_format_tag_any ? tag : dnnl_goihw);
+}
+
+/* TensorFlow's padding as oneDNN's: the padding after is what the last window needs (never
+ * negative: a window that ends inside the input needs none). */
+static dnnl_dim_t pad_after(int in, int out, int k, int s, int before) {
+    int p = (out - 1) * s + k - in - before;
+    return p > 0 ? p : 0;
+}
+
+static void *conv_plan(Dn *dn, Layer *l, int li) {
+    Net *net = dn->net;
+    const Conv *c = l->priv;
+    const int G = dn_conv_groups(c);
+    Node *in = &net->node[l->in[0]], *out = &net->node[l->out];
+    const int N = in->shape.n;
+    dnnl_dims_t sd = {N, c->cin, c->h, c->w}, dd = {N, c->cout, c->oh, c->ow}, bd = {c->cout};
+    Md src_any = dn_md_dims(4, sd, dnnl_format_tag_any), dst_any = dn_md_dims(4, dd, dnnl_format_tag_any);
+    Md w_any = weights_md(c, G, dnnl_format_tag_any), w_plain = weights_md(c, G, dnnl_oihw);
+    Md b_md = dn_md_dims(1, bd, dnnl_x);
+    const int has_bias = c->pb >= 0;
+    dnnl_dims_t strides = {c->sh, c->sw}, pl = {c->pt, c->pl},
+                pr = {pad_after(c->h, c->oh, c->kh, c->sh, c->pt), pad_after(c->w, c->ow, c->kw, c->sw, c->pl)};
+
+    dnnl_convolution_desc_t fd, bdd, wd;
+    DN_CHECK(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src_any, &w_any,
+                                                has_bias ? &b_md : NULL, &dst_any, strides, pl, pr));
+    const int relu_li = dn_relu_after(dn, l->out);
+    dnnl_primitive_desc_t fpd = relu_li >= 0 ? dn_pd_relu(dn, &fd) : dn_pd(dn, &fd, NULL);
+    if (!fpd) return NULL;
+    const int need_dx = in->grad != NULL;
+    dnnl_primitive_desc_t dpd = NULL, wpd;
+    if (need_dx) {
+        DN_CHECK(dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &src_any, &w_any, &dst_any,
+                                                          strides, pl, pr));
+        dpd = dn_pd(dn, &bdd, fpd);
+    }
+    DN_CHECK(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_any, &w_any,
+                                                         has_bias ? &b_md : NULL, &dst_any, strides, pl, pr));
+    wpd = dn_pd(dn, &wd, fpd);
+    if ((need_dx && !dpd) || !wpd) {
+        dnnl_primitive_desc_destroy(fpd);
+        if (dpd) dnnl_primitive_desc_destroy(dpd);
+        if (wpd) dnnl_primitive_desc_destroy(wpd);
+        return NULL;
+    }
+    DnConv *k = xcalloc(1, sizeof *k);
+    float *W = net_param(net, c->pw), *dW = net_grad(net, c->pw);
+
+    /* forward */
+    Md f_src = *dn_query(fpd, dnnl_query_src_md), f_w = *dn_query(fpd, dnnl_query_weights_md),
+       f_dst = *dn_query(fpd, dnnl_query_dst_md);
+    const Md *node_out = dn_node_layout(dn, l->out, &f_dst);
+    k->src = dn_in(dn, &f_src, &dn->md[l->in[0]], in->data);
+    k->w = dn_in(dn, &f_w, &w_plain, W);
+    k->bias = has_bias ? dn_mem(dn, &b_md, net_param(net, c->pb)) : NULL;
+    if (relu_li >= 0) {
+        /* the relu's output node holds what the forward writes, in this node's layout */
+        const Node *ro = &net->node[net->layer[relu_li].out];
+        dn->md[net->layer[relu_li].out] = *node_out;
+        dnnl_eltwise_desc_t ef, eb;
+        DN_CHECK(dnnl_eltwise_forward_desc_init(&ef, dnnl_forward_training, dnnl_eltwise_relu_use_dst_for_bwd, node_out,
+                                                0.0f, 0.0f));
+        DN_CHECK(dnnl_eltwise_backward_desc_init(&eb, dnnl_eltwise_relu_use_dst_for_bwd, node_out, node_out, 0.0f, 0.0f));
+        dnnl_primitive_desc_t efpd = dn_pd(dn, &ef, NULL), ebpd = efpd ? dn_pd(dn, &eb, efpd) : NULL;
+        if (!ebpd) die("oneDNN has no relu backward for layer %s", l->name);
+        DN_CHECK(dnnl_primitive_desc_destroy(efpd));
+        k->relu = 1;
+        k->relu_bwd = dn_prim(dn, ebpd);
+        k->relu_y = dn_mem(dn, node_out, ro->data);
+        k->relu_dy = dn_mem(dn, node_out, ro->grad);
+        k->relu_dx = dn_mem(dn, node_out, out->grad);
+        k->dst = dn_out(dn, &f_dst, node_out, ro->data, 0);
+        dn_fuse(dn, relu_li);
+    } else {
+        k->dst = dn_out(dn, &f_dst, node_out, out->data, 0);
+    }
+    k->fwd = dn_prim(dn, fpd);
+
+    /* backward data */
+    Md b_ddst = f_dst;
+    if (need_dx) {
+        Md b_dsrc = *dn_query(dpd, dnnl_query_diff_src_md), b_w = *dn_query(dpd, dnnl_query_weights_md);
+        b_ddst = *dn_query(dpd, dnnl_query_diff_dst_md);
+        k->has_bwd_data = 1;
+        k->ddst = dn_in(dn, &b_ddst, node_out, out->grad);
+        if (dn_md_eq(&b_w, &f_w))
+            k->wd = (DnIn){k->w.mem, NULL, NULL}; /* the forward's copy */
+        else
+            k->wd = dn_in(dn, &b_w, &w_plain, W);
+        k->dsrc = dn_out(dn, &b_dsrc, &dn->md[l->in[0]], in->grad, dn_acc(dn, li, 0));
+        k->bwd_data = dn_prim(dn, dpd);
+    }
+
+    /* backward weights */
+    Md w_src = *dn_query(wpd, dnnl_query_src_md), w_ddst = *dn_query(wpd, dnnl_query_diff_dst_md),
+       w_dw = *dn_query(wpd, dnnl_query_diff_weights_md);
+    if (dn_md_eq(&w_src, &f_src))
+        k->src_w = (DnIn){k->src.mem, NULL, NULL}; /* the forward's input, converted or not */
+    else
+        k->src_w = dn_in(dn, &w_src, &dn->md[l->in[0]], in->data);
+    if (need_dx && dn_md_eq(&w_ddst, &b_ddst))
+        k->ddst_w = (DnIn){k->ddst.mem, NULL, NULL};
+    else
+        k->ddst_w = dn_in(dn, &w_ddst, node_out, out->grad);
+    k->dw = dn_out(dn, &w_dw, &w_plain, dW, 0);
+    k->db = has_bias ? dn_mem(dn, &b_md, net_grad(net, c->pb)) : NULL;
+    k->bwd_w = dn_prim(dn, wpd);
+    return k;
+}
+
+static void conv_forward(Dn *dn, Layer *l, int li, void *st) {
+    (void)l;
+    (void)li;
+    DnConv *k = st;
+    dn_in_run(dn, &k->src);
+    dn_in_run(dn, &k->w);
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, k->src.mem}, {DNNL_ARG_WEIGHTS, k->w.mem}, {DNNL_ARG_DST, k->dst.mem},
+                            {DNNL_ARG_BIAS, k->bias}};
+    dn_exec(dn, &k->fwd, k->bias ? 4 : 3, a);
+    dn_out_run(dn, &k->dst);
+}
+
+static void conv_backward(Dn *dn, Layer *l, int li, void *st) {
+    (void)l;
+    (void)li;
+    DnConv *k = st;
+    if (k->relu) {
+        dnnl_exec_arg_t r[3] = {{DNNL_ARG_DST, k->relu_y}, {DNNL_ARG_DIFF_DST, k->relu_dy}, {DNNL_ARG_DIFF_SRC, k->relu_dx}};
+        dn_exec(dn, &k->relu_bwd, 3, r);
+    }
+    if (k->has_bwd_data) {
+        dn_in_run(dn, &k->ddst);
+        dn_in_run(dn, &k->wd);
+    }
+    dn_in_run(dn, &k->src_w);
+    dn_in_run(dn, &k->ddst_w);
+    dnnl_exec_arg_t w[4] = {{DNNL_ARG_SRC, k->src_w.mem}, {DNNL_ARG_DIFF_DST, k->ddst_w.mem},
+                            {DNNL_ARG_DIFF_WEIGHTS, k->dw.mem}, {DNNL_ARG_DIFF_BIAS, k->db}};
+    dn_exec(dn, &k->bwd_w, k->db ? 4 : 3, w);
+    dn_out_run(dn, &k->dw);
+    if (k->has_bwd_data) {
+        dnnl_exec_arg_t d[3] = {{DNNL_ARG_DIFF_DST, k->ddst.mem}, {DNNL_ARG_WEIGHTS, k->wd.mem},
+                                {DNNL_ARG_DIFF_SRC, k->dsrc.mem}};
+        dn_exec(dn, &k->bwd_data, 3, d);
+        dn_out_run(dn, &k->dsrc);
+    }
+}
+
+const DnImpl dn_conv_impl = {"conv", conv_plan, conv_forward, conv_backward, NULL};
+#endif
