@@ -4,7 +4,7 @@
 #ifndef NVCNN_MODELS_H
 #define NVCNN_MODELS_H
 
-#include "net.h"
+#include "builder.h"
 
 /* Builds the body of a model on `x` (the scaled input image tensor) and returns its feature
  * tensor (2-D); the caller adds the final FC layer for the classes and the loss. A builder sets

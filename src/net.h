@@ -1,4 +1,4 @@
-/* net.h: Layer, Net, the builder API, forward/backward traversal, parameter arenas.
+/* net.h: Layer, Net, forward/backward traversal, parameter arenas.
  *
  * A Net is a list of layers in execution order over a list of nodes (activation tensors).
  * Every trainable parameter lives in one arena (net->params) and its gradient at the same
@@ -14,11 +14,9 @@
  *     net_backward() zeroes every node grad and every parameter grad first. A node whose grad
  *     is NULL (the network input) needs no gradient: skip it.
  *
- * Builder (models call these, as nvcnn's GPUNetworkBuilder):
- *     NbT x = nb_input(nb);
- *     x = nb_conv(nb, x, 64, 7, 7, 2, 2, PAD_SAME_RESNET);   // conv + BN-or-bias + activation
- *     x = nb_pool(nb, x, POOL_MAX, 3, 3, 2, 2, PAD_SAME);
- * Branches are explicit handles (NbT values), never relative indexes.
+ *
+ * The net knows no layer type: the layers (src/layers/) add themselves through the functions
+ * below, and the builder that models call (builder.h) sits above both.
  */
 #ifndef NVCNN_NET_H
 #define NVCNN_NET_H
@@ -31,11 +29,6 @@
 
 typedef struct Net Net;
 typedef struct Layer Layer;
-
-/* A handle to a tensor in a net under construction. */
-typedef struct NbT {
-    int id;
-} NbT;
 
 typedef enum { PAD_SAME, PAD_VALID, PAD_SAME_RESNET } Padding;
 typedef enum { ACT_LINEAR, ACT_RELU, ACT_RELU6, ACT_ELU, ACT_SIGMOID, ACT_TANH, ACT_LRELU } Act;
@@ -75,6 +68,9 @@ typedef struct LayerOps {
     void (*destroy)(Layer *l);              /* frees l->priv; NULL means free(l->priv) */
     /* Optional: the layer's settings for the summary ("3x3/2 VALID", "keep 0.8"); NULL: none. */
     void (*describe)(const Layer *l, char *buf, size_t n);
+    /* Optional, activations only: 1 if this layer may write its output over its input (its
+     * backward needs only its output); NULL: the layer is no activation. */
+    int (*in_place)(const Layer *l);
 } LayerOps;
 
 struct Layer {
@@ -178,44 +174,6 @@ static inline float *net_param(Net *net, int p) { return net->params + net->para
 static inline float *net_grad(Net *net, int p) { return net->grads + net->param[p].off; }
 static inline float *net_buffer(Net *net, int b) { return net->state + net->buf[b].off; }
 
-/* ---- Builder API (models) ---- */
-NbT nb_input(Net *nb);
-Shape nb_shape(Net *nb, NbT x);
-/* The channel count a layer asked for `c` outputs gets: c itself, or in a reduced variant
- * (nb->width_div = d > 1, for tests) ceil(c / d). Every nb_conv* and nb_fc below asks through it;
- * a model that compares a tensor's channels with a width it asked for compares with this. */
-int nb_width(Net *nb, int c);
-/* Convolution + (batch norm if nb->use_batch_norm else bias) + nb->activation. */
-NbT nb_conv(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad);
-/* As nb_conv with an explicit activation and batch-norm choice (use_bn: 1, 0, or -1 for the
- * builder default). */
-NbT nb_conv_ex(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, Act act,
-               int use_bn);
-/* As nb_conv, with the channels split into `groups` (ResNeXt's aggregated branches): `groups`
- * independent convolutions, each from cin/groups input channels to cout/groups output channels,
- * concatenated. In a reduced variant the groups shrink with the widths (groups / width_div, at
- * least 1), keeping cout / groups. */
-NbT nb_conv_grouped(Net *nb, NbT x, int cout, int kh, int kw, int sh, int sw, Padding pad, int groups);
-/* `branches` parallel nb_convs of `width` outputs each, all reading x, concatenated along
- * channels (ResNeXt's first 1x1 of every branch): computed as one convolution of
- * branches * width outputs, the same function and parameters, with its weights initialised as
- * the separate branches' would be (Glorot fan_out width*kh*kw). Reduced as nb_conv_grouped. */
-NbT nb_conv_branches(Net *nb, NbT x, int branches, int width, int kh, int kw, int sh, int sw, Padding pad);
-NbT nb_pool(Net *nb, NbT x, PoolKind kind, int kh, int kw, int sh, int sw, Padding pad);
-/* Fully connected + bias + activation (input 2-D: flatten or spatial-average first). */
-NbT nb_fc(Net *nb, NbT x, int nout, Act act);
-NbT nb_activate(Net *nb, NbT x, Act act);
-NbT nb_dropout(Net *nb, NbT x, float keep_prob);
-NbT nb_flatten(Net *nb, NbT x);     /* 4-D -> 2-D in NHWC element order, as nvcnn */
-NbT nb_spatial_avg(Net *nb, NbT x); /* mean over h, w: 4-D -> 2-D */
-NbT nb_concat(Net *nb, const NbT *xs, int n); /* along channels (inception columns) */
-NbT nb_add(Net *nb, NbT a, NbT b);  /* residual sum, same shapes */
-NbT nb_add_scaled(Net *nb, NbT a, NbT b, float scale); /* a + scale * b (scaled residual) */
-/* A heading for the layers that follow ("inception-A 1/4"), printed in the summary above the next
- * layer added (printf-style). */
-void nb_section(Net *nb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Softmax cross-entropy over `logits` (2-D, c classes) against net->labels. Marks the logits. */
-void nb_softmax_xent(Net *nb, NbT logits);
 
 /* ---- Traversal ---- */
 void net_forward(Net *net);

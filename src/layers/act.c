@@ -108,13 +108,13 @@ static void act_backward(Layer *l, Net *net) {
     }
 }
 
-static const LayerOps linear_ops = {"linear", act_forward, act_backward, NULL, NULL};
-static const LayerOps relu_ops = {"relu", act_forward, act_backward, NULL, NULL};
-static const LayerOps relu6_ops = {"relu6", act_forward, act_backward, NULL, NULL};
-static const LayerOps elu_ops = {"elu", act_forward, act_backward, NULL, NULL};
-static const LayerOps sigmoid_ops = {"sigmoid", act_forward, act_backward, NULL, NULL};
-static const LayerOps tanh_ops = {"tanh", act_forward, act_backward, NULL, NULL};
-static const LayerOps lrelu_ops = {"lrelu", act_forward, act_backward, NULL, NULL};
+static const LayerOps linear_ops = {"linear", act_forward, act_backward, NULL, NULL, act_in_place_ok};
+static const LayerOps relu_ops = {"relu", act_forward, act_backward, NULL, NULL, act_in_place_ok};
+static const LayerOps relu6_ops = {"relu6", act_forward, act_backward, NULL, NULL, act_in_place_ok};
+static const LayerOps elu_ops = {"elu", act_forward, act_backward, NULL, NULL, act_in_place_ok};
+static const LayerOps sigmoid_ops = {"sigmoid", act_forward, act_backward, NULL, NULL, act_in_place_ok};
+static const LayerOps tanh_ops = {"tanh", act_forward, act_backward, NULL, NULL, act_in_place_ok};
+static const LayerOps lrelu_ops = {"lrelu", act_forward, act_backward, NULL, NULL, act_in_place_ok};
 
 int act_is(const Layer *l) { return l->ops->forward == act_forward; }
 

@@ -47,7 +47,7 @@ static void add_describe(const Layer *l, char *buf, size_t n) {
         snprintf(buf, n, "%g a + %g b", (double)p->ca, (double)p->cb);
 }
 
-static const LayerOps add_ops = {"add", add_forward, add_backward, NULL, add_describe};
+static const LayerOps add_ops = {"add", add_forward, add_backward, NULL, add_describe, NULL};
 
 int add_create(Net *net, int a, int b) { return add_create_scaled(net, a, b, 1.0f, 1.0f); }
 

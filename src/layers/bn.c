@@ -117,7 +117,7 @@ static void bn_backward(Layer *l, Net *net) {
     }
 }
 
-static const LayerOps bn_ops = {"bn", bn_forward, bn_backward, bn_destroy, NULL};
+static const LayerOps bn_ops = {"bn", bn_forward, bn_backward, bn_destroy, NULL, NULL};
 
 int bn_create(Net *net, int in) {
     if (in < 0 || in >= net->nnode) die("bn: bad input handle %d", in);

@@ -42,7 +42,7 @@ static void concat_backward(Layer *l, Net *net) {
     }
 }
 
-static const LayerOps concat_ops = {"concat", concat_forward, concat_backward, NULL, NULL};
+static const LayerOps concat_ops = {"concat", concat_forward, concat_backward, NULL, NULL, NULL};
 
 int concat_create(Net *net, const int *in, int n) {
     if (n < 1) die("concat: %d inputs", n);

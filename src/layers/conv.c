@@ -178,7 +178,7 @@ static void conv_describe(const Layer *l, char *buf, size_t n) {
     if (c->pb >= 0 && off < n) snprintf(buf + off, n - off, " +bias");
 }
 
-static const LayerOps conv_ops = {"conv", conv_forward, conv_backward, conv_destroy, conv_describe};
+static const LayerOps conv_ops = {"conv", conv_forward, conv_backward, conv_destroy, conv_describe, NULL};
 
 int conv_create(Net *net, int in, int cout, int kh, int kw, int sh, int sw, Padding pad, int bias) {
     return conv_create_grouped(net, in, cout, kh, kw, sh, sw, pad, bias, 1);

@@ -66,7 +66,7 @@ static void dropout_describe(const Layer *l, char *buf, size_t n) {
     snprintf(buf, n, "keep %g", (double)((const Dropout *)l->priv)->keep);
 }
 
-static const LayerOps dropout_ops = {"dropout", dropout_forward, dropout_backward, dropout_destroy, dropout_describe};
+static const LayerOps dropout_ops = {"dropout", dropout_forward, dropout_backward, dropout_destroy, dropout_describe, NULL};
 
 int dropout_create(Net *net, int in, float keep_prob) {
     if (in < 0 || in >= net->nnode) die("dropout: bad input handle %d", in);

@@ -46,7 +46,7 @@ static void fc_backward(Layer *l, Net *net) {
                     1.0f, in->grad, f->nin);
 }
 
-static const LayerOps fc_ops = {"fc", fc_forward, fc_backward, NULL, NULL};
+static const LayerOps fc_ops = {"fc", fc_forward, fc_backward, NULL, NULL, NULL};
 
 int fc_create(Net *net, int in, int nout, int bias) {
     if (in < 0 || in >= net->nnode) die("fc: bad input handle %d", in);

@@ -93,8 +93,8 @@ static void pool_describe(const Layer *l, char *buf, size_t n) {
     net_window_text(buf, n, p->kh, p->kw, p->sh, p->sw, p->pad);
 }
 
-static const LayerOps maxpool_ops = {"maxpool", pool_forward, pool_backward, pool_destroy, pool_describe};
-static const LayerOps avgpool_ops = {"avgpool", pool_forward, pool_backward, pool_destroy, pool_describe};
+static const LayerOps maxpool_ops = {"maxpool", pool_forward, pool_backward, pool_destroy, pool_describe, NULL};
+static const LayerOps avgpool_ops = {"avgpool", pool_forward, pool_backward, pool_destroy, pool_describe, NULL};
 
 int pool_create(Net *net, int in, PoolKind kind, int kh, int kw, int sh, int sw, Padding pad) {
     Shape s = net_node(net, in)->shape;

@@ -62,8 +62,8 @@ static void avg_backward(Layer *l, Net *net) {
     }
 }
 
-static const LayerOps flatten_ops = {"flatten", flatten_forward, flatten_backward, NULL, NULL};
-static const LayerOps avg_ops = {"avg", avg_forward, avg_backward, NULL, NULL};
+static const LayerOps flatten_ops = {"flatten", flatten_forward, flatten_backward, NULL, NULL, NULL};
+static const LayerOps avg_ops = {"avg", avg_forward, avg_backward, NULL, NULL, NULL};
 
 int flatten_create(Net *net, int in) {
     if (in < 0 || in >= net->nnode) die("flatten: bad input handle %d", in);

@@ -63,7 +63,7 @@ static void xent_backward(Layer *l, Net *net) {
     }
 }
 
-static const LayerOps xent_ops = {"softmax_xent", xent_forward, xent_backward, xent_destroy, NULL};
+static const LayerOps xent_ops = {"softmax_xent", xent_forward, xent_backward, xent_destroy, NULL, NULL};
 
 int softmax_xent_create(Net *net, int logits) {
     if (logits < 0 || logits >= net->nnode) die("softmax_xent: bad input handle %d", logits);
