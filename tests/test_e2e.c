@@ -2,9 +2,11 @@
  * into data/fashion-mnist/) for 2 epochs with scripts/fashion_mnist.sh's recipe reaches the
  * threshold below in validation top-1. Fashion-MNIST's benchmark table lists the TensorFlow
  * tutorial's 2-conv model, which lenet reproduces, at 91.6% after longer training.
- * The threshold comes from a sweep over the CPUs this can run on (OpenBLAS kernels forced with
- * OPENBLAS_CORETYPE, 1 and 2 threads; scripts/sweep_cpus.sh, table in docs/performance.md): it
- * sits at least 1 point below the lowest accuracy seen there. */
+ * The threshold comes from a sweep over the CPUs this can run on (scripts/sweep_cpus.sh e2e, table
+ * in docs/performance.md): oneDNN's kernels capped at SSE4.1, AVX2 and AVX-512, the reference
+ * layers with OpenBLAS's Haswell, SkylakeX, Zen, Sandybridge and Nehalem kernels, each with 1 and
+ * 2 threads, gave 88.0-88.7 %: rounding differences steer 1,875 steps apart by a few tenths of a
+ * point. The threshold sits more than 1 point under the lowest. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,7 +14,7 @@
 #include "gpu.h"
 #include "harness.h"
 
-#define E2E_MIN_TOP1 88.0
+#define E2E_MIN_TOP1 87.0
 
 /* device: "cpu" or "gpu" (the GPU backend: pinned batches staged on the device while the previous
  * step runs; the last validation batch is short: 10000 = 156 x 64 + 16) */
