@@ -68,7 +68,9 @@ TEST(dist_two_ranks_stay_identical_and_equal_one_process) {
         CHECK(ranks == 2);
         CHECK_MSG(identical == 1, "parameters differ between ranks (bucket %s MiB)", bucket[k]);
         printf("    2 ranks vs 1 process with twice the batch (bucket %s MiB): max relative difference %.2e\n", bucket[k], maxrel);
-        CHECK_MSG(maxrel <= 1e-5, "max relative difference %g > 1e-5", maxrel);
+        /* rounding only (a wrong average is off by tens of percent): 1.5e-6 to 4.6e-6 measured
+         * under OpenBLAS's SkylakeX ... Nehalem kernels (scripts/sweep_cpus.sh unit) */
+        CHECK_MSG(maxrel <= 3e-5, "max relative difference %g > 3e-5", maxrel);
         free(o);
     }
 }
