@@ -11,7 +11,7 @@ command -v clang >/dev/null || { echo "fuzz: clang is not installed"; exit 77; }
 cp -n tests/fuzz/corpus/* data/fixtures/tf-examples.tfrecord data/fixtures/img_420.jpg data/fixtures/img_gray.png \
       data/fixtures/img_cmyk.jpg "$out/corpus/" 2>/dev/null || true
 srcs="tests/fuzz/fuzz_records.c src/io/tfrecord.c src/io/example.c src/io/jpeg.c src/io/augment.c src/ckpt.c
-      src/net.c src/util.c src/layers/*.c src/io/proto/*.pb-c.c"
+      src/net.c src/builder.c src/util.c src/layers/*.c src/io/proto/*.pb-c.c"
 if [ ! -x "$out/fuzz_records" ] || [ -n "$(find $srcs src/*.h src/io/*.h -newer "$out/fuzz_records" 2>/dev/null)" ]; then
   clang -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp \
     -Isrc -Imodels -I/usr/include/x86_64-linux-gnu $srcs -o "$out/fuzz_records" \

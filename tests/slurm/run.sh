@@ -82,7 +82,8 @@ case $scenario in
     set -e
     ;;
   preempt)
-    common=("${NV[@]}" --batch_size=64 --num_batches=16 --display_every=1)
+    # about 0.2 s a step (the reference layers at batch 256): the signal arrives well before the end
+    common=("${NV[@]}" --cpu_impl=reference --batch_size=256 --num_batches=16 --display_every=1)
     jid=$(submit ref "${common[@]}" --log_dir="$out/ref")
     job_wait "$jid" ref
     for how in scancel requeue preempt; do
