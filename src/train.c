@@ -179,19 +179,8 @@ double trainer_forward_end(Trainer *t) { return t->gpu ? gpunet_loss(t->gpu) : t
 
 void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *top5) {
     Net *net = t->net;
-    net->labels = labels;
-    net->training = 0;
-    if (t->gpu) {
-        if (!t->device_input) {
-            gpunet_set_input(t->gpu, net->node[net->input].data);
-            gpunet_set_labels(t->gpu, labels);
-        }
-        gpunet_forward(t->gpu);
-        gpunet_download_node(t->gpu, net->logits, net->node[net->logits].data, 0);
-    } else {
-        net_forward(net);
-    }
-    net->training = 1;
+    trainer_forward_begin(t, labels);
+    if (t->gpu) gpunet_download_node(t->gpu, net->logits, net->node[net->logits].data, 0);
     /* count only the valid samples: the net's topk looks at the whole batch */
     const Node *nd = &net->node[net->logits];
     int c = (int)shape_sample(nd->shape), c1 = 0, c5 = 0;
