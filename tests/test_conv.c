@@ -6,17 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_cases.h"
 #include "harness.h"
 #include "layer_death.h"
 #include "layers/layers.h"
 #include "testutil.h"
-
-typedef struct ConvCase {
-    int n, cin, h, w, cout, kh, kw, sh, sw;
-    Padding pad;
-    int bias;
-    int groups; /* 0 or 1: a plain convolution */
-} ConvCase;
 
 static int groups_of(const ConvCase *cc) { return cc->groups > 1 ? cc->groups : 1; }
 
@@ -82,13 +76,7 @@ static double max_rel_forward_error(const ConvCase *cc, uint64_t seed) {
 }
 
 static const ConvCase cases[] = {
-    {2, 3, 9, 9, 4, 1, 1, 1, 1, PAD_SAME, 1, 0},     {2, 5, 8, 7, 6, 3, 3, 1, 1, PAD_SAME, 0, 0},
-    {3, 4, 9, 10, 5, 3, 3, 2, 2, PAD_SAME, 1, 0},    {2, 3, 10, 10, 4, 3, 3, 2, 2, PAD_VALID, 1, 0},
-    {2, 3, 11, 12, 7, 5, 5, 1, 1, PAD_SAME, 1, 0},   {1, 3, 16, 16, 5, 7, 7, 2, 2, PAD_SAME_RESNET, 0, 0},
-    {1, 3, 16, 15, 5, 7, 7, 2, 2, PAD_SAME, 0, 0},   {2, 6, 9, 9, 3, 1, 7, 1, 1, PAD_SAME, 1, 0},
-    {2, 6, 9, 9, 3, 7, 1, 1, 1, PAD_SAME, 1, 0},     {1, 3, 27, 27, 4, 11, 11, 4, 4, PAD_VALID, 1, 0},
-    {2, 7, 13, 13, 9, 3, 3, 1, 1, PAD_SAME_RESNET, 0, 0}, {2, 4, 8, 8, 8, 1, 1, 2, 2, PAD_SAME, 0, 0},
-    {2, 4, 7, 7, 3, 3, 3, 2, 2, PAD_SAME_RESNET, 1, 0}, {1, 2, 5, 6, 3, 2, 2, 2, 2, PAD_SAME, 1, 0},
+    CONV_CASES_COMMON,
     /* grouped: ResNeXt's 3x3 (4 in, 4 out per group), strided with uneven padding, 1x1, one
      * channel per group (depthwise), unequal in/out per group, a 1x7 */
     {2, 16, 7, 7, 16, 3, 3, 1, 1, PAD_SAME, 0, 4},    {2, 6, 10, 10, 6, 3, 3, 2, 2, PAD_SAME, 1, 3},

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_cases.h"
 #include "harness.h"
 #include "layers/layers.h"
 #include "models.h"
@@ -122,23 +123,10 @@ static void parity(const char *what, int n, int c, int h, int w, int pre, MakeLa
     net_free(net[1]);
 }
 
-/* ---- convolution: the cases of test_conv.c (TensorFlow's SAME/VALID and nvcnn's SAME_RESNET
+/* ---- convolution: the shapes of conv_cases.h (TensorFlow's SAME/VALID and nvcnn's SAME_RESNET
  * padding, uneven padding, 1xk and kx1, 11x11/4), each on an NCHW input and on a blocked one ---- */
-typedef struct ConvCase {
-    int n, cin, h, w, cout, kh, kw, sh, sw;
-    Padding pad;
-    int bias;
-    int groups; /* 0: 1 */
-} ConvCase;
-
 static const ConvCase conv_cases[] = {
-    {2, 3, 9, 9, 4, 1, 1, 1, 1, PAD_SAME, 1, 0},          {2, 5, 8, 7, 6, 3, 3, 1, 1, PAD_SAME, 0, 0},
-    {3, 4, 9, 10, 5, 3, 3, 2, 2, PAD_SAME, 1, 0},         {2, 3, 10, 10, 4, 3, 3, 2, 2, PAD_VALID, 1, 0},
-    {2, 3, 11, 12, 7, 5, 5, 1, 1, PAD_SAME, 1, 0},        {1, 3, 16, 16, 5, 7, 7, 2, 2, PAD_SAME_RESNET, 0, 0},
-    {1, 3, 16, 15, 5, 7, 7, 2, 2, PAD_SAME, 0, 0},        {2, 6, 9, 9, 3, 1, 7, 1, 1, PAD_SAME, 1, 0},
-    {2, 6, 9, 9, 3, 7, 1, 1, 1, PAD_SAME, 1, 0},          {1, 3, 27, 27, 4, 11, 11, 4, 4, PAD_VALID, 1, 0},
-    {2, 7, 13, 13, 9, 3, 3, 1, 1, PAD_SAME_RESNET, 0, 0}, {2, 4, 8, 8, 8, 1, 1, 2, 2, PAD_SAME, 0, 0},
-    {2, 4, 7, 7, 3, 3, 3, 2, 2, PAD_SAME_RESNET, 1, 0},   {1, 2, 5, 6, 3, 2, 2, 2, 2, PAD_SAME, 1, 0},
+    CONV_CASES_COMMON,
     /* channel counts of whole blocks (the output stays blocked) and of partial ones */
     {2, 16, 8, 8, 32, 3, 3, 1, 1, PAD_SAME, 1, 0},        {2, 16, 9, 9, 24, 3, 3, 2, 2, PAD_SAME, 0, 0},
     {2, 32, 6, 6, 64, 1, 1, 1, 1, PAD_SAME, 0, 0},        {2, 8, 7, 7, 12, 5, 5, 1, 1, PAD_SAME, 1, 0},
