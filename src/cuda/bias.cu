@@ -97,14 +97,14 @@ __global__ void k_bias_collect(const float *partial, float *db, int c, int S) {
 void gpu_bias_forward(GpuNet *g, void *y, const float *b, int n, int c, size_t hw) {
     const size_t total = (size_t)n * c * hw;
     if (total == 0) return;
-    GPU_DISPATCH(g, T, k_bias_forward<T><<<gpu_blocks(total / (16 / sizeof(T)) + 1), 256, 0, g->s>>>((T *)y, b, total, c, hw));
+    GPU_DISPATCH(g, T, LAUNCH(k_bias_forward<T>, gpu_blocks(total / (16 / sizeof(T)) + 1), 256, 0, g->s, (T *)y, b, total, c, hw));
     KERNEL_CHECK();
 }
 
 void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_t hw, float *partial) {
     if (n == 0 || c == 0) return;
     const int S = bias_splits(n, c);
-    GPU_DISPATCH(g, T, k_bias_partial<T><<<dim3((unsigned)S, (unsigned)c), 256, 0, g->s>>>((const T *)dy, partial, n, c, hw));
-    k_bias_collect<<<(c + 255) / 256, 256, 0, g->s>>>(partial, db, c, S);
+    GPU_DISPATCH(g, T, LAUNCH(k_bias_partial<T>, dim3((unsigned)S, (unsigned)c), 256, 0, g->s, (const T *)dy, partial, n, c, hw));
+    LAUNCH(k_bias_collect, (c + 255) / 256, 256, 0, g->s, partial, db, c, S);
     KERNEL_CHECK();
 }

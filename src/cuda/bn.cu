@@ -92,7 +92,7 @@ static void bn_backward(GpuNet *g, Layer *l, int li) {
     if (!p->training) {
         Shape s = net->node[l->in[0]].shape;
         GPU_DISPATCH(g, T,
-                     k_bn_backward_fixed<T><<<b->c, 256, 0, g->s>>>((const T *)g->x[l->in[0]], (const T *)g->dx[l->out], (T *)dx, gamma,
+                     LAUNCH(k_bn_backward_fixed<T>, b->c, 256, 0, g->s, (const T *)g->x[l->in[0]], (const T *)g->dx[l->out], (T *)dx, gamma,
                                                                    g->state + net->buf[l->buf0].off,
                                                                    g->state + net->buf[l->buf0 + 1].off, dgamma, dbeta, s.n, b->c,
                                                                    b->hw, gpu_acc(g, li, 0)));

@@ -8,6 +8,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* LAUNCH(kernel, grid, block, shared_bytes, stream, args...): kernel<<<grid, block, shared_bytes,
+ * stream>>>(args...). Every launch goes through it, so that the emulated build (make GPU_EMU=1,
+ * tests/emu/) can run the same kernels on the host: there the kernels are host functions and
+ * tests/emu/device.h provides threadIdx, __shared__, __syncthreads and the rest. */
+#ifdef NVCNN_GPU_EMU
+#include "emu/device.h"
+#define LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                                                             \
+    emu_launcher(#kernel, kernel, grid, block, shared_bytes, stream)(__VA_ARGS__)
+#else
+#define LAUNCH(kernel, grid, block, shared_bytes, stream, ...) kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__)
+#endif
+
 extern "C" {
 #include "util.h"
 /* " (in the forward of layer conv7 (conv, layer 12 of 160) of resnet50 ...)" while a layer runs,

@@ -44,7 +44,7 @@ template <typename T> __global__ void k_cast_params(const float *p, T *w, size_t
 static void cast_params(GpuNet *g) {
     size_t n = g->P;
     if (!gpu_half(g) || n == 0) return;
-    GPU_DISPATCH(g, T, k_cast_params<T><<<gpu_blocks(n), 256, 0, g->s>>>(g->params, (T *)g->wh, n));
+    GPU_DISPATCH(g, T, LAUNCH(k_cast_params<T>, gpu_blocks(n), 256, 0, g->s, g->params, (T *)g->wh, n));
     KERNEL_CHECK();
 }
 
@@ -56,7 +56,7 @@ void gpu_grad_from_half(GpuNet *g, int p) {
     const Param *pp = &g->net->param[p];
     const size_t off = g->poff[p];
     GPU_DISPATCH(g, T,
-                 k_grad_from_half<T><<<gpu_blocks(pp->count), 256, 0, g->s>>>((const T *)g->gh + off, g->grads + off, pp->count));
+                 LAUNCH(k_grad_from_half<T>, gpu_blocks(pp->count), 256, 0, g->s, (const T *)g->gh + off, g->grads + off, pp->count));
 }
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -477,7 +477,7 @@ void gpunet_use_batch(GpuNet *g, int slot) {
     const Shape s = n->node[n->input].shape;
     CUDA_CHECK(cudaStreamWaitEvent(g->s, g->staged[slot], 0));
     GPU_DISPATCH(g, T,
-                 k_u8_to_input<T><<<gpu_blocks((size_t)s.n * s.h * s.w), 256, 0, g->s>>>(g->stage[slot], (T *)g->x[n->input], s.n, s.c,
+                 LAUNCH(k_u8_to_input<T>, gpu_blocks((size_t)s.n * s.h * s.w), 256, 0, g->s, g->stage[slot], (T *)g->x[n->input], s.n, s.c,
                                                                                         s.h * s.w));
     KERNEL_CHECK();
     CUDA_CHECK(cudaMemcpyAsync(g->labels, g->stage_lab[slot], (size_t)n->batch * sizeof(int32_t), cudaMemcpyDeviceToDevice, g->s));
@@ -707,7 +707,7 @@ static unsigned red_blocks(size_t n) {
 void gpunet_scale_grads(GpuNet *g, float s) {
     size_t n = g->P;
     if (n == 0 || s == 1.0f) return;
-    k_scale<<<gpu_blocks(n), 256, 0, g->s>>>(g->grads, n, s);
+    LAUNCH(k_scale, gpu_blocks(n), 256, 0, g->s, g->grads, n, s);
     KERNEL_CHECK();
 }
 
@@ -741,8 +741,8 @@ __global__ void k_axpy(float *g, const float *w, size_t n, float a) {
 void gpunet_queue_stats(GpuNet *g, int with_l2) {
     Net *n = g->net;
     CUDA_CHECK(cudaMemsetAsync(g->stats, 0, 2 * sizeof(double), g->s));
-    if (g->loss_vec) k_sum<<<1, 256, 0, g->s>>>(g->loss_vec, (size_t)n->batch, g->stats); /* the per-sample losses */
-    if (with_l2 && g->P) k_sumsq2<<<red_blocks(g->P), 256, 0, g->s>>>(g->params, NULL, g->P, g->stats + 1);
+    if (g->loss_vec) LAUNCH(k_sum, 1, 256, 0, g->s, g->loss_vec, (size_t)n->batch, g->stats); /* the per-sample losses */
+    if (with_l2 && g->P) LAUNCH(k_sumsq2, red_blocks(g->P), 256, 0, g->s, g->params, NULL, g->P, g->stats + 1);
     KERNEL_CHECK();
 }
 
@@ -752,7 +752,7 @@ void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite) {
     double h[2] = {0, 0};
     int flag = 0;
     CUDA_CHECK(cudaMemsetAsync(g->flag, 0, sizeof(int), g->s));
-    if (P) k_nonfinite<<<red_blocks(P), 256, 0, g->s>>>(g->grads, P, g->flag);
+    if (P) LAUNCH(k_nonfinite, red_blocks(P), 256, 0, g->s, g->grads, P, g->flag);
     KERNEL_CHECK();
     CUDA_CHECK(cudaMemcpyAsync(h, g->stats, sizeof h, cudaMemcpyDeviceToHost, g->s));
     CUDA_CHECK(cudaMemcpyAsync(&flag, g->flag, sizeof flag, cudaMemcpyDeviceToHost, g->s));
@@ -769,7 +769,7 @@ void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weig
     if (g->P == 0) return;
     if (larc_eta <= 0) {
         size_t P = g->P;
-        k_sgd<<<gpu_blocks(P), 256, 0, g->s>>>(g->params, g->grads, g->velocity, P, (float)lr, (float)momentum, nesterov,
+        LAUNCH(k_sgd, gpu_blocks(P), 256, 0, g->s, g->params, g->grads, g->velocity, P, (float)lr, (float)momentum, nesterov,
                                               (float)weight_decay, NULL);
         KERNEL_CHECK();
         cast_params(g);
@@ -781,11 +781,11 @@ void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weig
         const Param *pp = &n->param[p];
         float *w = g->params + g->poff[p], *gr = g->grads + g->poff[p], *v = g->velocity + g->poff[p];
         size_t c = pp->count;
-        if (weight_decay != 0) k_axpy<<<gpu_blocks(c), 256, 0, g->s>>>(gr, w, c, (float)weight_decay);
+        if (weight_decay != 0) LAUNCH(k_axpy, gpu_blocks(c), 256, 0, g->s, gr, w, c, (float)weight_decay);
         CUDA_CHECK(cudaMemsetAsync(g->red, 0, 2 * sizeof(double), g->s));
-        k_sumsq2<<<red_blocks(c), 256, 0, g->s>>>(w, gr, c, g->red);
-        k_larc<<<1, 1, 0, g->s>>>(g->red, factor, larc_eta, lr, larc_scale);
-        k_sgd<<<gpu_blocks(c), 256, 0, g->s>>>(w, gr, v, c, (float)lr, (float)momentum, nesterov, 0.0f, factor);
+        LAUNCH(k_sumsq2, red_blocks(c), 256, 0, g->s, w, gr, c, g->red);
+        LAUNCH(k_larc, 1, 1, 0, g->s, g->red, factor, larc_eta, lr, larc_scale);
+        LAUNCH(k_sgd, gpu_blocks(c), 256, 0, g->s, w, gr, v, c, (float)lr, (float)momentum, nesterov, 0.0f, factor);
     }
     KERNEL_CHECK();
     cast_params(g);
