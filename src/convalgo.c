@@ -49,6 +49,21 @@ int convalgo_order(const ConvAlgoList *l, int precision, size_t limit, int *idx,
     return k;
 }
 
+void convalgo_describe(const ConvAlgoList *l, char *buf, size_t n) {
+    static const char *const math[] = {"DEFAULT", "TENSOR_OP", "TENSOR_OP_CONVERT", "FMA"};
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < l->n && i < CONVALGO_MAX && at + 1 < n; i++) {
+        const ConvAlgoPerf *p = &l->p[i];
+        const char *m = p->math >= 0 && p->math < 4 ? math[p->math] : "math?";
+        int w = p->ok ? snprintf(buf + at, n - at, "%salgo %d %s %.3f ms %zu B", i ? ", " : "", p->algo, m, p->ms, p->memory)
+                      : snprintf(buf + at, n - at, "%salgo %d %s failed", i ? ", " : "", p->algo, m);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    if (l->n == 0) snprintf(buf, n, "(none)");
+}
+
 int convalgo_explicit_pad(const Conv *c, int *hp, int *wp) {
     /* cuDNN's output size with symmetric padding p: 1 + (h + 2p - k) / s */
     int oh = 1 + (c->h + 2 * c->pt - c->kh) / c->sh, ow = 1 + (c->w + 2 * c->pl - c->kw) / c->sw;

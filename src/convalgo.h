@@ -32,7 +32,11 @@ typedef struct ConvAlgoPerf {
     int math;      /* the math type it ran with */
 } ConvAlgoPerf;
 
-#define CONVALGO_MAX 16
+/* cudnnFind* returns one result per algorithm AND math type (FMA, DEFAULT, TENSOR_OP, ...), so a
+ * direction's list is longer than its algorithm count: up to 8 forward algorithms times 4 math
+ * types. Asking for fewer can leave out every result that a precision accepts (fp32's FMA results
+ * pushed out by DEFAULT-math duplicates). */
+#define CONVALGO_MAX 32
 /* One direction's measurements. */
 typedef struct ConvAlgoList {
     int n;
@@ -49,6 +53,9 @@ int convalgo_desc_math(int precision, int math);
  * one result that serves the precision with the smallest workspace, and *over = 1. Returns how
  * many (0: nothing serves the precision). idx holds CONVALGO_MAX entries. */
 int convalgo_order(const ConvAlgoList *l, int precision, size_t limit, int *idx, int *over);
+
+/* The list as one line for an error message: "algo 1 FMA 0.120 ms 0 B ok, algo 6 DEFAULT failed, ...". */
+void convalgo_describe(const ConvAlgoList *l, char *buf, size_t n);
 
 /* What a measurement depends on. Zero the whole key (memset) before filling it: keys compare
  * as bytes. */

@@ -46,6 +46,33 @@ TEST(convalgo_math_types_per_precision) {
           convalgo_desc_math(PREC_BF16, DEF) == DEF);
 }
 
+/* cuDNN's Find lists each algorithm once per math type: a fp32 list as long as the algorithm
+ * count can be all DEFAULT-math results, none of which fp32 accepts. With room for every math
+ * type the FMA results are there; the error message lists what came back. */
+TEST(convalgo_fp32_finds_fma_among_default_duplicates) {
+    ConvAlgoList l;
+    memset(&l, 0, sizeof l);
+    /* 8 algorithms, each as DEFAULT (faster: TF32) and as FMA, sorted by time as cuDNN does, the
+     * failing ones last */
+    for (int a = 0; a < 7; a++) add(&l, a, 1, 0.1f * (float)(a + 1), 0, DEF);
+    add(&l, 7, 1, 0.75f, 0, DEF);
+    for (int a = 0; a < 6; a++) add(&l, a, 1, 1.0f + 0.2f * (float)a, 0, FMA);
+    add(&l, 6, 0, -1, 0, FMA);
+    add(&l, 7, 0, -1, 0, FMA);
+    int idx[CONVALGO_MAX], over = -1;
+    ConvAlgoList cut = l;
+    cut.n = 8; /* what a request for CUDNN_CONVOLUTION_FWD_ALGO_COUNT (8) results gets */
+    CHECK(convalgo_order(&cut, PREC_FP32, (size_t)-1, idx, &over) == 0);
+    int k = convalgo_order(&l, PREC_FP32, (size_t)-1, idx, &over);
+    CHECK_MSG(k == 6 && l.p[idx[0]].algo == 0 && l.p[idx[0]].math == FMA, "k %d", k);
+    CHECK(CONVALGO_MAX >= 4 * 8); /* every forward algorithm in every math type */
+    char buf[512];
+    convalgo_describe(&cut, buf, sizeof buf);
+    CHECK_MSG(strstr(buf, "algo 0 DEFAULT 0.100 ms 0 B") && !strstr(buf, "FMA"), "%s", buf);
+    convalgo_describe(&l, buf, sizeof buf);
+    CHECK_MSG(strstr(buf, "algo 1 FMA 1.200 ms 0 B, ") && strstr(buf, "algo 7 FMA failed"), "%s", buf);
+}
+
 TEST(convalgo_order_fastest_first_within_the_limit) {
     const size_t MB = 1 << 20;
     ConvAlgoList l;

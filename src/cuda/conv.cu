@@ -84,23 +84,27 @@ template <typename Perf> static void to_list(const Perf *perf, int got, ConvAlgo
     }
 }
 
-/* Measures every algorithm of direction `dir` on cd[dir] (set to the precision's math type). */
+/* Measures every algorithm of direction `dir` on cd[dir] (set to the precision's math type). cuDNN
+ * reports each algorithm once per math type it ran with: room for CONVALGO_MAX results (at least
+ * four times the algorithm count), so that a precision's acceptable results are never pushed off
+ * the end of the list by results it must refuse. */
 static void find_all(GpuNet *g, ConvGpu *p, int dir, ConvAlgoList *out) {
+    static_assert(CONVALGO_MAX >= 4 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT && CONVALGO_MAX >= 4 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT &&
+                      CONVALGO_MAX >= 4 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                  "room for every algorithm in every math type");
     int got = 0;
     cudnnTensorDescriptor_t in = in_desc(p);
     if (dir == CONV_FWD) {
-        cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, r));
+        cudnnConvolutionFwdAlgoPerf_t r[CONVALGO_MAX];
+        CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CONVALGO_MAX, &got, r));
         to_list(r, got, out);
     } else if (dir == CONV_BWD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->cd[dir], in, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                              &got, r));
+        cudnnConvolutionBwdDataAlgoPerf_t r[CONVALGO_MAX];
+        CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->cd[dir], in, CONVALGO_MAX, &got, r));
         to_list(r, got, out);
     } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, in, p->y, p->cd[dir], p->w,
-                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, r));
+        cudnnConvolutionBwdFilterAlgoPerf_t r[CONVALGO_MAX];
+        CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, in, p->y, p->cd[dir], p->w, CONVALGO_MAX, &got, r));
         to_list(r, got, out);
     }
 }
@@ -133,7 +137,10 @@ static void choose_dir(GpuNet *g, const Layer *l, ConvGpu *p, int dir, const Con
         p->ws[dir] = ws;
         return;
     }
-    die("%s: cuDNN found no %s algorithm for %s (%d measured)", l->name, dir_name[dir], precision_name((Precision)g->prec), found->n);
+    char list[2048];
+    convalgo_describe(found, list, sizeof list);
+    die("%s: cuDNN found no %s algorithm for %s among the %d results it returned: %s", l->name, dir_name[dir],
+        precision_name((Precision)g->prec), found->n, list);
 }
 
 /* Direction dir's measurements: from the cache when this shape was measured before. */
