@@ -25,7 +25,7 @@ typedef struct ConvGpu {
     int padded;       /* 1: explicit padding through xpad */
     int hp, wp;       /* padded input size */
     void *xpad;       /* [n][cin][hp][wp] (padded only), storage type */
-    void *dxpad;      /* its gradient */
+    void *dxpad;      /* its gradient (NULL when the input is the network's: never computed) */
     float *bias_part; /* the bias gradient's partial sums (gpu_bias_scratch) */
 } ConvGpu;
 
@@ -175,7 +175,8 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     p->padded = convalgo_explicit_pad(c, &p->hp, &p->wp);
     if (p->padded) {
         p->xp = gpu_tensor_desc(g, shape4(n, c->cin, p->hp, p->wp));
-        *scratch = 2 * (((size_t)n * c->cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255);
+        /* xpad, and dxpad unless the input is the network's (whose gradient is never computed) */
+        *scratch = (l->in[0] == net->input ? 1 : 2) * (((size_t)n * c->cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255);
     }
     for (int d = 0; d < CONV_NDIR; d++) p->cd[d] = conv_desc(c, p->padded, gpu_math(g));
     int on, oc, oh, ow;
@@ -204,15 +205,19 @@ static size_t conv_choose(GpuNet *g, Layer *l, int li, size_t limit) {
     return ws;
 }
 
-/* scratch: [xpad][dxpad] (padded only), then the bias's partial sums (with a bias) */
+/* scratch: [xpad][dxpad] (padded only; no dxpad on the network's input), then the bias's partial
+ * sums (with a bias) */
 static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
     ConvGpu *p = (ConvGpu *)g->lp[li];
     const Conv *c = (const Conv *)l->priv;
     if (p->padded) {
         size_t n = (size_t)g->net->node[l->in[0]].shape.n * c->cin * p->hp * p->wp, b = (n * g->esize + 255) & ~(size_t)255;
         p->xpad = scratch;
-        p->dxpad = scratch + b;
-        scratch += 2 * b;
+        scratch += b;
+        if (l->in[0] != g->net->input) {
+            p->dxpad = scratch;
+            scratch += b;
+        }
     }
     if (c->pb >= 0) p->bias_part = (float *)scratch;
 }
