@@ -53,7 +53,7 @@ static void act_forward(GpuNet *g, Layer *l, int li) {
     (void)li;
     const ActPriv *a = (const ActPriv *)l->priv;
     size_t n = shape_count(g->net->node[l->in[0]].shape);
-    GPU_DISPATCH(g, T, LAUNCH(k_act_forward<T>, gpu_blocks(n), 256, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], n, (int)a->act, a->alpha));
+    GPU_DISPATCH(g, T, LAUNCH(k_act_forward<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], n, (int)a->act, a->alpha));
 }
 
 static void act_backward(GpuNet *g, Layer *l, int li) {
@@ -62,7 +62,7 @@ static void act_backward(GpuNet *g, Layer *l, int li) {
     if (!dx) return;
     size_t n = shape_count(g->net->node[l->in[0]].shape);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_act_backward<T>, gpu_blocks(n), 256, 0, g->s, (const T *)g->x[l->in[0]], (const T *)g->x[l->out],
+                 LAUNCH(k_act_backward<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (const T *)g->x[l->out],
                                                                   (const T *)g->dx[l->out], (T *)dx, n, (int)a->act, a->alpha,
                                                                   gpu_acc(g, li, 0)));
 }

@@ -34,10 +34,10 @@ static void add_forward(GpuNet *g, Layer *l, int li) {
     size_t n = shape_count(g->net->node[l->out].shape);
     const void *a = g->x[l->in[0]], *b = g->x[l->in[1]];
     if (plain(p))
-        GPU_DISPATCH(g, T, LAUNCH(k_add2<T>, gpu_blocks(n), 256, 0, g->s, (const T *)a, (const T *)b, (T *)g->x[l->out], n));
+        GPU_DISPATCH(g, T, LAUNCH(k_add2<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, (const T *)a, (const T *)b, (T *)g->x[l->out], n));
     else
         GPU_DISPATCH(g, T,
-                     LAUNCH(k_add2_scaled<T>, gpu_blocks(n), 256, 0, g->s, (const T *)a, (const T *)b, (T *)g->x[l->out], n, p->ca, p->cb));
+                     LAUNCH(k_add2_scaled<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, (const T *)a, (const T *)b, (T *)g->x[l->out], n, p->ca, p->cb));
 }
 
 static void add_backward(GpuNet *g, Layer *l, int li) {
@@ -48,10 +48,10 @@ static void add_backward(GpuNet *g, Layer *l, int li) {
         const void *dy = g->dx[l->out];
         if (!dx) continue;
         if (plain(p))
-            GPU_DISPATCH(g, T, LAUNCH(k_acc<T>, gpu_blocks(n), 256, 0, g->s, (T *)dx, (const T *)dy, n, gpu_acc(g, li, k)));
+            GPU_DISPATCH(g, T, LAUNCH(k_acc<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, (T *)dx, (const T *)dy, n, gpu_acc(g, li, k)));
         else
             GPU_DISPATCH(g, T,
-                         LAUNCH(k_acc_scaled<T>, gpu_blocks(n), 256, 0, g->s, (T *)dx, (const T *)dy, n, k ? p->cb : p->ca, gpu_acc(g, li, k)));
+                         LAUNCH(k_acc_scaled<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, (T *)dx, (const T *)dy, n, k ? p->cb : p->ca, gpu_acc(g, li, k)));
     }
 }
 

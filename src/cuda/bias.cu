@@ -9,7 +9,8 @@
  * Both move 16 bytes per load and store (4 floats or 8 16-bit values). Forward runs over the
  * tensor as one flat array and tracks the channel element by element. Backward is deterministic:
  * blocks (s, c) sum channel c over their share of the samples into partial[c][s] (fp32), then
- * one thread per channel adds its partials in order into db. */
+ * one thread per channel adds its partials in order into db. Blocks are (channel, split): any
+ * number of channels (the grid's x), at most 256 splits (its y). */
 #include "gpunet_internal.h"
 
 /* Partial sums per channel: enough blocks to fill the GPU, at most one per sample. */
@@ -66,21 +67,22 @@ template <typename T> __device__ float range_sum(const T *x, size_t len) {
     return s;
 }
 
-/* block (s, ch): partial[ch][s] = sum of dy[i][ch][:] over samples i in [s n / S, (s+1) n / S).
- * blockDim.x is 256. */
+/* block (ch, s): partial[ch][s] = sum of dy[i][ch][:] over samples i in [s n / S, (s+1) n / S).
+ * Channels on the grid's x (up to 2^31 - 1; y would stop at 65,535), splits on y (at most 256);
+ * GPU_THREADS threads per block. */
 template <typename T> __global__ void k_bias_partial(const T *dy, float *partial, int n, int c, size_t hw) {
-    const int s = blockIdx.x, S = gridDim.x, ch = blockIdx.y;
+    const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;
     const int i0 = (int)((long long)s * n / S), i1 = (int)((long long)(s + 1) * n / S);
     float acc = 0;
     for (int i = i0; i < i1; i++) acc += range_sum(dy + ((size_t)i * c + ch) * hw, hw);
     /* block reduction: warps by shuffles, then the warps' sums */
-    __shared__ float warp_sum[8];
+    __shared__ float warp_sum[GPU_THREADS / 32];
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
     if ((threadIdx.x & 31) == 0) warp_sum[threadIdx.x >> 5] = acc;
     __syncthreads();
     if (threadIdx.x == 0) {
         float t = 0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) t += warp_sum[w];
+        for (int w = 0; w < GPU_THREADS / 32; w++) t += warp_sum[w];
         partial[(size_t)ch * S + s] = t;
     }
 }
@@ -97,14 +99,12 @@ __global__ void k_bias_collect(const float *partial, float *db, int c, int S) {
 void gpu_bias_forward(GpuNet *g, void *y, const float *b, int n, int c, size_t hw) {
     const size_t total = (size_t)n * c * hw;
     if (total == 0) return;
-    GPU_DISPATCH(g, T, LAUNCH(k_bias_forward<T>, gpu_blocks(total / (16 / sizeof(T)) + 1), 256, 0, g->s, (T *)y, b, total, c, hw));
-    KERNEL_CHECK();
+    GPU_DISPATCH(g, T, LAUNCH(k_bias_forward<T>, gpu_blocks(total / (16 / sizeof(T)) + 1), GPU_THREADS, 0, g->s, (T *)y, b, total, c, hw));
 }
 
 void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_t hw, float *partial) {
     if (n == 0 || c == 0) return;
-    const int S = bias_splits(n, c);
-    GPU_DISPATCH(g, T, LAUNCH(k_bias_partial<T>, dim3((unsigned)S, (unsigned)c), 256, 0, g->s, (const T *)dy, partial, n, c, hw));
-    LAUNCH(k_bias_collect, (c + 255) / 256, 256, 0, g->s, partial, db, c, S);
-    KERNEL_CHECK();
+    const int S = bias_splits(n, c); /* at most 256: within the grid's y limit */
+    GPU_DISPATCH(g, T, LAUNCH(k_bias_partial<T>, dim3((unsigned)c, (unsigned)S), GPU_THREADS, 0, g->s, (const T *)dy, partial, n, c, hw));
+    LAUNCH(k_bias_collect, (c + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, 0, g->s, partial, db, c, S);
 }

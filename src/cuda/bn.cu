@@ -56,7 +56,7 @@ __global__ void k_bn_backward_fixed(const T *x, const T *dy, T *dx, const float 
                                     float *dgamma, float *dbeta, int n, int c, size_t hw, int acc) {
     const int ch = blockIdx.x;
     const float is = rsqrtf(var[ch] + BN_EPSILON), a = gamma[ch] * is, mu = mean[ch];
-    __shared__ double s1[256], s2[256];
+    __shared__ double s1[GPU_THREADS], s2[GPU_THREADS];
     double sdy = 0, sdyx = 0;
     for (size_t k = threadIdx.x; k < (size_t)n * hw; k += blockDim.x) {
         size_t i = (k / hw * c + ch) * hw + k % hw;
@@ -92,7 +92,7 @@ static void bn_backward(GpuNet *g, Layer *l, int li) {
     if (!p->training) {
         Shape s = net->node[l->in[0]].shape;
         GPU_DISPATCH(g, T,
-                     LAUNCH(k_bn_backward_fixed<T>, b->c, 256, 0, g->s, (const T *)g->x[l->in[0]], (const T *)g->dx[l->out], (T *)dx, gamma,
+                     LAUNCH(k_bn_backward_fixed<T>, b->c, GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (const T *)g->dx[l->out], (T *)dx, gamma,
                                                                    g->state + net->buf[l->buf0].off,
                                                                    g->state + net->buf[l->buf0 + 1].off, dgamma, dbeta, s.n, b->c,
                                                                    b->hw, gpu_acc(g, li, 0)));

@@ -12,12 +12,22 @@
  * stream>>>(args...). Every launch goes through it, so that the emulated build (make GPU_EMU=1,
  * tests/emu/) can run the same kernels on the host: there the kernels are host functions and
  * tests/emu/device.h provides threadIdx, __shared__, __syncthreads and the rest. */
+/* A launch the device refuses (a grid or block outside its limits) is reported at the launch, with
+ * its file and line: LAUNCH checks cudaGetLastError() after it (a host-side call, no
+ * synchronisation). */
 #ifdef NVCNN_GPU_EMU
 #include "emu/device.h"
 #define LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                                                             \
-    emu_launcher(#kernel, kernel, grid, block, shared_bytes, stream)(__VA_ARGS__)
+    do {                                                                                                                   \
+        emu_launcher(#kernel, kernel, grid, block, shared_bytes, stream)(__VA_ARGS__);                                     \
+        KERNEL_CHECK_OF(#kernel);                                                                                          \
+    } while (0)
 #else
-#define LAUNCH(kernel, grid, block, shared_bytes, stream, ...) kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__)
+#define LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                                                             \
+    do {                                                                                                                   \
+        kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__);                                                        \
+        KERNEL_CHECK_OF(#kernel);                                                                                          \
+    } while (0)
 #endif
 
 extern "C" {
@@ -71,5 +81,6 @@ static inline void nccl_check_(ncclResult_t e, const char *what, const char *fil
 
 /* Launch-error check after a kernel launch. */
 #define KERNEL_CHECK() cuda_check_(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+#define KERNEL_CHECK_OF(name) cuda_check_(cudaGetLastError(), "the launch of " name, __FILE__, __LINE__)
 
 #endif

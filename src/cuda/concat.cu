@@ -24,7 +24,7 @@ static void concat_run(GpuNet *g, Layer *l, int li, int backward) {
         void *x = backward ? g->dx[l->in[k]] : g->x[l->in[k]];
         void *y = backward ? g->dx[l->out] : g->x[l->out];
         int acc = backward && gpu_acc(g, li, k);
-        if (x) GPU_DISPATCH(g, T, LAUNCH(k_concat<T>, gpu_blocks(total), 256, 0, g->s, (T *)x, (T *)y, total, chw_in, chw_out, off, backward, acc));
+        if (x) GPU_DISPATCH(g, T, LAUNCH(k_concat<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (T *)x, (T *)y, total, chw_in, chw_out, off, backward, acc));
         off += chw_in;
     }
 }

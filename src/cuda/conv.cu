@@ -230,7 +230,7 @@ static void conv_forward(GpuNet *g, Layer *l, int li) {
     if (p->padded) {
         int nc = g->net->node[l->in[0]].shape.n * c->cin;
         GPU_DISPATCH(g, T,
-                     LAUNCH(k_pad<T>, gpu_blocks((size_t)nc * p->hp * p->wp), 256, 0, g->s, (const T *)x, (T *)p->xpad, nc, c->h, c->w, p->hp,
+                     LAUNCH(k_pad<T>, gpu_blocks((size_t)nc * p->hp * p->wp), GPU_THREADS, 0, g->s, (const T *)x, (T *)p->xpad, nc, c->h, c->w, p->hp,
                                                                                      p->wp, c->pt, c->pl));
         x = p->xpad;
     }
@@ -267,7 +267,7 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
                                              p->xp, p->dxpad));
     int nc = g->net->node[l->in[0]].shape.n * c->cin;
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_unpad_add<T>, gpu_blocks((size_t)nc * c->h * c->w), 256, 0, g->s, (const T *)p->dxpad, (T *)dx, nc, c->h, c->w,
+                 LAUNCH(k_unpad_add<T>, gpu_blocks((size_t)nc * c->h * c->w), GPU_THREADS, 0, g->s, (const T *)p->dxpad, (T *)dx, nc, c->h, c->w,
                                                                                       p->hp, p->wp, c->pt, c->pl, gpu_acc(g, li, 0)));
 }
 

@@ -52,7 +52,7 @@ static void dropout_forward(GpuNet *g, Layer *l, int li) {
         return;
     }
     uint64_t key = g->dropout_seed ^ (g->dropout_calls * 0xd1b54a32d192ed03ULL) ^ ((uint64_t)li << 48);
-    GPU_DISPATCH(g, T, LAUNCH(k_dropout<T>, gpu_blocks(n), 256, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], p->mask, n, key, d->keep));
+    GPU_DISPATCH(g, T, LAUNCH(k_dropout<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], p->mask, n, key, d->keep));
 }
 
 static void dropout_backward(GpuNet *g, Layer *l, int li) {
@@ -62,7 +62,7 @@ static void dropout_backward(GpuNet *g, Layer *l, int li) {
     if (!dx) return;
     size_t n = shape_count(g->net->node[l->in[0]].shape);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_dropout_backward<T>, gpu_blocks(n), 256, 0, g->s, (const T *)g->dx[l->out], p->training ? p->mask : NULL, (T *)dx, n,
+                 LAUNCH(k_dropout_backward<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], p->training ? p->mask : NULL, (T *)dx, n,
                                                                        1.0f / d->keep, gpu_acc(g, li, 0)));
 }
 

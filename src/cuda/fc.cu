@@ -42,7 +42,7 @@ static void fc_forward(GpuNet *g, Layer *l, int li) {
          g->x[l->out], g->ctype, f->nout);
     if (f->bias)
         GPU_DISPATCH(g, T,
-                     LAUNCH(k_add_bias<T>, gpu_blocks((size_t)n * f->nout), 256, 0, g->s, (T *)g->x[l->out],
+                     LAUNCH(k_add_bias<T>, gpu_blocks((size_t)n * f->nout), GPU_THREADS, 0, g->s, (T *)g->x[l->out],
                                                                                      gpu_param(g, l->param0 + 1), n,
                                                                                      f->nout));
 }
@@ -57,7 +57,7 @@ static void fc_backward(GpuNet *g, Layer *l, int li) {
     gemm(g, CUBLAS_OP_N, CUBLAS_OP_T, f->nin, f->nout, n, g->x[l->in[0]], f->nin, dy, f->nout, &one, dW, CUDA_R_32F, f->nin);
     if (f->bias)
         GPU_DISPATCH(g, T,
-                     LAUNCH(k_col_sum<T>, (f->nout + 255) / 256, 256, 0, g->s, (const T *)dy, gpu_grad(g, l->param0 + 1), n,
+                     LAUNCH(k_col_sum<T>, (f->nout + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, 0, g->s, (const T *)dy, gpu_grad(g, l->param0 + 1), n,
                                                                           f->nout));
     void *dx = g->dx[l->in[0]];
     if (dx) /* dx^T (nin x n) (+)= W^T dy^T */

@@ -44,8 +44,7 @@ template <typename T> __global__ void k_cast_params(const float *p, T *w, size_t
 static void cast_params(GpuNet *g) {
     size_t n = g->P;
     if (!gpu_half(g) || n == 0) return;
-    GPU_DISPATCH(g, T, LAUNCH(k_cast_params<T>, gpu_blocks(n), 256, 0, g->s, g->params, (T *)g->wh, n));
-    KERNEL_CHECK();
+    GPU_DISPATCH(g, T, LAUNCH(k_cast_params<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, g->params, (T *)g->wh, n));
 }
 
 template <typename T> __global__ void k_grad_from_half(const T *h, float *gr, size_t n) {
@@ -56,7 +55,7 @@ void gpu_grad_from_half(GpuNet *g, int p) {
     const Param *pp = &g->net->param[p];
     const size_t off = g->poff[p];
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_grad_from_half<T>, gpu_blocks(pp->count), 256, 0, g->s, (const T *)g->gh + off, g->grads + off, pp->count));
+                 LAUNCH(k_grad_from_half<T>, gpu_blocks(pp->count), GPU_THREADS, 0, g->s, (const T *)g->gh + off, g->grads + off, pp->count));
 }
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -120,6 +119,16 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     for (int p = 0; p < net->nparam; p++) {
         g->poff[p] = g->P;
         g->P += (net->param[p].count + 63) & ~(size_t)63;
+    }
+    /* Backward hands gradients on (NCCL buckets, on_ready) by arena offset: once layer i's backward
+     * is done, everything from its first parameter's offset up must be final. That holds only if
+     * the layers' parameters lie in the arena in layer order, each layer's contiguous. */
+    for (int i = 0, next = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        if (l->nparam > 0 && l->param0 != next)
+            die("gpunet_new: layer %s's parameters start at %d, not %d: the gradient arena must follow the layer order", l->name,
+                l->param0, next);
+        next += l->nparam;
     }
     g->host = (float *)xcalloc(g->P ? g->P : 1, sizeof(float));
     size_t P = g->P ? g->P : 1, S = net->state_total ? net->state_total : 1;
@@ -477,9 +486,8 @@ void gpunet_use_batch(GpuNet *g, int slot) {
     const Shape s = n->node[n->input].shape;
     CUDA_CHECK(cudaStreamWaitEvent(g->s, g->staged[slot], 0));
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_u8_to_input<T>, gpu_blocks((size_t)s.n * s.h * s.w), 256, 0, g->s, g->stage[slot], (T *)g->x[n->input], s.n, s.c,
+                 LAUNCH(k_u8_to_input<T>, gpu_blocks((size_t)s.n * s.h * s.w), GPU_THREADS, 0, g->s, g->stage[slot], (T *)g->x[n->input], s.n, s.c,
                                                                                         s.h * s.w));
-    KERNEL_CHECK();
     CUDA_CHECK(cudaMemcpyAsync(g->labels, g->stage_lab[slot], (size_t)n->batch * sizeof(int32_t), cudaMemcpyDeviceToDevice, g->s));
     CUDA_CHECK(cudaEventRecord(g->consumed[slot], g->s));
 }
@@ -539,7 +547,6 @@ void gpunet_forward(GpuNet *g) {
         layer_done(g, i, "forward");
     }
     enter(NULL, -1, NULL);
-    KERNEL_CHECK();
 }
 
 double gpunet_loss(GpuNet *g) {
@@ -627,7 +634,6 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
             on_ready(ctx, n->param[l->param0].off);
         }
     }
-    KERNEL_CHECK();
     CUDA_CHECK(cudaEventRecord(g->ev_b1, g->s));
     if (g->comm) {
         launch_buckets(g, 0, g->ev_b1); /* what is left (re-records ev_b1 at the same point) */
@@ -663,7 +669,7 @@ __global__ void k_nonfinite(const float *g, size_t n, int *flag) {
 
 /* out[0] += sum a^2, out[1] += sum b^2 (b may be NULL) */
 __global__ void k_sumsq2(const float *a, const float *b, size_t n, double *out) {
-    __shared__ double sa[256], sb[256];
+    __shared__ double sa[GPU_THREADS], sb[GPU_THREADS];
     double x = 0, y = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         x += (double)a[i] * a[i];
@@ -687,7 +693,7 @@ __global__ void k_sumsq2(const float *a, const float *b, size_t n, double *out) 
 
 /* out[0] += sum a (one block) */
 __global__ void k_sum(const float *a, size_t n, double *out) {
-    __shared__ double sa[256];
+    __shared__ double sa[GPU_THREADS];
     double x = 0;
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) x += a[i];
     sa[threadIdx.x] = x;
@@ -700,15 +706,14 @@ __global__ void k_sum(const float *a, size_t n, double *out) {
 }
 
 static unsigned red_blocks(size_t n) {
-    size_t b = (n + 255) / 256;
+    size_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
     return (unsigned)(b > 1024 ? 1024 : (b ? b : 1));
 }
 
 void gpunet_scale_grads(GpuNet *g, float s) {
     size_t n = g->P;
     if (n == 0 || s == 1.0f) return;
-    LAUNCH(k_scale, gpu_blocks(n), 256, 0, g->s, g->grads, n, s);
-    KERNEL_CHECK();
+    LAUNCH(k_scale, gpu_blocks(n), GPU_THREADS, 0, g->s, g->grads, n, s);
 }
 
 /* g += wd w; v = m v + s g; w -= lr (nesterov ? s g + m v : v), with s read from *scale (LARC)
@@ -741,9 +746,8 @@ __global__ void k_axpy(float *g, const float *w, size_t n, float a) {
 void gpunet_queue_stats(GpuNet *g, int with_l2) {
     Net *n = g->net;
     CUDA_CHECK(cudaMemsetAsync(g->stats, 0, 2 * sizeof(double), g->s));
-    if (g->loss_vec) LAUNCH(k_sum, 1, 256, 0, g->s, g->loss_vec, (size_t)n->batch, g->stats); /* the per-sample losses */
-    if (with_l2 && g->P) LAUNCH(k_sumsq2, red_blocks(g->P), 256, 0, g->s, g->params, NULL, g->P, g->stats + 1);
-    KERNEL_CHECK();
+    if (g->loss_vec) LAUNCH(k_sum, 1, GPU_THREADS, 0, g->s, g->loss_vec, (size_t)n->batch, g->stats); /* the per-sample losses */
+    if (with_l2 && g->P) LAUNCH(k_sumsq2, red_blocks(g->P), GPU_THREADS, 0, g->s, g->params, NULL, g->P, g->stats + 1);
 }
 
 void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite) {
@@ -752,8 +756,7 @@ void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite) {
     double h[2] = {0, 0};
     int flag = 0;
     CUDA_CHECK(cudaMemsetAsync(g->flag, 0, sizeof(int), g->s));
-    if (P) LAUNCH(k_nonfinite, red_blocks(P), 256, 0, g->s, g->grads, P, g->flag);
-    KERNEL_CHECK();
+    if (P) LAUNCH(k_nonfinite, red_blocks(P), GPU_THREADS, 0, g->s, g->grads, P, g->flag);
     CUDA_CHECK(cudaMemcpyAsync(h, g->stats, sizeof h, cudaMemcpyDeviceToHost, g->s));
     CUDA_CHECK(cudaMemcpyAsync(&flag, g->flag, sizeof flag, cudaMemcpyDeviceToHost, g->s));
     gpunet_sync(g);
@@ -769,9 +772,8 @@ void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weig
     if (g->P == 0) return;
     if (larc_eta <= 0) {
         size_t P = g->P;
-        LAUNCH(k_sgd, gpu_blocks(P), 256, 0, g->s, g->params, g->grads, g->velocity, P, (float)lr, (float)momentum, nesterov,
+        LAUNCH(k_sgd, gpu_blocks(P), GPU_THREADS, 0, g->s, g->params, g->grads, g->velocity, P, (float)lr, (float)momentum, nesterov,
                                               (float)weight_decay, NULL);
-        KERNEL_CHECK();
         cast_params(g);
         return;
     }
@@ -781,12 +783,11 @@ void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weig
         const Param *pp = &n->param[p];
         float *w = g->params + g->poff[p], *gr = g->grads + g->poff[p], *v = g->velocity + g->poff[p];
         size_t c = pp->count;
-        if (weight_decay != 0) LAUNCH(k_axpy, gpu_blocks(c), 256, 0, g->s, gr, w, c, (float)weight_decay);
+        if (weight_decay != 0) LAUNCH(k_axpy, gpu_blocks(c), GPU_THREADS, 0, g->s, gr, w, c, (float)weight_decay);
         CUDA_CHECK(cudaMemsetAsync(g->red, 0, 2 * sizeof(double), g->s));
-        LAUNCH(k_sumsq2, red_blocks(c), 256, 0, g->s, w, gr, c, g->red);
+        LAUNCH(k_sumsq2, red_blocks(c), GPU_THREADS, 0, g->s, w, gr, c, g->red);
         LAUNCH(k_larc, 1, 1, 0, g->s, g->red, factor, larc_eta, lr, larc_scale);
-        LAUNCH(k_sgd, gpu_blocks(c), 256, 0, g->s, w, gr, v, c, (float)lr, (float)momentum, nesterov, 0.0f, factor);
+        LAUNCH(k_sgd, gpu_blocks(c), GPU_THREADS, 0, g->s, w, gr, v, c, (float)lr, (float)momentum, nesterov, 0.0f, factor);
     }
-    KERNEL_CHECK();
     cast_params(g);
 }

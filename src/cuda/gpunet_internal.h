@@ -163,9 +163,15 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
     } while (0)
 /* cuDNN math type of the precision (fp32: no tensor cores; tf32: tensor-op math allowed). */
 cudnnMathType_t gpu_math(const GpuNet *g);
+/* Threads per block of every kernel of the backend. The block reductions (shared arrays of
+ * GPU_THREADS elements halved in a loop, warp sums of GPU_THREADS / 32 warps) are written for it:
+ * launches and arrays use this one constant, so they cannot disagree. */
+#define GPU_THREADS 256
+static_assert(GPU_THREADS >= 32 && GPU_THREADS <= 1024 && (GPU_THREADS & (GPU_THREADS - 1)) == 0 && GPU_THREADS % 32 == 0,
+              "the block reductions need a power of two of whole warps, at most 1024 threads");
 /* Blocks for a grid-stride loop over n elements. */
 static inline unsigned gpu_blocks(size_t n) {
-    size_t b = (n + 255) / 256;
+    size_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
     return (unsigned)(b > 65535 * 8 ? 65535 * 8 : (b ? b : 1));
 }
 

@@ -103,7 +103,7 @@ static void pool_forward(GpuNet *g, Layer *l, int li) {
     const Pool *p = (const Pool *)l->priv;
     size_t total = shape_count(g->net->node[l->out].shape);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_pool_forward<T>, gpu_blocks(total), 256, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out],
+                 LAUNCH(k_pool_forward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out],
                                                                       ((PoolGpu *)g->lp[li])->argmax, total, dims(p), p->kind == POOL_MAX));
 }
 
@@ -113,7 +113,7 @@ static void pool_backward(GpuNet *g, Layer *l, int li) {
     if (!dx) return;
     size_t total = shape_count(g->net->node[l->in[0]].shape);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_pool_backward<T>, gpu_blocks(total), 256, 0, g->s, (const T *)g->dx[l->out], ((PoolGpu *)g->lp[li])->argmax,
+                 LAUNCH(k_pool_backward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], ((PoolGpu *)g->lp[li])->argmax,
                                                                        (T *)dx, total, dims(p), p->kind == POOL_MAX, gpu_acc(g, li, 0)));
 }
 

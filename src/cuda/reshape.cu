@@ -36,7 +36,7 @@ static void flatten_forward(GpuNet *g, Layer *l, int li) {
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_flatten<T>, gpu_blocks(total), 256, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], total, s.c,
+                 LAUNCH(k_flatten<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], total, s.c,
                                                                  (size_t)s.h * s.w, 0, 0));
 }
 
@@ -46,7 +46,7 @@ static void flatten_backward(GpuNet *g, Layer *l, int li) {
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_flatten<T>, gpu_blocks(total), 256, 0, g->s, (const T *)g->dx[l->out], (T *)dx, total, s.c, (size_t)s.h * s.w, 1,
+                 LAUNCH(k_flatten<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], (T *)dx, total, s.c, (size_t)s.h * s.w, 1,
                                                                  gpu_acc(g, li, 0)));
 }
 
@@ -55,7 +55,7 @@ static void avg_forward(GpuNet *g, Layer *l, int li) {
     Shape s = g->net->node[l->in[0]].shape;
     size_t planes = (size_t)s.n * s.c;
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_spatial_avg<T>, gpu_blocks(planes), 256, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], planes,
+                 LAUNCH(k_spatial_avg<T>, gpu_blocks(planes), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], planes,
                                                                       (size_t)s.h * s.w));
 }
 
@@ -65,7 +65,7 @@ static void avg_backward(GpuNet *g, Layer *l, int li) {
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_spatial_avg_backward<T>, gpu_blocks(total), 256, 0, g->s, (const T *)g->dx[l->out], (T *)dx, total,
+                 LAUNCH(k_spatial_avg_backward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], (T *)dx, total,
                                                                               (size_t)s.h * s.w, gpu_acc(g, li, 0)));
 }
 

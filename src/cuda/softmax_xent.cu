@@ -11,7 +11,7 @@ typedef struct XentGpu {
 template <typename T> __global__ void k_xent_forward(const T *z, const int32_t *labels, float *prob, float *loss, T *out, int c) {
     const int i = blockIdx.x;
     const T *row = z + (size_t)i * c;
-    __shared__ double red[256];
+    __shared__ double red[GPU_THREADS];
     double m = -1e300;
     for (int j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)to_f(row[j]));
     red[threadIdx.x] = m;
@@ -68,7 +68,7 @@ static void xent_forward(GpuNet *g, Layer *l, int li) {
     int n = g->net->node[l->in[0]].shape.n;
     XentGpu *p = (XentGpu *)g->lp[li];
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_xent_forward<T>, n, 256, 0, g->s, (const T *)g->x[l->in[0]], g->labels, p->prob, p->loss, (T *)g->x[l->out],
+                 LAUNCH(k_xent_forward<T>, n, GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], g->labels, p->prob, p->loss, (T *)g->x[l->out],
                                                        x->classes));
 }
 
@@ -78,7 +78,7 @@ static void xent_backward(GpuNet *g, Layer *l, int li) {
     if (!dz) return;
     int n = g->net->node[l->in[0]].shape.n;
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_xent_backward<T>, gpu_blocks((size_t)n * x->classes), 256, 0, g->s, ((XentGpu *)g->lp[li])->prob, g->labels,
+                 LAUNCH(k_xent_backward<T>, gpu_blocks((size_t)n * x->classes), GPU_THREADS, 0, g->s, ((XentGpu *)g->lp[li])->prob, g->labels,
                                                                                          (T *)dz, n, x->classes, g->loss_scale,
                                                                                          gpu_acc(g, li, 0)));
 }
