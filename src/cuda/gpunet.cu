@@ -41,7 +41,7 @@ template <typename T> __global__ void k_cast_params(const float *p, T *w, size_t
 }
 
 /* fp16/bf16: refresh the storage-type weights from the fp32 master weights */
-static void cast_params(GpuNet *g) {
+void gpu_cast_params(GpuNet *g) {
     size_t n = g->P;
     if (!gpu_half(g) || n == 0) return;
     GPU_DISPATCH(g, T, LAUNCH(k_cast_params<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, g->params, (T *)g->wh, n));
@@ -137,12 +137,21 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
         dev_alloc(g, (void **)&g->velocity, P * sizeof(float), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->state, S * sizeof(float), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->labels, (size_t)net->batch * sizeof(int32_t), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->red, 4 * sizeof(double), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->stats, 2 * sizeof(double), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->flag, sizeof(int), err, errlen, oom) ||
         (gpu_half(g) && (dev_alloc(g, &g->wh, P * g->esize, err, errlen, oom) || dev_alloc(g, &g->gh, P * g->esize, err, errlen, oom)))) {
         gpunet_free(g);
         return NULL;
+    }
+    /* the optimizer's tables (optim.cu) */
+    {
+        int nchunks = 0;
+        size_t ob = gpu_optim_bytes(net, &nchunks);
+        if (dev_alloc(g, (void **)&g->optim_mem, ob, err, errlen, oom)) {
+            gpunet_free(g);
+            return NULL;
+        }
+        gpu_optim_bind(g, g->optim_mem, nchunks);
     }
     const Shape ins = net->node[net->input].shape;
     g->stage_bytes = shape_count(ins);
@@ -315,11 +324,11 @@ void gpunet_free(GpuNet *g) {
     cudaFree(g->velocity);
     cudaFree(g->state);
     cudaFree(g->labels);
-    cudaFree(g->red);
     cudaFree(g->wh);
     cudaFree(g->gh);
     cudaFree(g->stats);
     cudaFree(g->flag);
+    cudaFree(g->optim_mem);
     if (g->blas) cublasDestroy(g->blas);
     if (g->dnn) cudnnDestroy(g->dnn);
     if (g->s) cudaStreamDestroy(g->s);
@@ -374,7 +383,7 @@ void gpunet_upload_params(GpuNet *g) {
     const Net *n = g->net;
     to_device(g, g->params, n->params);
     CUDA_CHECK(cudaMemcpyAsync(g->state, n->state, n->state_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
-    cast_params(g);
+    gpu_cast_params(g);
     gpunet_sync(g);
 }
 
@@ -653,141 +662,4 @@ void gpunet_backward_ms(GpuNet *g, double *backward, double *exposed) {
     CUDA_CHECK(cudaEventElapsedTime(&e, g->ev_b1, g->ev_b2));
     *backward = b;
     *exposed = e;
-}
-
-/* ---- reductions and the optimizer ---- */
-__global__ void k_scale(float *g, size_t n, float s) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) g[i] *= s;
-}
-
-__global__ void k_nonfinite(const float *g, size_t n, int *flag) {
-    int bad = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        bad |= !isfinite(g[i]);
-    if (bad) *flag = 1;
-}
-
-/* out[0] += sum a^2, out[1] += sum b^2 (b may be NULL) */
-__global__ void k_sumsq2(const float *a, const float *b, size_t n, double *out) {
-    __shared__ double sa[GPU_THREADS], sb[GPU_THREADS];
-    double x = 0, y = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        x += (double)a[i] * a[i];
-        if (b) y += (double)b[i] * b[i];
-    }
-    sa[threadIdx.x] = x;
-    sb[threadIdx.x] = y;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) {
-            sa[threadIdx.x] += sa[threadIdx.x + s];
-            sb[threadIdx.x] += sb[threadIdx.x + s];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        atomicAdd(&out[0], sa[0]);
-        if (b) atomicAdd(&out[1], sb[0]);
-    }
-}
-
-/* out[0] += sum a (one block) */
-__global__ void k_sum(const float *a, size_t n, double *out) {
-    __shared__ double sa[GPU_THREADS];
-    double x = 0;
-    for (size_t i = threadIdx.x; i < n; i += blockDim.x) x += a[i];
-    sa[threadIdx.x] = x;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sa[threadIdx.x] += sa[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out += sa[0];
-}
-
-static unsigned red_blocks(size_t n) {
-    size_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
-    return (unsigned)(b > 1024 ? 1024 : (b ? b : 1));
-}
-
-void gpunet_scale_grads(GpuNet *g, float s) {
-    size_t n = g->P;
-    if (n == 0 || s == 1.0f) return;
-    LAUNCH(k_scale, gpu_blocks(n), GPU_THREADS, 0, g->s, g->grads, n, s);
-}
-
-/* g += wd w; v = m v + s g; w -= lr (nesterov ? s g + m v : v), with s read from *scale (LARC)
- * or 1. */
-__global__ void k_sgd(float *w, float *gr, float *v, size_t n, float lr, float m, int nest, float wd, const float *scale) {
-    const float s = scale ? *scale : 1.0f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float gi = gr[i] + wd * w[i];
-        gr[i] = gi;
-        gi *= s;
-        float vi = m * v[i] + gi;
-        v[i] = vi;
-        w[i] -= nest ? lr * (gi + m * vi) : lr * vi;
-    }
-}
-
-/* LARC's factor from the sums of squares of w and of (g + wd w), as optim.c. */
-__global__ void k_larc(const double *ss, float *scale, double eta, double lr, int scale_mode) {
-    double wn = sqrt(ss[0]), gn = sqrt(ss[1]);
-    double local = (wn != 0 && gn != 0) ? eta * wn / gn : 1.0;
-    if (!scale_mode) local = fmin(local / lr, 1.0);
-    *scale = (float)local;
-}
-
-/* in place: g += wd w (so the LARC norm sees the decayed gradient) */
-__global__ void k_axpy(float *g, const float *w, size_t n, float a) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) g[i] += a * w[i];
-}
-
-void gpunet_queue_stats(GpuNet *g, int with_l2) {
-    Net *n = g->net;
-    CUDA_CHECK(cudaMemsetAsync(g->stats, 0, 2 * sizeof(double), g->s));
-    if (g->loss_vec) LAUNCH(k_sum, 1, GPU_THREADS, 0, g->s, g->loss_vec, (size_t)n->batch, g->stats); /* the per-sample losses */
-    if (with_l2 && g->P) LAUNCH(k_sumsq2, red_blocks(g->P), GPU_THREADS, 0, g->s, g->params, NULL, g->P, g->stats + 1);
-}
-
-void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite) {
-    Net *n = g->net;
-    size_t P = g->P;
-    double h[2] = {0, 0};
-    int flag = 0;
-    CUDA_CHECK(cudaMemsetAsync(g->flag, 0, sizeof(int), g->s));
-    if (P) LAUNCH(k_nonfinite, red_blocks(P), GPU_THREADS, 0, g->s, g->grads, P, g->flag);
-    CUDA_CHECK(cudaMemcpyAsync(h, g->stats, sizeof h, cudaMemcpyDeviceToHost, g->s));
-    CUDA_CHECK(cudaMemcpyAsync(&flag, g->flag, sizeof flag, cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-    int bs = n->batch > 0 ? n->batch : 1;
-    *loss = h[0] / bs;
-    n->loss = *loss;
-    *l2 = 0.5 * h[1];
-    *finite = !flag;
-}
-
-void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta, int larc_scale) {
-    Net *n = g->net;
-    if (g->P == 0) return;
-    if (larc_eta <= 0) {
-        size_t P = g->P;
-        LAUNCH(k_sgd, gpu_blocks(P), GPU_THREADS, 0, g->s, g->params, g->grads, g->velocity, P, (float)lr, (float)momentum, nesterov,
-                                              (float)weight_decay, NULL);
-        cast_params(g);
-        return;
-    }
-    /* LARC: a factor per parameter tensor; red[0..1] sums, red[2] (as float) the factor */
-    float *factor = (float *)(g->red + 2);
-    for (int p = 0; p < n->nparam; p++) {
-        const Param *pp = &n->param[p];
-        float *w = g->params + g->poff[p], *gr = g->grads + g->poff[p], *v = g->velocity + g->poff[p];
-        size_t c = pp->count;
-        if (weight_decay != 0) LAUNCH(k_axpy, gpu_blocks(c), GPU_THREADS, 0, g->s, gr, w, c, (float)weight_decay);
-        CUDA_CHECK(cudaMemsetAsync(g->red, 0, 2 * sizeof(double), g->s));
-        LAUNCH(k_sumsq2, red_blocks(c), GPU_THREADS, 0, g->s, w, gr, c, g->red);
-        LAUNCH(k_larc, 1, 1, 0, g->s, g->red, factor, larc_eta, lr, larc_scale);
-        LAUNCH(k_sgd, gpu_blocks(c), GPU_THREADS, 0, g->s, w, gr, v, c, (float)lr, (float)momentum, nesterov, 0.0f, factor);
-    }
-    cast_params(g);
 }

@@ -69,7 +69,13 @@ struct GpuNet {
     int searches, searches_cached, searches_skipped;
     int sync_check;                           /* NVCNN_SYNC_CHECK=1: synchronise after every layer */
     int32_t *labels;                          /* [batch] on the device */
-    double *red;                              /* [4] reduction results */
+    /* the optimizer's device tables (optim.cu): LARC's chunks, each tensor's first chunk, the
+     * chunks' partial sums, the tensors' factors; the partial sums of the weights' squares */
+    char *optim_mem;
+    void *larc_chunk;
+    int *larc_first, larc_nchunk;
+    double *larc_part, *red_part;
+    float *larc_factor;
     double *stats;                            /* [2] the step's loss sum and sum of squared weights */
     int *flag;                                /* [1] non-finite flag */
     float loss_scale;                         /* of the current backward (the loss layer reads it) */
@@ -125,6 +131,15 @@ static inline void *gpu_conv_dw(const GpuNet *g, int p) {
     return gpu_half(g) ? (void *)((char *)g->gh + off * g->esize) : (void *)(g->grads + off);
 }
 void gpu_grad_from_half(GpuNet *g, int p);
+/* fp16/bf16: the storage-type weights refreshed from the fp32 master weights (after an update or
+ * an upload); nothing in fp32 and tf32. */
+void gpu_cast_params(GpuNet *g);
+
+/* The optimizer's device tables (optim.cu): their bytes for `net` (and the LARC chunk count), and
+ * their set-up in `mem` (that many bytes of device memory, 256-byte aligned) once g->poff is
+ * known. */
+size_t gpu_optim_bytes(const Net *net, int *nchunks);
+void gpu_optim_bind(GpuNet *g, char *mem, int nchunks);
 
 /* A per-channel bias over NCHW activations (bias.cu): forward y[n][c][p] += b[c], backward
  * db[c] += sum of dy[n][c][p], with b and db fp32 (the master arenas) and y, dy of the storage
