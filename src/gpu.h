@@ -1,5 +1,5 @@
-/* gpu.h: what the host program needs to know about GPUs (implemented in src/cuda/ when built with
- * CUDA, else by gpu_none.c). */
+/* gpu.h: what the host program needs to know about GPUs (gpu.c, over the device primitives of
+ * gpu_backend.h: src/cuda/device.cu when built with CUDA, else gpu_none.c). */
 #ifndef NVCNN_GPU_H
 #define NVCNN_GPU_H
 
@@ -21,8 +21,6 @@ int gpu_selected(void);
 int gpu_select_count(void);
 /* Dies with "<what> before the GPU was selected" unless gpu_select() has run. */
 void gpu_require(const char *what);
-/* The backend's part of gpu_select(): cudaSetDevice (device.cu), nothing without CUDA. */
-void gpu_set_device_backend(int device);
 
 /* Usable CUDA devices; 0 when there is no device or no driver. If `why` is given it receives the
  * reason when the count is 0. */
@@ -43,6 +41,7 @@ void *gpu_host_alloc(size_t bytes);
 void gpu_host_free(void *p);
 /* 1 if this build has the CUDA backend compiled in. */
 int gpu_built(void);
+
 
 /* The checking mode, NVCNN_SYNC_CHECK=1: the GPU backend synchronises after every layer's forward
  * and backward, so that a kernel fault or a library failure is reported at the layer that caused

@@ -1,12 +1,15 @@
-/* device.cu: GPU discovery, device selection and pinned memory for the host program. */
+/* device.cu: the device primitives of gpu_backend.h on the CUDA runtime: discovery, the current
+ * device, memory figures and pinned host memory. gpu.c is their one caller. */
 #include <stdio.h>
 
 #include "common.h"
 
 extern "C" {
-#include "gpu.h"
+#include "gpu_backend.h"
 
-int gpu_count(char *why, size_t whylen) {
+int gpu_backend_built(void) { return 1; }
+
+int gpu_backend_count(char *why, size_t whylen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
@@ -26,35 +29,24 @@ int gpu_count(char *why, size_t whylen) {
     return n;
 }
 
-void gpu_describe(int device, char *buf, size_t n) {
+void gpu_backend_describe(int device, char *buf, size_t n) {
     cudaDeviceProp p;
     CUDA_CHECK(cudaGetDeviceProperties(&p, device));
     snprintf(buf, n, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor, (double)p.totalGlobalMem / (1u << 30));
 }
 
-/* The only cudaSetDevice of the program (gpu_select in gpu_select.c calls it). */
-void gpu_set_device_backend(int device) { CUDA_CHECK(cudaSetDevice(device)); }
+/* The only cudaSetDevice of the program (gpu_select in gpu.c calls it). */
+void gpu_backend_set_device(int device) { CUDA_CHECK(cudaSetDevice(device)); }
 
-size_t gpu_mem_used(int device) {
-    gpu_require("gpu_mem_used");
-    if (device != gpu_selected()) die("gpu_mem_used(%d): this process uses GPU %d", device, gpu_selected());
-    size_t fr = 0, tot = 0;
-    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
-    return tot - fr;
-}
+void gpu_backend_mem_info(size_t *free_bytes, size_t *total_bytes) { CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes)); }
 
-void gpu_pci_bus_id(int device, char *buf, size_t n) { CUDA_CHECK(cudaDeviceGetPCIBusId(buf, (int)n, device)); }
+void gpu_backend_pci_bus_id(int device, char *buf, size_t n) { CUDA_CHECK(cudaDeviceGetPCIBusId(buf, (int)n, device)); }
 
-void *gpu_host_alloc(size_t bytes) {
-    gpu_require("gpu_host_alloc");
+void *gpu_backend_host_alloc(size_t bytes) {
     void *p = NULL;
     CUDA_CHECK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable));
     return p;
 }
 
-void gpu_host_free(void *p) {
-    if (p) CUDA_CHECK(cudaFreeHost(p));
-}
-
-int gpu_built(void) { return 1; }
+void gpu_backend_host_free(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
 }
