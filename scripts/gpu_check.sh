@@ -418,6 +418,14 @@ else
   gpu_line="no ./nvcnn (build it first: the build stage)"
 fi
 echo "$gpu_line" >>"$log"
+if [ "$has_gpu" = 0 ] && grep -q 'nvidia-smi lists' <<<"$gpu_line"; then
+  # the driver sees GPUs that the CUDA runtime cannot use (a driver older than the build's CUDA
+  # needs): not a machine without a GPU, a machine that must be fixed
+  for s in $selected; do [ "$s" = build ] || STATUS[$s]="not run (the driver is too old for this build)"; done
+  write_summary
+  echo "gpu_check: FAILED: $(sed 's/^no GPU: //' <<<"$gpu_line") ($out/summary.md)" >&2
+  exit 1
+fi
 if [ "$has_gpu" = 0 ]; then
   for s in $selected; do [ "$s" = build ] || STATUS[$s]="not run (no GPU)"; done
   write_summary

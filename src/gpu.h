@@ -42,6 +42,13 @@ void gpu_host_free(void *p);
 /* 1 if this build has the CUDA backend compiled in. */
 int gpu_built(void);
 
+/* 1 when NVIDIA's driver sees GPUs (nvidia-smi lists them) but the CUDA runtime finds none, which
+ * is what a driver older than this build's CUDA needs gives: msg then names the GPUs, the driver's
+ * version and the version needed. 0 when there is a GPU, or no driver (no nvidia-smi) at all. */
+int gpu_driver_problem(char *msg, size_t n);
+/* Its decision on given output of `nvidia-smi --query-gpu=driver_version --format=csv,noheader`
+ * (a line per GPU) and a CUDA version (13000 for 13.0), for tests. */
+int gpu_driver_problem_of(const char *smi_output, int cuda_version, char *msg, size_t n);
 
 /* The checking mode, NVCNN_SYNC_CHECK=1: the GPU backend synchronises after every layer's forward
  * and backward, so that a kernel fault or a library failure is reported at the layer that caused

@@ -9,6 +9,8 @@
 
 /* 1 if the CUDA backend is compiled in. */
 int gpu_backend_built(void);
+/* The CUDA runtime version it is built with (13000 for 13.0), 0 without CUDA. */
+int gpu_backend_cuda_version(void);
 /* Usable devices (0 with the reason in `why` when given); creates no context. */
 int gpu_backend_count(char *why, size_t whylen);
 /* "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"; creates no context. */

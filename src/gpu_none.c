@@ -8,6 +8,8 @@
 
 int gpu_backend_built(void) { return 0; }
 
+int gpu_backend_cuda_version(void) { return 0; }
+
 int gpu_backend_count(char *why, size_t whylen) {
     if (why) snprintf(why, whylen, "this nvcnn was built without CUDA (CUDA=0)");
     return 0;

@@ -38,7 +38,10 @@ static void choose_device(Run *r) {
     char why[256] = "";
     int ngpu = gpu_count(why, sizeof why);
     if (r->cfg.device == DEVICE_GPU) {
-        if (ngpu == 0) die_code(EXIT_USAGE, "--device=gpu: no usable GPU: %s", why);
+        if (ngpu == 0) {
+            char drv[512];
+            die_code(EXIT_USAGE, "--device=gpu: no usable GPU: %s", gpu_driver_problem(drv, sizeof drv) ? drv : why);
+        }
         /* fp16 without --loss_scale: dynamic loss scaling, as mixed-precision training expects */
         if (r->cfg.precision == PREC_FP16 && !r->cfg.given_loss_scale) {
             r->cfg.dynamic_loss_scale = 1;
@@ -55,7 +58,10 @@ static void choose_device(Run *r) {
         die_code(EXIT_USAGE, "--precision=%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32",
                  precision_name(r->cfg.precision));
     if (r->cfg.device == DEVICE_AUTO) {
-        if (ngpu == 0)
+        char drv[512];
+        if (ngpu == 0 && gpu_driver_problem(drv, sizeof drv))
+            printf("No usable GPU (%s): using the CPU backend\n", drv);
+        else if (ngpu == 0)
             printf("No GPU found (%s): using the CPU backend\n", why);
         else
             printf("Found %d GPU(s): using the CPU backend (the GPU backend is new: ask for it with --device=gpu)\n", ngpu);

@@ -49,3 +49,24 @@ TEST(check_script_without_a_device_says_so_and_exits_0) {
         free(o);
     }
 }
+
+/* A driver that sees a GPU which the CUDA runtime cannot use (here: a stand-in nvidia-smi listing
+ * one GPU with driver 550, on a machine whose CUDA runtime finds none) is not "no GPU": the script
+ * fails, naming the driver version the build needs, and so does `nvcnn --device=gpu`. */
+TEST(check_script_fails_loudly_when_the_driver_is_too_old) {
+    char cmd[1600], *o = NULL;
+    const char *t = th_tmpdir();
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/oldsmi && printf '#!/bin/sh\\necho 550.54.15\\n' > %s/oldsmi/nvidia-smi && chmod +x %s/oldsmi/nvidia-smi",
+             t, t, t);
+    CHECK(th_run(cmd, NULL) == 0);
+    const char *want = "nvidia-smi lists 1 GPU (driver 550.54.15) but the CUDA runtime finds none: this nvcnn is built with CUDA 13.0, "
+                       "which needs NVIDIA driver 580.65.06 or newer";
+    snprintf(cmd, sizeof cmd, ENV "PATH=%s/oldsmi:$PATH scripts/gpu_check.sh --no-build %s/gc3", t, t);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 1 && o && strstr(o, "gpu_check: FAILED: ") && strstr(o, want), "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "PATH=%s/oldsmi:$PATH ./nvcnn --model=trivial --device=gpu --num_batches=1", t);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 2 && o && strstr(o, "nvcnn: error: --device=gpu: no usable GPU: ") && strstr(o, want), "exit %d:\n%s", rc, o);
+    free(o);
+}

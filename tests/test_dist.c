@@ -7,6 +7,7 @@
 
 #include "gpu.h"
 #include "harness.h"
+#include "testutil.h"
 
 /* "timeout 180 mpirun -np N [--oversubscribe] [--allow-run-as-root] " or NULL (skip). */
 static const char *mpirun(int np, char *buf, size_t n) {
@@ -137,11 +138,8 @@ TEST(dist_checkpoint_resumes_with_a_different_number_of_ranks) {
  * backward when there are two GPUs. Parameters must stay bitwise identical on every rank and
  * follow the one-process CPU run within fp32's cross-backend tolerance. */
 TEST(dist_gpu_ranks_stay_identical_mpi_and_nccl) {
-    int ngpu = gpu_count(NULL, 0);
-    if (ngpu == 0) {
-        th_skip("no GPU");
-        return;
-    }
+    int ngpu = tu_gpus();
+    if (ngpu == 0) return;
     char mr[200], cmd[600], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
         th_skip("no MPI in this build or no mpirun");
@@ -173,10 +171,7 @@ TEST(dist_gpu_ranks_stay_identical_mpi_and_nccl) {
  * task count, by default and with --allreduce=nccl; an explicit --allreduce=mpi shares the GPU on
  * purpose and averages through the host. */
 TEST(dist_ranks_sharing_a_gpu_need_allreduce_mpi) {
-    if (gpu_count(NULL, 0) == 0) {
-        th_skip("no GPU");
-        return;
-    }
+    if (tu_gpus() == 0) return;
     char mr[200], cmd[800], want[512], host[256] = "", *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
         th_skip("no MPI in this build or no mpirun");

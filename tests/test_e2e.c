@@ -13,6 +13,7 @@
 
 #include "gpu.h"
 #include "harness.h"
+#include "testutil.h"
 
 #define E2E_MIN_TOP1 87.0
 
@@ -55,9 +56,6 @@ static void fashion_two_epochs(const char *device) {
 TEST_LIMIT(e2e_fashion_mnist_lenet_two_epochs, 3600) { fashion_two_epochs("cpu"); }
 
 TEST(e2e_fashion_mnist_lenet_two_epochs_gpu) {
-    if (gpu_count(NULL, 0) == 0) {
-        th_skip("no GPU");
-        return;
-    }
+    if (tu_gpus() == 0) return;
     fashion_two_epochs("gpu");
 }

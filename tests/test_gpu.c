@@ -24,12 +24,7 @@
 
 /* 1 if there is a GPU; 0 (test skipped) without one. Tests that launch ./nvcnn use this alone:
  * a context in the test's own process could keep the program off a GPU in EXCLUSIVE_PROCESS mode. */
-static int gpu_present(void) {
-    static int n = -1;
-    if (n < 0) n = gpu_count(NULL, 0);
-    if (n == 0) th_skip("no GPU");
-    return n > 0;
-}
+static int gpu_present(void) { return tu_gpus() > 0; }
 
 /* gpu_present(), and GPU 0 selected for this test's process (tests that use the backend here). */
 static int have_gpu(void) {

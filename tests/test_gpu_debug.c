@@ -5,6 +5,7 @@
 
 #include "gpu.h"
 #include "harness.h"
+#include "testutil.h"
 
 TEST(gpu_sync_check_values_and_layer_wording) {
     char err[256] = "";
@@ -22,10 +23,7 @@ TEST(gpu_sync_check_values_and_layer_wording) {
 
 /* On a GPU: a run in the checking mode trains and says so; a bad value is refused (exit 2). */
 TEST(gpu_sync_check_run) {
-    if (gpu_count(NULL, 0) == 0) {
-        th_skip("no GPU");
-        return;
-    }
+    if (tu_gpus() == 0) return;
     char *o = NULL;
     int rc = th_run("NVCNN_SYNC_CHECK=1 ./nvcnn --model=lenet --device=gpu --batch_size=16 --num_batches=3 --display_every=1", &o);
     CHECK_MSG(rc == 0 && o && strstr(o, "NVCNN_SYNC_CHECK=1: synchronising after every layer") && strstr(o, "Images/sec: "),

@@ -8,6 +8,7 @@
 
 #include "gpu.h"
 #include "harness.h"
+#include "testutil.h"
 #include "layer_death.h"
 
 static void pinned_alloc(void *arg) {
@@ -49,10 +50,7 @@ TEST(gpu_select_comes_before_any_context) {
  * the run must select its GPU first (else gpu_host_alloc dies). The data: two classes of the
  * fixture JPEGs, converted by nvcnn-mkrecords. */
 TEST(gpu_real_data_run_selects_its_gpu_first) {
-    if (gpu_count(NULL, 0) == 0) {
-        th_skip("no GPU");
-        return;
-    }
+    if (tu_gpus() == 0) return;
     char cmd[2048], *o = NULL;
     const char *t = th_tmpdir();
     snprintf(cmd, sizeof cmd,
@@ -71,4 +69,17 @@ TEST(gpu_real_data_run_selects_its_gpu_first) {
     rc = th_run(cmd, &o);
     CHECK_MSG(rc == 0 && o && strstr(o, "Images/sec: ") && strstr(o, "Num images:  8\n"), "exit %d:\n%s", rc, o);
     free(o);
+}
+
+/* The driver check's decision on nvidia-smi's output: GPUs listed (one line each) but none for the
+ * CUDA runtime names the driver and the version the build's CUDA needs; no output: no driver. */
+TEST(gpu_driver_problem_names_the_driver_needed) {
+    char msg[512] = "";
+    CHECK(gpu_driver_problem_of("", 13000, msg, sizeof msg) == 0);
+    CHECK(gpu_driver_problem_of(NULL, 13000, msg, sizeof msg) == 0);
+    CHECK(gpu_driver_problem_of("550.54.15\n550.54.15\n", 13000, msg, sizeof msg) == 1);
+    CHECK_MSG(strstr(msg, "nvidia-smi lists 2 GPUs (driver 550.54.15)") && strstr(msg, "CUDA 13.0, which needs NVIDIA driver 580.65.06 or newer"),
+              "%s", msg);
+    CHECK(gpu_driver_problem_of("470.57.02\r\n", 12040, msg, sizeof msg) == 1);
+    CHECK_MSG(strstr(msg, "1 GPU (driver 470.57.02)") && strstr(msg, "CUDA 12.4, which needs NVIDIA driver 525.60.13"), "%s", msg);
 }

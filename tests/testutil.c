@@ -1,6 +1,9 @@
 /* testutil.c: see testutil.h. */
 #include "testutil.h"
 
+#include "gpu.h"
+#include "harness.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,4 +105,16 @@ GradCheck tu_gradcheck_layer(Net *net, int li, double eps, int max_per_tensor, d
     if (getenv("NVCNN_PRINT_GRADCHECK"))
         printf("    %s (finite differences): max relative error %.2e\n", net->layer[li].name, gc.max_rel_err);
     return gc;
+}
+
+int tu_gpus(void) {
+    static int n = -1;
+    if (n < 0) n = gpu_count(NULL, 0);
+    if (n > 0) return n;
+    char msg[512];
+    if (gpu_driver_problem(msg, sizeof msg))
+        th_fail(__FILE__, __LINE__, "%s", msg);
+    else
+        th_skip("no GPU");
+    return 0;
 }

@@ -25,4 +25,10 @@ typedef struct GradCheck {
  * `floor` is the magnitude under which errors count as absolute. */
 GradCheck tu_gradcheck_layer(Net *net, int li, double eps, int max_per_tensor, double floor, uint64_t seed);
 
+/* The GPUs a GPU test may use. None: the test is skipped ("no GPU"; tests/harness.c then runs it
+ * on the emulated device where there is one), unless NVIDIA's driver sees GPUs that the CUDA
+ * runtime cannot use (a driver too old for this build): then the test FAILS, naming the driver
+ * version needed, since skipping would hide a machine that cannot run what it should. */
+int tu_gpus(void);
+
 #endif

@@ -9,6 +9,8 @@ extern "C" {
 
 int gpu_backend_built(void) { return 1; }
 
+int gpu_backend_cuda_version(void) { return CUDART_VERSION; }
+
 int gpu_backend_count(char *why, size_t whylen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
