@@ -1,5 +1,8 @@
-/* gpunet.cu: the GPU backend's core (gpunet.h): arenas, planning, traversal, the optimizer and
- * the reductions the trainer needs. The layers' GPU halves are in the other files of src/cuda/. */
+/* gpunet.cu: the GPU backend's core (gpunet.h): the arenas and their plan, the traversals
+ * (forward, backward), and where a failure happened. The rest of src/cuda/: transfer.cu (host <->
+ * device copies and the staged batches), allreduce.cu (NCCL inside backward), optim.cu (the
+ * update and the step's statistics), device.cu (the device primitives of gpu_backend.h), and one
+ * file per layer type (conv.cu, bn.cu, ...). */
 #include <math.h>
 #include <string.h>
 
@@ -295,17 +298,7 @@ void gpunet_free(GpuNet *g) {
             if (g->impl[i] && g->impl[i]->destroy && g->lp[i]) g->impl[i]->destroy(g, &g->net->layer[i], i);
             free(g->lp[i]);
         }
-    if (g->comm) {
-        cudaStreamSynchronize(g->cs);
-        ncclCommDestroy(g->comm);
-        for (int i = 0; i < g->net->nlayer; i++)
-            if (g->lev[i]) cudaEventDestroy(g->lev[i]);
-        cudaEventDestroy(g->ev_done);
-        cudaStreamDestroy(g->cs);
-    }
-    free(g->lev);
-    free(g->blo);
-    free(g->bhi);
+    gpu_allreduce_free(g);
     if (g->ev_b0) {
         cudaEventDestroy(g->ev_b0);
         cudaEventDestroy(g->ev_b1);
@@ -360,146 +353,6 @@ void gpunet_print_plan(const GpuNet *g, FILE *f) {
 }
 
 void gpunet_sync(GpuNet *g) { CUDA_CHECK(cudaStreamSynchronize(g->s)); }
-
-/* The device arenas place each parameter tensor at a multiple of 64 elements (g->poff) so that
- * every tensor the libraries see is aligned; the gaps hold zeros. Host <-> device copies go
- * through g->host (P floats) and a gather or scatter on the host. */
-static void to_device(GpuNet *g, float *dev, const float *host) {
-    const Net *n = g->net;
-    memset(g->host, 0, g->P * sizeof(float));
-    for (int p = 0; p < n->nparam; p++) memcpy(g->host + g->poff[p], host + n->param[p].off, n->param[p].count * sizeof(float));
-    CUDA_CHECK(cudaMemcpyAsync(dev, g->host, g->P * sizeof(float), cudaMemcpyHostToDevice, g->s));
-    gpunet_sync(g);
-}
-
-static void to_host(GpuNet *g, float *host, const float *dev) {
-    const Net *n = g->net;
-    CUDA_CHECK(cudaMemcpyAsync(g->host, dev, g->P * sizeof(float), cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-    for (int p = 0; p < n->nparam; p++) memcpy(host + n->param[p].off, g->host + g->poff[p], n->param[p].count * sizeof(float));
-}
-
-void gpunet_upload_params(GpuNet *g) {
-    const Net *n = g->net;
-    to_device(g, g->params, n->params);
-    CUDA_CHECK(cudaMemcpyAsync(g->state, n->state, n->state_total * sizeof(float), cudaMemcpyHostToDevice, g->s));
-    gpu_cast_params(g);
-    gpunet_sync(g);
-}
-
-void gpunet_download_params(GpuNet *g) {
-    Net *n = g->net;
-    to_host(g, n->params, g->params);
-    CUDA_CHECK(cudaMemcpyAsync(n->state, g->state, n->state_total * sizeof(float), cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-}
-
-void gpunet_upload_velocity(GpuNet *g, const float *v) { to_device(g, g->velocity, v); }
-
-void gpunet_download_velocity(GpuNet *g, float *v) { to_host(g, v, g->velocity); }
-
-void gpunet_download_grads(GpuNet *g) { to_host(g, g->net->grads, g->grads); }
-
-void gpunet_upload_grads(GpuNet *g) { to_device(g, g->grads, g->net->grads); }
-
-/* host-side conversions between fp32 and the 16-bit storage types */
-static void host_to_storage(const GpuNet *g, const float *src, void *dst, size_t n) {
-    if (g->prec == PREC_FP16)
-        for (size_t i = 0; i < n; i++) ((__half *)dst)[i] = __float2half_rn(src[i]);
-    else
-        for (size_t i = 0; i < n; i++) ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
-}
-
-static void host_from_storage(const GpuNet *g, const void *src, float *dst, size_t n) {
-    if (g->prec == PREC_FP16)
-        for (size_t i = 0; i < n; i++) dst[i] = __half2float(((const __half *)src)[i]);
-    else
-        for (size_t i = 0; i < n; i++) dst[i] = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
-}
-
-void gpunet_download_node(GpuNet *g, int id, float *dst, int grad) {
-    const void *src = grad ? g->dx[id] : g->x[id];
-    if (!src) die("gpunet_download_node: node %d has no %s", id, grad ? "gradient" : "data");
-    size_t n = shape_count(g->net->node[id].shape);
-    if (!gpu_half(g)) {
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, g->s));
-        gpunet_sync(g);
-        return;
-    }
-    void *tmp = xmalloc(n * g->esize);
-    CUDA_CHECK(cudaMemcpyAsync(tmp, src, n * g->esize, cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-    host_from_storage(g, tmp, dst, n);
-    free(tmp);
-}
-
-void gpunet_upload_node(GpuNet *g, int id, const float *src) {
-    size_t n = shape_count(g->net->node[id].shape);
-    if (!gpu_half(g)) {
-        CUDA_CHECK(cudaMemcpyAsync(g->x[id], src, n * sizeof(float), cudaMemcpyHostToDevice, g->s));
-        gpunet_sync(g);
-        return;
-    }
-    void *tmp = xmalloc(n * g->esize);
-    host_to_storage(g, src, tmp, n);
-    CUDA_CHECK(cudaMemcpyAsync(g->x[id], tmp, n * g->esize, cudaMemcpyHostToDevice, g->s));
-    gpunet_sync(g);
-    free(tmp);
-}
-
-void gpunet_set_input(GpuNet *g, const float *nchw) {
-    /* synchronous: the caller refills its host buffer right after */
-    gpunet_upload_node(g, g->net->input, nchw);
-}
-
-void gpunet_set_labels(GpuNet *g, const int32_t *labels) {
-    Net *n = g->net;
-    int classes = n->logits >= 0 ? (int)shape_sample(n->node[n->logits].shape) : 0;
-    for (int i = 0; i < n->batch; i++)
-        if (labels[i] < 0 || (classes && labels[i] >= classes))
-            die("softmax_xent: label %d of batch index %d is outside [0, %d)", (int)labels[i], i, classes);
-    CUDA_CHECK(cudaMemcpyAsync(g->labels, labels, (size_t)n->batch * sizeof(int32_t), cudaMemcpyHostToDevice, g->s));
-    gpunet_sync(g);
-    n->labels = labels;
-}
-
-/* NHWC bytes -> NCHW floats x / 127.5 - 1, one thread per pixel */
-template <typename T> __global__ void k_u8_to_input(const uint8_t *in, T *out, int n, int c, int hw) {
-    const size_t pixels = (size_t)n * hw;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < pixels; p += (size_t)gridDim.x * blockDim.x) {
-        size_t i = p / hw, q = p % hw;
-        const uint8_t *s = in + p * c;
-        T *d = out + i * (size_t)c * hw + q;
-        /* no FMA contraction: the same rounding as the host's input_from_u8_nhwc */
-        for (int ch = 0; ch < c; ch++) d[(size_t)ch * hw] = from_f<T>(__fadd_rn(__fmul_rn((float)s[ch], 1.0f / 127.5f), -1.0f));
-    }
-}
-
-void gpunet_stage_batch(GpuNet *g, int slot, const uint8_t *nhwc, const int32_t *labels) {
-    Net *n = g->net;
-    int classes = n->logits >= 0 ? (int)shape_sample(n->node[n->logits].shape) : 0;
-    for (int i = 0; i < n->batch; i++)
-        if (labels[i] < 0 || (classes && labels[i] >= classes))
-            die("softmax_xent: label %d of batch index %d is outside [0, %d)", (int)labels[i], i, classes);
-    /* the compute stream must be done with what this slot held before */
-    CUDA_CHECK(cudaStreamWaitEvent(g->xs, g->consumed[slot], 0));
-    CUDA_CHECK(cudaMemcpyAsync(g->stage[slot], nhwc, g->stage_bytes, cudaMemcpyHostToDevice, g->xs));
-    CUDA_CHECK(cudaMemcpyAsync(g->stage_lab[slot], labels, (size_t)n->batch * sizeof(int32_t), cudaMemcpyHostToDevice, g->xs));
-    CUDA_CHECK(cudaEventRecord(g->staged[slot], g->xs));
-}
-
-void gpunet_stage_wait(GpuNet *g, int slot) { CUDA_CHECK(cudaEventSynchronize(g->staged[slot])); }
-
-void gpunet_use_batch(GpuNet *g, int slot) {
-    Net *n = g->net;
-    const Shape s = n->node[n->input].shape;
-    CUDA_CHECK(cudaStreamWaitEvent(g->s, g->staged[slot], 0));
-    GPU_DISPATCH(g, T,
-                 LAUNCH(k_u8_to_input<T>, gpu_blocks((size_t)s.n * s.h * s.w), GPU_THREADS, 0, g->s, g->stage[slot], (T *)g->x[n->input], s.n, s.c,
-                                                                                        s.h * s.w));
-    CUDA_CHECK(cudaMemcpyAsync(g->labels, g->stage_lab[slot], (size_t)n->batch * sizeof(int32_t), cudaMemcpyDeviceToDevice, g->s));
-    CUDA_CHECK(cudaEventRecord(g->consumed[slot], g->s));
-}
 
 /* ---- where a failure happens (error messages) and the checking mode ---- */
 /* The layer running now, for the check macros' messages (common.h): the one piece of global
@@ -572,50 +425,6 @@ double gpunet_loss(GpuNet *g) {
     return n->loss;
 }
 
-/* ---- NCCL: bucketed gradient averaging inside backward ---- */
-void gpunet_nccl_id(void *id) {
-    gpu_require("gpunet_nccl_id");
-    ncclUniqueId u;
-    NCCL_CHECK(ncclGetUniqueId(&u));
-    memcpy(id, &u, sizeof u);
-}
-
-void gpunet_nccl_init(GpuNet *g, const void *id, int rank, int nranks, size_t bucket_bytes) {
-    static_assert(sizeof(ncclUniqueId) == GPUNET_NCCL_ID_BYTES, "ncclUniqueId size");
-    ncclUniqueId u;
-    memcpy(&u, id, sizeof u);
-    NCCL_CHECK(ncclCommInitRank(&g->comm, nranks, u, rank));
-    g->nranks = nranks;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking));
-    size_t n = g->P, per = bucket_bytes / sizeof(float);
-    if (per == 0) per = 1;
-    g->nb = n ? (int)((n + per - 1) / per) : 0;
-    g->blo = (size_t *)xcalloc((size_t)g->nb + 1, sizeof *g->blo);
-    g->bhi = (size_t *)xcalloc((size_t)g->nb + 1, sizeof *g->bhi);
-    for (int i = 0; i < g->nb; i++) {
-        g->bhi[i] = n - (size_t)i * per;
-        g->blo[i] = g->bhi[i] > per ? g->bhi[i] - per : 0;
-    }
-    g->lev = (cudaEvent_t *)xcalloc((size_t)g->net->nlayer, sizeof *g->lev);
-    for (int i = 0; i < g->net->nlayer; i++)
-        if (g->net->layer[i].nparam > 0) CUDA_CHECK(cudaEventCreateWithFlags(&g->lev[i], cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&g->ev_done, cudaEventDisableTiming));
-}
-
-int gpunet_nccl_buckets(const GpuNet *g) { return g->comm ? g->nb : 0; }
-
-/* Launches every bucket lying wholly at or above final_from, after `ready` (recorded on the
- * compute stream once those gradients are final). */
-static void launch_buckets(GpuNet *g, size_t final_from, cudaEvent_t ready) {
-    if (g->next >= g->nb || g->blo[g->next] < final_from) return;
-    CUDA_CHECK(cudaEventRecord(ready, g->s));
-    CUDA_CHECK(cudaStreamWaitEvent(g->cs, ready, 0));
-    for (; g->next < g->nb && g->blo[g->next] >= final_from; g->next++) {
-        float *b = g->grads + g->blo[g->next];
-        NCCL_CHECK(ncclAllReduce(b, b, g->bhi[g->next] - g->blo[g->next], ncclFloat, ncclAvg, g->comm, g->cs));
-    }
-}
-
 void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_t), void *ctx) {
     Net *n = g->net;
     g->loss_scale = loss_scale;
@@ -637,18 +446,14 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
         g->impl[i]->backward(g, l, i);
         layer_done(g, i, "backward");
         enter(NULL, -1, NULL);
-        if (l->nparam > 0 && g->comm) launch_buckets(g, g->poff[l->param0], g->lev[i]);
+        if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);
         if (l->nparam > 0 && on_ready) {
             gpunet_sync(g);
             on_ready(ctx, n->param[l->param0].off);
         }
     }
     CUDA_CHECK(cudaEventRecord(g->ev_b1, g->s));
-    if (g->comm) {
-        launch_buckets(g, 0, g->ev_b1); /* what is left (re-records ev_b1 at the same point) */
-        CUDA_CHECK(cudaEventRecord(g->ev_done, g->cs));
-        CUDA_CHECK(cudaStreamWaitEvent(g->s, g->ev_done, 0));
-    }
+    if (g->comm) gpu_allreduce_finish(g); /* the compute stream waits for every bucket */
     CUDA_CHECK(cudaEventRecord(g->ev_b2, g->s));
     g->timed = 1;
 }

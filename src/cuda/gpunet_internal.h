@@ -135,6 +135,14 @@ void gpu_grad_from_half(GpuNet *g, int p);
  * an upload); nothing in fp32 and tf32. */
 void gpu_cast_params(GpuNet *g);
 
+/* NCCL inside backward (allreduce.cu): after layer backward made every gradient from arena offset
+ * final_from up final, queue the buckets lying wholly above it (after `ready`, recorded on the
+ * compute stream); at the end of backward, the rest and the compute stream's wait for them all;
+ * and the communicator's release. */
+void gpu_allreduce_ready(GpuNet *g, size_t final_from, cudaEvent_t ready);
+void gpu_allreduce_finish(GpuNet *g);
+void gpu_allreduce_free(GpuNet *g);
+
 /* The optimizer's device tables (optim.cu): their bytes for `net` (and the LARC chunk count), and
  * their set-up in `mem` (that many bytes of device memory, 256-byte aligned) once g->poff is
  * known. */
