@@ -34,10 +34,13 @@
 
 typedef struct GpuNet GpuNet;
 
-/* Builds the GPU mirror of `net` on `device` and uploads its parameters and state. Returns NULL
+/* Builds the GPU mirror of `net` on `device` and uploads its parameters and state. cuDNN's
+ * workspace is at most workspace_cap bytes (and what the arena leaves free, less a margin for the
+ * libraries): each convolution direction takes the fastest algorithm within it. Returns NULL
  * with a message in err when it cannot (precision not supported, out of device memory: the
  * message names the bytes requested; *oom is set to 1 in that case). */
-GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen, int *oom);
+#define GPUNET_WORKSPACE_DEFAULT ((size_t)4096 << 20) /* 4 GiB, TensorFlow's default limit */
+GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, char *err, size_t errlen, int *oom);
 void gpunet_free(GpuNet *g);
 
 /* Device bytes this GpuNet allocated (arenas, scratch, workspace). */

@@ -8,8 +8,8 @@
 
 /* The GPU backend's entry points: unreachable without CUDA (gpu_count() is 0, so no run or test
  * gets as far as a GpuNet), and gpunet_new() says why if it is reached anyway. */
-GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen, int *oom) {
-    (void)net, (void)device, (void)precision;
+GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, char *err, size_t errlen, int *oom) {
+    (void)net, (void)device, (void)precision, (void)workspace_cap;
     if (oom) *oom = 0;
     snprintf(err, errlen, "this nvcnn was built without CUDA (CUDA=0)");
     return NULL;

@@ -4,6 +4,7 @@
  * update and the step's statistics), device.cu (the device primitives of gpu_backend.h), and one
  * file per layer type (conv.cu, bn.cu, ...). */
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "gpunet_internal.h"
@@ -80,7 +81,216 @@ static int dev_alloc(GpuNet *g, void **p, size_t bytes, char *err, size_t errlen
     return 0;
 }
 
-GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen, int *oom) {
+/* An out-of-memory failure of planning: the message, *oom = 1. */
+static int no_room(char *err, size_t errlen, int *oom, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int no_room(char *err, size_t errlen, int *oom, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    if (oom) *oom = 1;
+    return -1;
+}
+
+/* The streams and library handles, all on the compute stream g->s. fp32: cuBLAS's default math,
+ * which keeps fp32's precision and range in SGEMM (no TF32, no BF16x9 emulation: those need their
+ * own math modes) without PEDANTIC's slower standardized path. tf32: TF32 tensor cores. fp16/bf16:
+ * GemmEx with CUBLAS_COMPUTE_32F, and split-K reductions kept in fp32 too rather than in the
+ * 16-bit output type. */
+static void open_libraries(GpuNet *g) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
+    CUDNN_CHECK(cudnnCreate(&g->dnn));
+    CUDNN_CHECK(cudnnSetStream(g->dnn, g->s));
+    CUBLAS_CHECK(cublasCreate(&g->blas));
+    CUBLAS_CHECK(cublasSetStream(g->blas, g->s));
+    CUBLAS_CHECK(cublasSetMathMode(g->blas, g->prec == PREC_TF32   ? CUBLAS_TF32_TENSOR_OP_MATH
+                                             : g->prec == PREC_FP32 ? CUBLAS_DEFAULT_MATH
+                                                                    : (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                                                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+}
+
+/* The parameter arenas' layout: parameter p at poff[p], a multiple of 64 elements. Backward hands
+ * gradients on (NCCL buckets, on_ready) by arena offset: once layer i's backward is done,
+ * everything from its first parameter's offset up must be final. That holds only if the layers'
+ * parameters lie in the arena in layer order, each layer's contiguous: checked here. */
+static void layout_params(GpuNet *g) {
+    const Net *net = g->net;
+    g->poff = (size_t *)xcalloc((size_t)net->nparam + 1, sizeof *g->poff);
+    g->P = 0;
+    for (int p = 0; p < net->nparam; p++) {
+        g->poff[p] = g->P;
+        g->P += (net->param[p].count + 63) & ~(size_t)63;
+    }
+    for (int i = 0, next = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        if (l->nparam > 0 && l->param0 != next)
+            die("gpunet_new: layer %s's parameters start at %d, not %d: the gradient arena must follow the layer order", l->name,
+                l->param0, next);
+        next += l->nparam;
+    }
+    g->host = (float *)xcalloc(g->P ? g->P : 1, sizeof(float));
+}
+
+/* Everything but the activation arena: parameters, gradients, velocity, state, the 16-bit weights,
+ * labels and the step's statistics, the optimizer's tables, the two staged batches. 0, or -1. */
+static int alloc_fixed(GpuNet *g, char *err, size_t errlen, int *oom) {
+    const Net *net = g->net;
+    const size_t P = g->P ? g->P : 1, S = net->state_total ? net->state_total : 1;
+    if (dev_alloc(g, (void **)&g->params, P * sizeof(float), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->grads, P * sizeof(float), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->velocity, P * sizeof(float), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->state, S * sizeof(float), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->labels, (size_t)net->batch * sizeof(int32_t), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->stats, 2 * sizeof(double), err, errlen, oom) ||
+        dev_alloc(g, (void **)&g->flag, sizeof(int), err, errlen, oom) ||
+        (gpu_half(g) && (dev_alloc(g, &g->wh, P * g->esize, err, errlen, oom) || dev_alloc(g, &g->gh, P * g->esize, err, errlen, oom))))
+        return -1;
+    int nchunks = 0;
+    if (dev_alloc(g, (void **)&g->optim_mem, gpu_optim_bytes(net, &nchunks), err, errlen, oom)) return -1;
+    gpu_optim_bind(g, g->optim_mem, nchunks);
+    g->stage_bytes = shape_count(net->node[net->input].shape);
+    for (int k = 0; k < 2; k++)
+        if (dev_alloc(g, (void **)&g->stage[k], g->stage_bytes, err, errlen, oom) ||
+            dev_alloc(g, (void **)&g->stage_lab[k], (size_t)net->batch * sizeof(int32_t), err, errlen, oom))
+            return -1;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g->xs, cudaStreamNonBlocking));
+    for (int k = 0; k < 2; k++) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&g->staged[k], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&g->consumed[k], cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaMemsetAsync(g->velocity, 0, P * sizeof(float), g->s));
+    CUDA_CHECK(cudaMemsetAsync(g->params, 0, P * sizeof(float), g->s));
+    CUDA_CHECK(cudaMemsetAsync(g->grads, 0, P * sizeof(float), g->s));
+    return 0;
+}
+
+/* The activation arena's plan: node data, node gradients (sharing memory by lifetime), each
+ * layer's scratch, and cuDNN's workspace, in that order. */
+typedef struct ArenaPlan {
+    size_t *xoff;      /* [nnode] node data */
+    MemBlock *grad;    /* [nnode] node gradients, offsets within the gradient region */
+    size_t *scratch;   /* [nlayer] bytes of each layer's scratch */
+    size_t *soff;      /* [nlayer] where it goes */
+    size_t data_bytes; /* node data and gradients */
+    size_t end;        /* the arena without the workspace */
+    size_t ws;         /* the workspace */
+} ArenaPlan;
+
+static void plan_free(ArenaPlan *a) { free(a->xoff), free(a->grad), free(a->scratch), free(a->soff); }
+
+/* Node data and gradients. Gradients: who writes, who adds, when each is alive
+ * (net_grad_schedule), and gradients never alive together share memory (memplan). Data: an
+ * activation overwrites its input when nothing else reads that input (one consumer, not the
+ * net's input) and the input's producer does not need its own output in backward (everything
+ * but another activation). */
+static void plan_nodes(GpuNet *g, ArenaPlan *a) {
+    const Net *net = g->net;
+    const int nn = net->nnode;
+    int *first = (int *)xmalloc((size_t)nn * sizeof(int)), *last = (int *)xmalloc((size_t)nn * sizeof(int));
+    char *zero = (char *)xmalloc((size_t)nn);
+    g->acc = (char *)xmalloc((size_t)net_input_slots(net) + 1);
+    net_grad_schedule(net, first, last, zero, g->acc);
+    g->slot0 = (int *)xcalloc((size_t)net->nlayer, sizeof(int));
+    g->zero_at = (int *)xmalloc((size_t)net->nlayer * sizeof(int));
+    for (int i = 0, k = 0; i < net->nlayer; k += net->layer[i].nin, i++) {
+        g->slot0[i] = k;
+        g->zero_at[i] = zero[net->layer[i].out] ? net->layer[i].out : -1;
+    }
+    a->grad = (MemBlock *)xcalloc((size_t)nn, sizeof(MemBlock));
+    for (int v = 0; v < nn; v++) {
+        a->grad[v].bytes = v == net->input ? 0 : shape_count(net->node[v].shape) * g->esize;
+        a->grad[v].first = first[v];
+        a->grad[v].last = last[v];
+    }
+    free(first), free(last), free(zero);
+    int *alias = (int *)xmalloc((size_t)nn * sizeof(int));
+    net_act_in_place(net, alias);
+    size_t off = 0;
+    a->xoff = (size_t *)xcalloc((size_t)nn, sizeof *a->xoff);
+    for (int i = 0; i < nn; i++) {
+        if (alias[i] >= 0) continue;
+        a->xoff[i] = off;
+        off += align256(shape_count(net->node[i].shape) * g->esize);
+    }
+    for (int i = 0; i < nn; i++)
+        if (alias[i] >= 0) a->xoff[i] = a->xoff[alias[i]];
+    free(alias);
+    g->grad_off = off;
+    g->grad_bytes = memplan(a->grad, nn, 256);
+    a->data_bytes = off + align256(g->grad_bytes);
+}
+
+/* Every layer's GPU half plans: descriptors, cuDNN's measurements, scratch (placed after the node
+ * data and gradients) and any workspace it needs whatever the algorithms. */
+static void plan_layers(GpuNet *g, ArenaPlan *a) {
+    Net *net = g->net;
+    a->scratch = (size_t *)xcalloc((size_t)net->nlayer, sizeof *a->scratch);
+    a->soff = (size_t *)xcalloc((size_t)net->nlayer, sizeof *a->soff);
+    a->ws = 0;
+    for (int i = 0; i < net->nlayer; i++) {
+        Layer *l = &net->layer[i];
+        g->impl[i] = impl_of(l->ops->type);
+        if (!g->impl[i]) die("the GPU backend has no '%s' layer", l->ops->type);
+        size_t w = 0;
+        if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &a->scratch[i], &w);
+        if (w > a->ws) a->ws = w;
+    }
+    size_t off = a->data_bytes;
+    for (int i = 0; i < net->nlayer; i++) {
+        a->soff[i] = off;
+        off += align256(a->scratch[i]);
+    }
+    a->end = off;
+}
+
+/* The algorithms: per convolution direction the fastest whose workspace fits under the cap and in
+ * what the arena leaves free, less a margin for what the libraries allocate later (cuBLAS's
+ * workspace, NCCL's buffers). Then the whole arena and the margin must fit. 0, or -1. */
+static int choose_algorithms(GpuNet *g, ArenaPlan *a, size_t workspace_cap, char *err, size_t errlen, int *oom) {
+    Net *net = g->net;
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    g->mem_free = fr;
+    g->mem_margin = tot / 64 > ((size_t)256 << 20) ? tot / 64 : (size_t)256 << 20;
+    g->ws_limit = fr > a->end + g->mem_margin ? fr - a->end - g->mem_margin : 0;
+    g->ws_cap = workspace_cap;
+    if (g->ws_limit > workspace_cap) g->ws_limit = workspace_cap;
+    for (int i = 0; i < net->nlayer; i++)
+        if (g->impl[i]->choose) {
+            size_t w = g->impl[i]->choose(g, &net->layer[i], i, g->ws_limit);
+            if (w > a->ws) a->ws = w;
+        }
+    if (a->end + align256(a->ws) + g->mem_margin > fr) {
+        const double GiB = 1073741824.0;
+        const size_t all = a->end + align256(a->ws);
+        return no_room(err, errlen, oom,
+                       "out of GPU memory: %zu bytes requested (%.2f GiB: activations and their gradients %.2f GiB, layer scratch "
+                       "%.2f GiB, cuDNN workspace %.2f GiB) and a margin of %.2f GiB for the libraries, with %zu held, %.2f GiB free of "
+                       "%.2f GiB",
+                       all, (double)all / GiB, (double)a->data_bytes / GiB, (double)(a->end - a->data_bytes) / GiB, (double)a->ws / GiB,
+                       (double)g->mem_margin / GiB, g->bytes, (double)fr / GiB, (double)tot / GiB);
+    }
+    return 0;
+}
+
+/* The arena as planned: allocated, zeroed, its pieces handed out. 0, or -1. */
+static int bind_arena(GpuNet *g, const ArenaPlan *a, char *err, size_t errlen, int *oom) {
+    Net *net = g->net;
+    g->acts_bytes = a->end + align256(a->ws);
+    g->ws_bytes = a->ws;
+    if (dev_alloc(g, (void **)&g->acts, g->acts_bytes, err, errlen, oom)) return -1;
+    for (int i = 0; i < net->nnode; i++) {
+        g->x[i] = g->acts + a->xoff[i];
+        g->dx[i] = i == net->input ? NULL : (void *)(g->acts + g->grad_off + a->grad[i].off);
+    }
+    g->ws = a->ws ? g->acts + a->end : NULL;
+    for (int i = 0; i < net->nlayer; i++)
+        if (g->impl[i]->bind) g->impl[i]->bind(g, &net->layer[i], i, a->scratch[i] ? g->acts + a->soff[i] : NULL);
+    CUDA_CHECK(cudaMemsetAsync(g->acts, 0, g->acts_bytes, g->s));
+    return 0;
+}
+
+GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, char *err, size_t errlen, int *oom) {
     if (oom) *oom = 0;
     if (!net->finalized) die("gpunet_new before net_finalize");
     if (precision != PREC_FP32 && precision != PREC_TF32 && precision != PREC_FP16 && precision != PREC_BF16) {
@@ -96,19 +306,6 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     g->esize = gpu_half(g) ? 2 : 4;
     g->dtype = precision == PREC_FP16 ? CUDNN_DATA_HALF : precision == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     g->ctype = precision == PREC_FP16 ? CUDA_R_16F : precision == PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
-    CUDNN_CHECK(cudnnCreate(&g->dnn));
-    CUDNN_CHECK(cudnnSetStream(g->dnn, g->s));
-    CUBLAS_CHECK(cublasCreate(&g->blas));
-    CUBLAS_CHECK(cublasSetStream(g->blas, g->s));
-    /* fp32: the default math, which keeps fp32's precision and range in SGEMM (no TF32, no BF16x9
-     * emulation: those need their own math modes) without PEDANTIC's slower standardized path.
-     * tf32: TF32 tensor cores. fp16/bf16: GemmEx with CUBLAS_COMPUTE_32F, and split-K reductions
-     * kept in fp32 too rather than in the 16-bit output type. */
-    CUBLAS_CHECK(cublasSetMathMode(g->blas, precision == PREC_TF32   ? CUBLAS_TF32_TENSOR_OP_MATH
-                                             : precision == PREC_FP32 ? CUBLAS_DEFAULT_MATH
-                                                                      : (cublasMath_t)(CUBLAS_DEFAULT_MATH |
-                                                                                       CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     g->impl = (const GpuLayerImpl **)xcalloc((size_t)net->nlayer, sizeof *g->impl);
     g->lp = (void **)xcalloc((size_t)net->nlayer, sizeof *g->lp);
     g->x = (void **)xcalloc((size_t)net->nnode, sizeof *g->x);
@@ -116,176 +313,32 @@ GpuNet *gpunet_new(Net *net, int device, int precision, char *err, size_t errlen
     g->dropout_seed = 0x6a09e667f3bcc909ULL;
     g->algo_cache = convalgo_cache_new();
     g->sync_check = gpu_sync_check();
-
-    g->poff = (size_t *)xcalloc((size_t)net->nparam + 1, sizeof *g->poff);
-    g->P = 0;
-    for (int p = 0; p < net->nparam; p++) {
-        g->poff[p] = g->P;
-        g->P += (net->param[p].count + 63) & ~(size_t)63;
+    open_libraries(g);
+    layout_params(g);
+    ArenaPlan a;
+    memset(&a, 0, sizeof a);
+    int failed = alloc_fixed(g, err, errlen, oom);
+    if (!failed) {
+        plan_nodes(g, &a);
+        /* a batch that cannot fit fails here, before cuDNN's measurements allocate anything */
+        size_t fr = 0, tot = 0;
+        CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+        if (a.data_bytes > fr)
+            failed = no_room(err, errlen, oom,
+                             "out of GPU memory: %zu bytes requested (%.2f GiB) for activations and their gradients, with %zu held, "
+                             "%.2f GiB free of %.2f GiB",
+                             a.data_bytes, (double)a.data_bytes / 1073741824.0, g->bytes, (double)fr / 1073741824.0,
+                             (double)tot / 1073741824.0);
     }
-    /* Backward hands gradients on (NCCL buckets, on_ready) by arena offset: once layer i's backward
-     * is done, everything from its first parameter's offset up must be final. That holds only if
-     * the layers' parameters lie in the arena in layer order, each layer's contiguous. */
-    for (int i = 0, next = 0; i < net->nlayer; i++) {
-        const Layer *l = &net->layer[i];
-        if (l->nparam > 0 && l->param0 != next)
-            die("gpunet_new: layer %s's parameters start at %d, not %d: the gradient arena must follow the layer order", l->name,
-                l->param0, next);
-        next += l->nparam;
+    if (!failed) {
+        plan_layers(g, &a);
+        failed = choose_algorithms(g, &a, workspace_cap, err, errlen, oom) || bind_arena(g, &a, err, errlen, oom);
     }
-    g->host = (float *)xcalloc(g->P ? g->P : 1, sizeof(float));
-    size_t P = g->P ? g->P : 1, S = net->state_total ? net->state_total : 1;
-    if (dev_alloc(g, (void **)&g->params, P * sizeof(float), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->grads, P * sizeof(float), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->velocity, P * sizeof(float), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->state, S * sizeof(float), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->labels, (size_t)net->batch * sizeof(int32_t), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->stats, 2 * sizeof(double), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->flag, sizeof(int), err, errlen, oom) ||
-        (gpu_half(g) && (dev_alloc(g, &g->wh, P * g->esize, err, errlen, oom) || dev_alloc(g, &g->gh, P * g->esize, err, errlen, oom)))) {
+    plan_free(&a);
+    if (failed) {
         gpunet_free(g);
         return NULL;
     }
-    /* the optimizer's tables (optim.cu) */
-    {
-        int nchunks = 0;
-        size_t ob = gpu_optim_bytes(net, &nchunks);
-        if (dev_alloc(g, (void **)&g->optim_mem, ob, err, errlen, oom)) {
-            gpunet_free(g);
-            return NULL;
-        }
-        gpu_optim_bind(g, g->optim_mem, nchunks);
-    }
-    const Shape ins = net->node[net->input].shape;
-    g->stage_bytes = shape_count(ins);
-    for (int k = 0; k < 2; k++)
-        if (dev_alloc(g, (void **)&g->stage[k], g->stage_bytes, err, errlen, oom) ||
-            dev_alloc(g, (void **)&g->stage_lab[k], (size_t)net->batch * sizeof(int32_t), err, errlen, oom)) {
-            gpunet_free(g);
-            return NULL;
-        }
-    CUDA_CHECK(cudaStreamCreateWithFlags(&g->xs, cudaStreamNonBlocking));
-    for (int k = 0; k < 2; k++) {
-        CUDA_CHECK(cudaEventCreateWithFlags(&g->staged[k], cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventCreateWithFlags(&g->consumed[k], cudaEventDisableTiming));
-    }
-    CUDA_CHECK(cudaMemsetAsync(g->velocity, 0, P * sizeof(float), g->s));
-    CUDA_CHECK(cudaMemsetAsync(g->params, 0, P * sizeof(float), g->s));
-    CUDA_CHECK(cudaMemsetAsync(g->grads, 0, P * sizeof(float), g->s));
-
-    /* the activation gradients' schedule: who writes, who adds, when each is alive */
-    const int nn = net->nnode;
-    int *first = (int *)xmalloc((size_t)nn * sizeof(int)), *last = (int *)xmalloc((size_t)nn * sizeof(int));
-    char *zero = (char *)xmalloc((size_t)nn);
-    g->acc = (char *)xmalloc((size_t)net_input_slots(net) + 1);
-    net_grad_schedule(net, first, last, zero, g->acc);
-    g->slot0 = (int *)xcalloc((size_t)net->nlayer, sizeof(int));
-    g->zero_at = (int *)xmalloc((size_t)net->nlayer * sizeof(int));
-    for (int i = 0, k = 0; i < net->nlayer; k += net->layer[i].nin, i++) {
-        g->slot0[i] = k;
-        g->zero_at[i] = zero[net->layer[i].out] ? net->layer[i].out : -1;
-    }
-    MemBlock *mb = (MemBlock *)xcalloc((size_t)nn, sizeof(MemBlock));
-    for (int v = 0; v < nn; v++) {
-        mb[v].bytes = v == net->input ? 0 : shape_count(net->node[v].shape) * g->esize;
-        mb[v].first = first[v];
-        mb[v].last = last[v];
-    }
-    /* activations in place: an activation overwrites its input when nothing else reads that
-     * input (one consumer, not the net's input) and the input's producer does not need its own
-     * output in backward (everything but another activation) */
-    int *alias = (int *)xmalloc((size_t)nn * sizeof(int));
-    net_act_in_place(net, alias);
-    /* one arena: node data, node grads (sharing memory by lifetime), layer scratch, workspace */
-    size_t off = 0;
-    size_t *xoff = (size_t *)xcalloc((size_t)nn, sizeof *xoff);
-    for (int i = 0; i < nn; i++) {
-        if (alias[i] >= 0) continue;
-        xoff[i] = off;
-        off += align256(shape_count(net->node[i].shape) * g->esize);
-    }
-    for (int i = 0; i < nn; i++)
-        if (alias[i] >= 0) xoff[i] = xoff[alias[i]];
-    free(alias);
-    g->grad_off = off;
-    g->grad_bytes = memplan(mb, nn, 256);
-    off += align256(g->grad_bytes);
-    /* a batch that cannot fit fails here, before cuDNN's measurements allocate anything */
-    {
-        size_t fr = 0, tot = 0;
-        CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
-        if (off > fr) {
-            snprintf(err, errlen, "out of GPU memory: %zu bytes requested (%.2f GiB) for activations and their gradients, "
-                                  "with %zu held, %.2f GiB free of %.2f GiB",
-                     off, (double)off / 1073741824.0, g->bytes, (double)fr / 1073741824.0, (double)tot / 1073741824.0);
-            if (oom) *oom = 1;
-            free(xoff), free(mb), free(first), free(last), free(zero);
-            gpunet_free(g);
-            return NULL;
-        }
-    }
-    /* plan: every layer's descriptors, measurements and scratch */
-    size_t *scratch = (size_t *)xcalloc((size_t)net->nlayer, sizeof *scratch), ws = 0;
-    for (int i = 0; i < net->nlayer; i++) {
-        Layer *l = &net->layer[i];
-        g->impl[i] = impl_of(l->ops->type);
-        if (!g->impl[i]) die("the GPU backend has no '%s' layer", l->ops->type);
-        size_t w = 0;
-        if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &scratch[i], &w);
-        if (w > ws) ws = w;
-    }
-    const size_t data_bytes = off; /* activations and their gradients */
-    size_t *soff = (size_t *)xcalloc((size_t)net->nlayer, sizeof *soff);
-    for (int i = 0; i < net->nlayer; i++) {
-        soff[i] = off;
-        off += align256(scratch[i]);
-    }
-    /* the algorithms: per direction the fastest whose workspace fits in what the arena leaves
-     * free, less a margin for what the libraries allocate later (cuBLAS's workspace, NCCL's
-     * buffers) */
-    {
-        size_t fr = 0, tot = 0;
-        CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
-        g->mem_free = fr;
-        g->mem_margin = tot / 64 > ((size_t)256 << 20) ? tot / 64 : (size_t)256 << 20;
-        g->ws_limit = fr > off + g->mem_margin ? fr - off - g->mem_margin : 0;
-        for (int i = 0; i < net->nlayer; i++)
-            if (g->impl[i]->choose) {
-                size_t w = g->impl[i]->choose(g, &net->layer[i], i, g->ws_limit);
-                if (w > ws) ws = w;
-            }
-        /* the whole arena, workspace included, and the margin must fit */
-        if (off + align256(ws) + g->mem_margin > fr) {
-            const double GiB = 1073741824.0;
-            snprintf(err, errlen, "out of GPU memory: %zu bytes requested (%.2f GiB: activations and their gradients %.2f GiB, "
-                                  "layer scratch %.2f GiB, cuDNN workspace %.2f GiB) and a margin of %.2f GiB for the libraries, "
-                                  "with %zu held, %.2f GiB free of %.2f GiB",
-                     off + align256(ws), (double)(off + align256(ws)) / GiB, (double)data_bytes / GiB, (double)(off - data_bytes) / GiB,
-                     (double)ws / GiB, (double)g->mem_margin / GiB, g->bytes, (double)fr / GiB, (double)tot / GiB);
-            if (oom) *oom = 1;
-            free(scratch), free(xoff), free(soff), free(mb), free(first), free(last), free(zero);
-            gpunet_free(g);
-            return NULL;
-        }
-    }
-    size_t wsoff = off;
-    off += align256(ws);
-    g->acts_bytes = off;
-    g->ws_bytes = ws;
-    if (dev_alloc(g, (void **)&g->acts, off, err, errlen, oom)) {
-        free(scratch), free(xoff), free(soff), free(mb), free(first), free(last), free(zero);
-        gpunet_free(g);
-        return NULL;
-    }
-    for (int i = 0; i < net->nnode; i++) {
-        g->x[i] = g->acts + xoff[i];
-        g->dx[i] = i == net->input ? NULL : (void *)(g->acts + g->grad_off + mb[i].off);
-    }
-    g->ws = ws ? g->acts + wsoff : NULL;
-    for (int i = 0; i < net->nlayer; i++)
-        if (g->impl[i]->bind) g->impl[i]->bind(g, &net->layer[i], i, scratch[i] ? g->acts + soff[i] : NULL);
-    CUDA_CHECK(cudaMemsetAsync(g->acts, 0, g->acts_bytes, g->s));
-    free(scratch), free(xoff), free(soff), free(mb), free(first), free(last), free(zero);
     gpunet_upload_params(g);
     gpunet_sync(g);
     return g;
@@ -346,9 +399,9 @@ void gpunet_print_plan(const GpuNet *g, FILE *f) {
         fprintf(f, "NVCNN_SYNC_CHECK=1: synchronising after every layer's forward and backward (slow: names the layer at fault)\n");
     fprintf(f, "cuDNN algorithm search: %.2f s (%d measured, %d repeated shapes from the cache, %d not needed)\n", g->search_s,
             g->searches, g->searches_cached, g->searches_skipped);
-    fprintf(f, "cuDNN workspace: %.1f MiB (each algorithm the fastest within %.2f GiB: %.2f GiB free, less the %.2f GiB arena "
-               "and a %.2f GiB margin)\n",
-            (double)g->ws_bytes / MiB, (double)g->ws_limit / GiB, (double)g->mem_free / GiB,
+    fprintf(f, "cuDNN workspace: %.1f MiB (each algorithm the fastest within %.2f GiB: the cap of %.2f GiB, or %.2f GiB free less "
+               "the %.2f GiB arena and a %.2f GiB margin)\n",
+            (double)g->ws_bytes / MiB, (double)g->ws_limit / GiB, (double)g->ws_cap / GiB, (double)g->mem_free / GiB,
             (double)(g->acts_bytes - ((g->ws_bytes + 255) & ~(size_t)255)) / GiB, (double)g->mem_margin / GiB);
 }
 

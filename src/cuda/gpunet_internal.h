@@ -62,7 +62,8 @@ struct GpuNet {
     size_t acts_bytes, grad_off, grad_bytes;  /* the node gradients region (planned by lifetime) */
     void *ws;                                 /* shared cuDNN workspace */
     size_t ws_bytes;
-    size_t ws_limit, mem_free, mem_margin;    /* the workspace's limit: free - arena - margin */
+    size_t ws_limit, mem_free, mem_margin;    /* the workspace's limit: min(cap, free - arena - margin) */
+    size_t ws_cap;                            /* the cap asked for (gpunet_new) */
     /* cuDNN's convolution measurements, cached by shape (convalgo.h), and what they cost */
     struct ConvAlgoCache *algo_cache;
     double search_s;                          /* seconds in cudnnFind* */
