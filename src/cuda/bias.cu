@@ -13,15 +13,18 @@
  * number of channels (the grid's x), at most 256 splits (its y). */
 #include "gpunet_internal.h"
 
-/* Partial sums per channel: enough blocks to fill the GPU, at most one per sample. */
-static int bias_splits(int n, int c) {
-    int s = (1024 + c - 1) / c;
-    if (s > n) s = n;
+/* Partial sums per channel: enough blocks to fill the GPU (about 1024 in all), at most one per
+ * sample, and at least 16 elements per thread in each (fewer would spend the block on its
+ * reduction). */
+static int bias_splits(int n, int c, size_t hw) {
+    size_t s = (1024 + (size_t)c - 1) / (size_t)c, work = (size_t)n * hw / ((size_t)GPU_THREADS * 16);
+    if (s > work) s = work;
+    if (s > (size_t)n) s = (size_t)n;
     if (s > 256) s = 256;
-    return s < 1 ? 1 : s;
+    return s < 1 ? 1 : (int)s;
 }
 
-size_t gpu_bias_scratch(int n, int c) { return (size_t)c * (size_t)bias_splits(n, c) * sizeof(float); }
+size_t gpu_bias_scratch(int n, int c, size_t hw) { return (size_t)c * (size_t)bias_splits(n, c, hw) * sizeof(float); }
 
 /* y += b over [total] elements, channel (i / hw) % c; y 16-byte aligned */
 template <typename T> __global__ void k_bias_forward(T *y, const float *b, size_t total, int c, size_t hw) {
@@ -104,7 +107,7 @@ void gpu_bias_forward(GpuNet *g, void *y, const float *b, int n, int c, size_t h
 
 void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_t hw, float *partial) {
     if (n == 0 || c == 0) return;
-    const int S = bias_splits(n, c); /* at most 256: within the grid's y limit */
+    const int S = bias_splits(n, c, hw); /* at most 256: within the grid's y limit */
     GPU_DISPATCH(g, T, LAUNCH(k_bias_partial<T>, dim3((unsigned)c, (unsigned)S), GPU_THREADS, 0, g->s, (const T *)dy, partial, n, c, hw));
     LAUNCH(k_bias_collect, (c + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, 0, g->s, partial, db, c, S);
 }

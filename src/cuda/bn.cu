@@ -1,45 +1,219 @@
-/* bn.cu: the GPU half of bn (src/layers/bn.c) on cuDNN's spatial batch normalisation: batch
- * statistics in training (running averages with factor 1 - BN_DECAY, unbiased variance, as the
- * CPU half), running statistics in inference. Backward after an inference forward (the input
- * gradient through fixed statistics) is a kernel of its own. */
+/* bn.cu: the GPU half of bn (src/layers/bn.c): batch statistics in training (running averages
+ * with factor 1 - BN_DECAY, unbiased variance, as the CPU half), running statistics in inference.
+ * Backward after an inference forward (the input gradient through fixed statistics) is a kernel
+ * of its own.
+ *
+ * fp32, tf32 and fp16 use cuDNN's spatial batch normalisation. bf16 uses the kernels below: the
+ * legacy cudnnBatchNormalization* calls are deprecated in cuDNN 9, their reference lists float,
+ * half and double data, and PyTorch never hands bf16 batch norm to cuDNN either. They keep the
+ * statistics in fp32 or wider: blocks (channel, split) sum their share of the samples, shifted by
+ * the channel's first element (so that a mean far from 0 costs no precision in the variance),
+ * one thread per channel adds the partial sums in order (deterministic) and derives the mean, the
+ * inverse standard deviation and the running averages; the normalisation is elementwise. */
 #include "gpunet_internal.h"
 
 typedef struct BnGpu {
     cudnnTensorDescriptor_t x, p;
+    int own;            /* 1: the kernels below (bf16), 0: cuDNN */
+    int splits;         /* own: partial sums per channel */
     int training;       /* mode of the last forward */
     float *save_mean;   /* [c] */
     float *save_invstd; /* [c] */
+    double *part;       /* own: [c][splits][2] partial sums, then [c][2] backward sums */
     void *discard;      /* dx when the input is the network input (which has no gradient) */
 } BnGpu;
+
+/* Partial sums per channel: enough blocks to fill the GPU (about 1024 in all), at most one per
+ * sample, and at least 16 elements per thread in each (fewer would spend the block on its
+ * reduction). */
+static int bn_splits(int n, int c, size_t hw) {
+    size_t s = (1024 + (size_t)c - 1) / (size_t)c, work = (size_t)n * hw / ((size_t)GPU_THREADS * 16);
+    if (s > work) s = work;
+    if (s > (size_t)n) s = (size_t)n;
+    if (s > 256) s = 256;
+    return s < 1 ? 1 : (int)s;
+}
+
+static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 static void bn_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
     const Bn *b = (const Bn *)l->priv;
     BnGpu *p = (BnGpu *)xcalloc(1, sizeof *p);
     g->lp[li] = p;
     Shape s = g->net->node[l->in[0]].shape;
-    p->x = gpu_tensor_desc(g, s);
-    p->p = gpu_tensor_desc_f32(shape4(1, b->c, 1, 1)); /* scale, bias and statistics stay fp32 */
-    *scratch = 2 * (((size_t)b->c * sizeof(float) + 255) & ~(size_t)255);
-    if (l->in[0] == g->net->input) *scratch += shape_count(s) * g->esize;
+    p->own = g->prec == PREC_BF16;
+    if (!p->own) {
+        p->x = gpu_tensor_desc(g, s);
+        p->p = gpu_tensor_desc_f32(shape4(1, b->c, 1, 1)); /* scale, bias and statistics stay fp32 */
+    }
+    p->splits = bn_splits(s.n, b->c, b->hw);
+    *scratch = 2 * round256((size_t)b->c * sizeof(float));
+    if (p->own) *scratch += round256((size_t)b->c * (size_t)(p->splits + 1) * 2 * sizeof(double));
+    if (l->in[0] == g->net->input && !p->own) *scratch += shape_count(s) * g->esize;
     *workspace = 0;
 }
 
 static void bn_bind(GpuNet *g, Layer *l, int li, char *scratch) {
     const Bn *b = (const Bn *)l->priv;
     BnGpu *p = (BnGpu *)g->lp[li];
+    const size_t cb = round256((size_t)b->c * sizeof(float));
     p->save_mean = (float *)scratch;
-    const size_t cb = ((size_t)b->c * sizeof(float) + 255) & ~(size_t)255;
     p->save_invstd = (float *)(scratch + cb);
-    if (l->in[0] == g->net->input) p->discard = scratch + 2 * cb;
+    scratch += 2 * cb;
+    if (p->own) {
+        p->part = (double *)scratch;
+        scratch += round256((size_t)b->c * (size_t)(p->splits + 1) * 2 * sizeof(double));
+    }
+    if (l->in[0] == g->net->input && !p->own) p->discard = scratch;
+}
+
+/* ---- bf16: batch norm of our own ---- */
+/* The sums over the block (GPU_THREADS threads) of every thread's a and b, into *sa and *sb
+ * (valid in thread 0). */
+__device__ static void bn_block_sum2(double a, double b, double *sa, double *sb) {
+    __shared__ double s1[GPU_THREADS], s2[GPU_THREADS];
+    s1[threadIdx.x] = a;
+    s2[threadIdx.x] = b;
+    __syncthreads();
+    for (int k = GPU_THREADS / 2; k > 0; k >>= 1) {
+        if ((int)threadIdx.x < k) {
+            s1[threadIdx.x] += s1[threadIdx.x + k];
+            s2[threadIdx.x] += s2[threadIdx.x + k];
+        }
+        __syncthreads();
+    }
+    *sa = s1[0];
+    *sb = s2[0];
+}
+
+/* block (ch, s): part[ch][s] = {sum (x - x0), sum (x - x0)^2} over samples [s n / S, (s+1) n / S)
+ * of channel ch, x0 its first element */
+template <typename T> __global__ void k_bn_stats_partial(const T *x, double *part, int n, int c, size_t hw) {
+    const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;
+    const int i0 = (int)((long long)s * n / S), i1 = (int)((long long)(s + 1) * n / S);
+    const float x0 = to_f(x[(size_t)ch * hw]);
+    float a = 0, b = 0;
+    for (int i = i0; i < i1; i++) {
+        const T *row = x + ((size_t)i * c + ch) * hw;
+        for (size_t k = threadIdx.x; k < hw; k += blockDim.x) {
+            float d = to_f(row[k]) - x0;
+            a += d;
+            b += d * d;
+        }
+    }
+    double sa, sb;
+    bn_block_sum2(a, b, &sa, &sb);
+    if (threadIdx.x == 0) {
+        part[((size_t)ch * S + s) * 2] = sa;
+        part[((size_t)ch * S + s) * 2 + 1] = sb;
+    }
+}
+
+/* thread per channel: the mean, 1 / sqrt(biased variance + eps), and the running averages with
+ * the unbiased variance, from the partial sums in order */
+template <typename T>
+__global__ void k_bn_stats_final(const T *x, const double *part, int S, int c, size_t hw, double m, float factor, float *mean, float *invstd,
+                                 float *run_mean, float *run_var) {
+    for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
+        double sa = 0, sb = 0;
+        for (int s = 0; s < S; s++) {
+            sa += part[((size_t)ch * S + s) * 2];
+            sb += part[((size_t)ch * S + s) * 2 + 1];
+        }
+        const double x0 = to_f(x[(size_t)ch * hw]), d = sa / m, var = fmax(sb / m - d * d, 0.0), mu = x0 + d;
+        mean[ch] = (float)mu;
+        invstd[ch] = (float)(1.0 / sqrt(var + (double)BN_EPSILON));
+        run_mean[ch] = (1.0f - factor) * run_mean[ch] + factor * (float)mu;
+        run_var[ch] = (1.0f - factor) * run_var[ch] + factor * (float)(m > 1 ? var * m / (m - 1) : var);
+    }
+}
+
+/* y = gamma (x - mean) invstd + beta; invstd NULL: 1 / sqrt(var + eps) from var (inference) */
+template <typename T>
+__global__ void k_bn_apply(const T *x, T *y, const float *mean, const float *invstd, const float *var, const float *gamma, const float *beta,
+                           size_t total, int c, size_t hw) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const int ch = (int)(i / hw % (size_t)c);
+        const float is = invstd ? invstd[ch] : rsqrtf(var[ch] + BN_EPSILON);
+        y[i] = from_f<T>(gamma[ch] * ((to_f(x[i]) - mean[ch]) * is) + beta[ch]);
+    }
+}
+
+/* block (ch, s): part[ch][s] = {sum dy, sum dy xhat} over its share of the samples */
+template <typename T>
+__global__ void k_bn_grad_partial(const T *x, const T *dy, const float *mean, const float *invstd, double *part, int n, int c, size_t hw) {
+    const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;
+    const int i0 = (int)((long long)s * n / S), i1 = (int)((long long)(s + 1) * n / S);
+    const float mu = mean[ch], is = invstd[ch];
+    float a = 0, b = 0;
+    for (int i = i0; i < i1; i++) {
+        const size_t at = ((size_t)i * c + ch) * hw;
+        for (size_t k = threadIdx.x; k < hw; k += blockDim.x) {
+            float d = to_f(dy[at + k]);
+            a += d;
+            b += d * ((to_f(x[at + k]) - mu) * is);
+        }
+    }
+    double sa, sb;
+    bn_block_sum2(a, b, &sa, &sb);
+    if (threadIdx.x == 0) {
+        part[((size_t)ch * S + s) * 2] = sa;
+        part[((size_t)ch * S + s) * 2 + 1] = sb;
+    }
+}
+
+/* thread per channel: sums[ch] = {sum dy, sum dy xhat} in order; dbeta += the first, dgamma +=
+ * the second */
+__global__ void k_bn_grad_final(const double *part, int S, int c, double *sums, float *dgamma, float *dbeta) {
+    for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
+        double sa = 0, sb = 0;
+        for (int s = 0; s < S; s++) {
+            sa += part[((size_t)ch * S + s) * 2];
+            sb += part[((size_t)ch * S + s) * 2 + 1];
+        }
+        sums[2 * ch] = sa;
+        sums[2 * ch + 1] = sb;
+        dbeta[ch] += (float)sa;
+        dgamma[ch] += (float)sb;
+    }
+}
+
+/* dx (+)= gamma invstd (dy - (sum dy + xhat sum dy xhat) / m) (adds if acc) */
+template <typename T>
+__global__ void k_bn_grad_input(const T *x, const T *dy, T *dx, const float *mean, const float *invstd, const float *gamma, const double *sums,
+                                size_t total, int c, size_t hw, double m, int acc) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const int ch = (int)(i / hw % (size_t)c);
+        const float is = invstd[ch], xhat = (to_f(x[i]) - mean[ch]) * is;
+        const float v = gamma[ch] * is * (to_f(dy[i]) - (float)((sums[2 * ch] + (double)xhat * sums[2 * ch + 1]) / m));
+        dx[i] = from_f<T>(acc ? to_f(dx[i]) + v : v);
+    }
 }
 
 static void bn_forward(GpuNet *g, Layer *l, int li) {
     BnGpu *p = (BnGpu *)g->lp[li];
     Net *net = g->net;
+    const Bn *b = (const Bn *)l->priv;
     const float one = 1.0f, zero = 0.0f;
     const float *gamma = gpu_param(g, l->param0), *beta = gpu_param(g, l->param0 + 1);
     float *mm = g->state + net->buf[l->buf0].off, *mv = g->state + net->buf[l->buf0 + 1].off;
     p->training = net->training != 0;
+    if (p->own) {
+        const Shape s = net->node[l->in[0]].shape;
+        const size_t total = shape_count(s), hw = (size_t)b->hw;
+        typedef __nv_bfloat16 T;
+        const T *x = (const T *)g->x[l->in[0]];
+        if (p->training) {
+            LAUNCH(k_bn_stats_partial<T>, dim3((unsigned)b->c, (unsigned)p->splits), GPU_THREADS, 0, g->s, x, p->part, s.n, b->c, hw);
+            LAUNCH(k_bn_stats_final<T>, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c,
+                   hw, (double)s.n * (double)hw, 1.0f - BN_DECAY, p->save_mean, p->save_invstd, mm, mv);
+            LAUNCH(k_bn_apply<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, (T *)g->x[l->out], p->save_mean, p->save_invstd, NULL, gamma,
+                   beta, total, b->c, hw);
+        } else {
+            LAUNCH(k_bn_apply<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, (T *)g->x[l->out], mm, NULL, mv, gamma, beta, total, b->c, hw);
+        }
+        return;
+    }
     if (p->training)
         CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(g->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, p->x, g->x[l->in[0]], p->x,
                                                            g->x[l->out], p->p, gamma, beta, 1.0 - (double)BN_DECAY, mm, mv,
@@ -98,6 +272,21 @@ static void bn_backward(GpuNet *g, Layer *l, int li) {
                                                                    b->hw, gpu_acc(g, li, 0)));
         return;
     }
+    if (p->own) {
+        const Shape s = net->node[l->in[0]].shape;
+        const size_t total = shape_count(s), hw = (size_t)b->hw;
+        typedef __nv_bfloat16 T;
+        const T *x = (const T *)g->x[l->in[0]], *dy = (const T *)g->dx[l->out];
+        double *sums = p->part + (size_t)b->c * (size_t)p->splits * 2;
+        LAUNCH(k_bn_grad_partial<T>, dim3((unsigned)b->c, (unsigned)p->splits), GPU_THREADS, 0, g->s, x, dy, p->save_mean, p->save_invstd,
+               p->part, s.n, b->c, hw);
+        LAUNCH(k_bn_grad_final, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, sums,
+               dgamma, dbeta);
+        if (dx)
+            LAUNCH(k_bn_grad_input<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, dy, (T *)dx, p->save_mean, p->save_invstd, gamma, sums,
+                   total, b->c, hw, (double)s.n * (double)hw, gpu_acc(g, li, 0));
+        return;
+    }
     float beta_dx = gpu_acc(g, li, 0) ? 1.0f : 0.0f;
     if (!dx) { /* cuDNN always writes dx */
         dx = p->discard;
@@ -111,8 +300,8 @@ static void bn_backward(GpuNet *g, Layer *l, int li) {
 static void bn_destroy(GpuNet *g, Layer *l, int li) {
     (void)l;
     BnGpu *p = (BnGpu *)g->lp[li];
-    cudnnDestroyTensorDescriptor(p->x);
-    cudnnDestroyTensorDescriptor(p->p);
+    if (p->x) cudnnDestroyTensorDescriptor(p->x);
+    if (p->p) cudnnDestroyTensorDescriptor(p->p);
 }
 
 const GpuLayerImpl gpu_bn_impl = {"bn", bn_plan, bn_bind, bn_forward, bn_backward, bn_destroy, NULL};

@@ -182,7 +182,7 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     int on, oc, oh, ow;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd[CONV_FWD], in_desc(p), p->w, &on, &oc, &oh, &ow));
     if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
-    if (c->pb >= 0) *scratch += gpu_bias_scratch(n, c->cout);
+    if (c->pb >= 0) *scratch += gpu_bias_scratch(n, c->cout, (size_t)c->oh * c->ow);
     for (int d = 0; d < CONV_NDIR; d++) {
         if (d == CONV_BWD_DATA && l->in[0] == net->input) { /* no gradient for the input: never run */
             p->found[d].n = 0;

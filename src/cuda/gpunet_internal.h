@@ -152,9 +152,9 @@ void gpu_optim_bind(GpuNet *g, char *mem, int nchunks);
 
 /* A per-channel bias over NCHW activations (bias.cu): forward y[n][c][p] += b[c], backward
  * db[c] += sum of dy[n][c][p], with b and db fp32 (the master arenas) and y, dy of the storage
- * type. Backward needs gpu_bias_scratch(n, c) bytes of device scratch (256-byte aligned) for
+ * type. Backward needs gpu_bias_scratch(n, c, hw) bytes of device scratch (256-byte aligned) for
  * its partial sums. */
-size_t gpu_bias_scratch(int n, int c);
+size_t gpu_bias_scratch(int n, int c, size_t hw);
 void gpu_bias_forward(GpuNet *g, void *y, const float *b, int n, int c, size_t hw);
 void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_t hw, float *partial);
 
