@@ -4,9 +4,21 @@
 #   make test       installs missing packages, builds, runs every test
 #   make data       converts Debian's dataset-fashion-mnist into data/fashion-mnist/
 # Switches: CUDA=0 / CUDA=1, MPI=0 / MPI=1, DNNL=0 / DNNL=1 (default: detected), BUILD=dir, DEBUG=1,
-#           ARCH=sm_90 (the GPU architectures: see the CUDA section).
+#           ARCH=sm_90 (the GPU architectures: see the CUDA section),
+#           GPU_EMU=1 (the emulated CUDA device, a test instrument: see below and docs/gpu-emulation.md).
 
+# GPU_EMU=1 builds everything again in a folder of its own (build-emu, or build-emu-debug with
+# DEBUG=1) with the GPU backend's .cu files compiled as host C++ and linked against the emulated
+# CUDA runtime, cuDNN, cuBLAS and NCCL of tests/emu/ instead of NVIDIA's libraries. Its programs
+# stay in that folder ($(BUILD)/nvcnn, ...); $(BUILD)/root is a view of the repository whose ./nvcnn
+# is the emulated one, where the emulated tests run. The nvcnn at the top is never emulated.
+ifeq ($(GPU_EMU),1)
+  BUILD ?= $(if $(filter 1,$(DEBUG)),build-emu-debug,build-emu)
+  CUDA := 1
+  BINDIR := $(BUILD)/
+endif
 BUILD ?= build
+BINDIR ?=
 comma := ,
 CC ?= gcc
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
@@ -80,13 +92,28 @@ ifeq ($(DNNL),1)
 endif
 
 CU_SRC :=
+EMU_OBJ :=
 ifeq ($(CUDA),1)
   CUDA_INC := $(sort $(dir $(call find_header,cuda_runtime.h) $(call find_header,cudnn.h) $(call find_header,nccl.h)))
   CPPFLAGS += -DNVCNN_CUDA $(addprefix -I,$(CUDA_INC))
+  CU_SRC := $(wildcard src/cuda/*.cu)
+endif
+ifeq ($(GPU_EMU),1)
+  ifeq ($(and $(call find_header,cuda_runtime.h),$(call find_header,cudnn.h),$(call find_header,cublas_v2.h),$(call find_header,nccl.h)),)
+    $(error GPU_EMU=1 compiles the GPU backend against the CUDA toolkit's own headers: cuda_runtime.h, cudnn.h, cublas_v2.h and nccl.h are needed (looked in $(CUDA_HOME)/include and /usr/include))
+  endif
+  # the emulated device: the toolkit's headers, tests/emu/ instead of NVIDIA's libraries
+  CXX ?= g++
+  CPPFLAGS += -DNVCNN_GPU_EMU
+  EMU_CXXFLAGS := -std=c++17 $(OPT) -g -Wall -Wextra -Wno-unknown-pragmas -fno-strict-aliasing -fopenmp -march=x86-64-v2 -pthread
+  EMU_OBJ := $(patsubst %.cc,$(BUILD)/%.o,$(wildcard tests/emu/*.cc))
+  # the emulator's self-test kernels (tests/test_emu.c calls them)
+  EMU_TEST_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(wildcard tests/emu/*.cu))
+  LDLIBS += -lstdc++ -lrt
+else ifeq ($(CUDA),1)
   CUDA_LIBDIRS := $(CUDA_HOME)/lib64 /usr/lib/x86_64-linux-gnu
   LDLIBS += $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
             -lcudnn -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++
-  CU_SRC := $(wildcard src/cuda/*.cu)
   # ARCH: the GPUs to build machine code for: sm_90 (H100, H200; the default), sm_80 (A100),
   # sm_89 (L40S), sm_100 (B200), or several (ARCH="sm_80 sm_90"). The PTX of the last one is
   # embedded as well, so that GPUs newer than all of them still run the binary (the driver
@@ -108,7 +135,7 @@ PROTO := $(wildcard data/*.proto)
 PROTO_C := $(wildcard src/io/proto/*.pb-c.c)
 LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/layers/*.c) $(wildcard src/onednn/*.c) \
            $(wildcard src/io/*.c) $(PROTO_C) $(wildcard models/*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
 TEST_SRC := $(wildcard tests/*.c)
 # Programs that tests launch under mpirun: tests/mpi/X.c -> $(BUILD)/tests/mpi/X
 MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
@@ -118,9 +145,9 @@ SELFTEST_BIN := $(BUILD)/tests/selftest/harness_cases
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC := $(wildcard src/tools/*.c)
 
-BIN := nvcnn $(if $(wildcard src/tools/mkrecords.c),nvcnn-mkrecords)
+BIN := $(BINDIR)nvcnn $(if $(wildcard src/tools/mkrecords.c),$(BINDIR)nvcnn-mkrecords)
 
-.PHONY: all run test check data deps clean bench-cpu FORCE
+.PHONY: all run test check data deps clean bench-cpu emu FORCE
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -141,21 +168,47 @@ $(BUILD)/nvcc.flags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(NVCC) $(NVCCFLAGS)' | cmp -s - $@ || echo '$(NVCC) $(NVCCFLAGS)' > $@
 
+ifeq ($(GPU_EMU),1)
+# The kernels' __shared__ arrays are static locals (tests/emu/device.h). GCC puts those of
+# templates in a section per variable (.bss._ZZ...), and -fdata-sections those of other
+# functions too; renamed emu_shared, they end up in one section of the program that the emulator
+# refills with its poison pattern before each block.
+# (Under DEBUG=1, AddressSanitizer's redzones between globals would break that section into pieces:
+# --param asan-globals=0 leaves them out for these objects.)
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CXX) -x c++ $(CPPFLAGS) -Itests $(EMU_CXXFLAGS) $(if $(filter 1,$(DEBUG)),--param asan-globals=0) -fdata-sections -MMD -MP -MF $(@:.o=.d) -MT $@ -c $< -o $@.tmp
+	objcopy $$(readelf -SW $@.tmp | sed -n 's/.*\] \(\.bss\._ZZ[^ ]*\) .*/--rename-section \1=emu_shared/p') $@.tmp $@
+	@rm -f $@.tmp
+
+# the emulator's maths loops want vectorising: -O3 (except under DEBUG=1)
+$(BUILD)/tests/emu/%.o: tests/emu/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(if $(filter 1,$(DEBUG)),,-O3) -MMD -MP -c $< -o $@
+
+# the repository as the emulated tests see it: ./nvcnn and ./nvcnn-mkrecords are the emulated ones
+EMU_ROOT := $(BUILD)/root
+$(EMU_ROOT): $(BIN)
+	@mkdir -p $@
+	@for f in data scripts tests docs models src README.md Makefile; do ln -sfn ../../$$f $@/$$f; done
+	@ln -sfn ../nvcnn $@/nvcnn && ln -sfn ../nvcnn-mkrecords $@/nvcnn-mkrecords
+else
 $(BUILD)/%.cu.o: %.cu $(BUILD)/nvcc.flags
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter -I% -D%,$(CPPFLAGS)) $(NVCCFLAGS) -c $< -o $@
+endif
 
 $(BUILD)/libnvcnn.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-nvcnn: $(BUILD)/src/main.o $(BUILD)/libnvcnn.a
+$(BINDIR)nvcnn: $(BUILD)/src/main.o $(BUILD)/libnvcnn.a
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-nvcnn-mkrecords: $(BUILD)/src/tools/mkrecords.o $(BUILD)/libnvcnn.a
+$(BINDIR)nvcnn-mkrecords: $(BUILD)/src/tools/mkrecords.o $(BUILD)/libnvcnn.a
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/run_tests: $(TEST_OBJ) $(BUILD)/libnvcnn.a
+$(BUILD)/run_tests: $(TEST_OBJ) $(EMU_TEST_OBJ) $(BUILD)/libnvcnn.a
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libnvcnn.a
@@ -181,9 +234,23 @@ data: deps
 run: data
 	@bash scripts/run-default.sh
 
+# Where the CUDA toolkit's headers are, make test also builds the emulated device (EMU_BUILD, and
+# EMU_DEBUG_BUILD under the sanitizers) and the runner hands every test that finds no GPU to it
+# (tests/harness.c).
+EMU_BUILD ?= build-emu
+EMU_DEBUG_BUILD ?= build-emu-debug
 test: data
 	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN)
+ifeq ($(CUDA)$(GPU_EMU),1)
+	@$(MAKE) --no-print-directory GPU_EMU=1 BUILD=$(EMU_BUILD) emu
+	@$(MAKE) --no-print-directory GPU_EMU=1 DEBUG=1 BUILD=$(EMU_DEBUG_BUILD) emu
+	@NVCNN_BUILD=$(BUILD) NVCNN_EMU=$(EMU_BUILD) NVCNN_EMU_DEBUG=$(abspath $(EMU_DEBUG_BUILD)) $(BUILD)/run_tests $(TESTS)
+else
 	@NVCNN_BUILD=$(BUILD) $(BUILD)/run_tests $(TESTS)
+endif
+
+# make GPU_EMU=1 emu: the emulated build's programs, tests and its view of the repository
+emu: all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN) $(if $(EMU_ROOT),$(EMU_ROOT))
 
 check: test
 
@@ -191,6 +258,6 @@ bench-cpu: all
 	@bash scripts/bench_cpu.sh
 
 clean:
-	rm -rf $(BUILD) nvcnn nvcnn-mkrecords
+	rm -rf $(BUILD) $(EMU_BUILD) $(EMU_DEBUG_BUILD) nvcnn nvcnn-mkrecords
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/main.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/src/main.d $(CU_SRC:%.cu=$(BUILD)/%.cu.d) $(EMU_TEST_OBJ:.o=.d)

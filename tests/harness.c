@@ -9,12 +9,20 @@
  * included) and counted failed. The summary line "N passed, N failed, N skipped" always ends the
  * run.
  *
+ * Tests that need a GPU skip with a reason that starts with "no GPU" where there is none. When
+ * NVCNN_EMU names the folder of an emulated build (make GPU_EMU=1: build-emu), the runner then
+ * runs such a test again with that build's runner, in that build's view of the repository
+ * ($NVCNN_EMU/root, whose ./nvcnn is the emulated one), and the emulated run's verdict is the
+ * test's: "PASS name (emulated device, 1.23s)". A test that still skips there says why.
+ *
  * Usage: run_tests [--list] [--inline] [--timeout=SECONDS] [NAME_SUBSTRING ...]
  *   --list      prints the names of the selected tests and runs nothing
  *   --inline    runs the tests in the runner's own process, one after another, as a debugger or
  *               compute-sanitizer wants them (a crash then ends the run; no time limit)
  *   --timeout   the time limit of each test that has none of its own (TEST_LIMIT); default 600 s,
  *               or NVCNN_TEST_TIMEOUT
+ *   --verdict-fd=N NAME   runs the one test NAME in this process and writes its verdict to file
+ *               descriptor N, printing nothing of its own (how a runner hands a test to another)
  */
 #include "harness.h"
 
@@ -180,9 +188,41 @@ static void tail_print(const Tail *t) {
     free(s);
 }
 
-/* Runs test i in a child process with a time limit of `limit` seconds. Returns its verdict;
- * `why` receives how a child that gave none ended. */
-static int th_run_child(int i, double limit, char *why, size_t whylen, Tail *tail) {
+/* The emulated build's folder (NVCNN_EMU, made absolute), or NULL. */
+static const char *th_emu_dir(void) {
+    static char dir[4096];
+    static int done;
+    if (!done) {
+        done = 1;
+        const char *e = getenv("NVCNN_EMU");
+        if (e && *e && !realpath(e, dir)) {
+            fprintf(stderr, "run_tests: NVCNN_EMU=%s: %s\n", e, strerror(errno));
+            exit(2);
+        }
+    }
+    return dir[0] ? dir : NULL;
+}
+
+/* In a child: becomes the emulated build's runner for test `name`, its verdict on fd `fd`. */
+static void th_exec_emulated(const char *name, int fd) {
+    const char *dir = th_emu_dir();
+    char root[4200], runner[4200], fdarg[32];
+    snprintf(root, sizeof root, "%s/root", dir);
+    snprintf(runner, sizeof runner, "%s/run_tests", dir);
+    snprintf(fdarg, sizeof fdarg, "--verdict-fd=%d", fd);
+    if (chdir(root) != 0) {
+        fprintf(stderr, "run_tests: %s: %s\n", root, strerror(errno));
+        _exit(1);
+    }
+    setenv("NVCNN_BUILD", dir, 1);
+    execl(runner, runner, fdarg, name, (char *)NULL);
+    fprintf(stderr, "run_tests: %s: %s\n", runner, strerror(errno));
+    _exit(1);
+}
+
+/* Runs test i in a child process with a time limit of `limit` seconds (on the emulated device's
+ * runner when `emulated`). Returns its verdict; `why` receives how a child that gave none ended. */
+static int th_run_child(int i, double limit, char *why, size_t whylen, Tail *tail, int emulated) {
     int out[2], res[2];
     if (pipe(out) != 0 || pipe(res) != 0) {
         snprintf(why, whylen, "could not create a pipe: %s", strerror(errno));
@@ -206,6 +246,7 @@ static int th_run_child(int i, double limit, char *why, size_t whylen, Tail *tai
         dup2(out[1], 1);
         dup2(out[1], 2);
         close(out[1]);
+        if (emulated) th_exec_emulated(th_tests[i].name, res[1]);
         int verdict = th_run_here(i);
         fflush(stdout);
         fflush(stderr);
@@ -285,8 +326,32 @@ static int th_run_child(int i, double limit, char *why, size_t whylen, Tail *tai
     return msg[0] == 'F' ? TH_FAIL : TH_PASS;
 }
 
+/* --verdict-fd: the one test `name` in this process, its verdict to fd (as a child would send it). */
+static int th_verdict_to_fd(const char *name, int fd) {
+    int i = 0;
+    while (name && i < th_ntests && strcmp(th_tests[i].name, name) != 0) i++;
+    if (!name || i == th_ntests) {
+        fprintf(stderr, "run_tests: --verdict-fd needs the name of one test (%s: no such test)\n", name ? name : "none given");
+        return 2;
+    }
+    int verdict = th_run_here(i);
+    fflush(stdout);
+    fflush(stderr);
+    char msg[300];
+    int len = verdict == TH_SKIP ? snprintf(msg, sizeof msg, "S%s", th_skip_reason)
+                                 : snprintf(msg, sizeof msg, "%c%d", verdict == TH_FAIL ? 'F' : 'P', th_cur_failed);
+    if (len > 0 && write(fd, msg, (size_t)len) != len) return 1;
+    struct stat st;
+    if (stat(th_tmp, &st) == 0) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", th_tmp);
+        if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", th_tmp);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int passed = 0, failed = 0, skipped = 0, list = 0, inline_ = 0, nsel = 0;
+    int passed = 0, failed = 0, skipped = 0, list = 0, inline_ = 0, nsel = 0, verdict_fd = -1;
     double limit = 600;
     const char *env = getenv("NVCNN_TEST_TIMEOUT");
     if (env && *env) limit = atof(env);
@@ -298,6 +363,8 @@ int main(int argc, char **argv) {
             inline_ = 1;
         else if (strncmp(argv[i], "--timeout=", 10) == 0)
             limit = atof(argv[i] + 10);
+        else if (strncmp(argv[i], "--verdict-fd=", 13) == 0)
+            verdict_fd = atoi(argv[i] + 13);
         else if (strncmp(argv[i], "--", 2) == 0) {
             fprintf(stderr, "run_tests: unknown option %s (--list, --inline, --timeout=SECONDS)\n", argv[i]);
             return 2;
@@ -316,6 +383,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     snprintf(th_tmp, sizeof th_tmp, "%s/nvcnn-test-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    if (verdict_fd >= 0) return th_verdict_to_fd(nsel == 1 ? sel[0] : NULL, verdict_fd);
     signal(SIGINT, th_on_signal);
     signal(SIGTERM, th_on_signal);
     for (int i = 0; i < th_ntests; i++) {
@@ -324,20 +392,28 @@ int main(int argc, char **argv) {
         Tail *tail = calloc(1, sizeof *tail);
         double t0 = th_now();
         double lim = th_tests[i].limit > 0 ? th_tests[i].limit : limit;
-        int v = inline_ ? th_run_here(i) : th_run_child(i, lim, why, sizeof why, tail);
+        int v = inline_ ? th_run_here(i) : th_run_child(i, lim, why, sizeof why, tail, 0);
+        const char *dev = "";
+        if (v == TH_SKIP && !inline_ && th_emu_dir() && strncmp(th_skip_reason, "no GPU", 6) == 0) {
+            /* no GPU here: the test runs on the emulated device */
+            memset(tail, 0, sizeof *tail);
+            why[0] = 0;
+            v = th_run_child(i, lim, why, sizeof why, tail, 1);
+            dev = "emulated device, ";
+        }
         double dt = th_now() - t0;
         if (v == TH_FAIL && why[0]) {
-            printf("FAIL %s (%s, %.2fs); last output:\n", th_tests[i].name, why, dt);
+            printf("FAIL %s (%s%s, %.2fs); last output:\n", th_tests[i].name, dev, why, dt);
             tail_print(tail);
             failed++;
         } else if (v == TH_FAIL) {
-            printf("FAIL %s (%d failed checks, %.2fs)\n", th_tests[i].name, th_cur_failed, dt);
+            printf("FAIL %s (%s%d failed checks, %.2fs)\n", th_tests[i].name, dev, th_cur_failed, dt);
             failed++;
         } else if (v == TH_SKIP) {
-            printf("SKIP %s: skipped: %s\n", th_tests[i].name, th_skip_reason);
+            printf("SKIP %s: skipped%s: %s\n", th_tests[i].name, dev[0] ? " on the emulated device" : "", th_skip_reason);
             skipped++;
         } else {
-            printf("PASS %s (%.2fs)\n", th_tests[i].name, dt);
+            printf("PASS %s (%s%.2fs)\n", th_tests[i].name, dev, dt);
             passed++;
         }
         free(tail);

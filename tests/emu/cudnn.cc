@@ -1,0 +1,1072 @@
+/* cudnn.cc: the cuDNN subset of the emulated device (emu.h): handles, tensor, filter and
+ * convolution descriptors, convolution in its three directions with Find and workspaces, and the
+ * legacy spatial batch normalisation. Everything is checked at the call, as cuDNN's API reference
+ * says, and a call that cuDNN would reject returns its status after a line saying why; the work
+ * itself runs on the handle's stream with every argument captured at the call.
+ *
+ * The maths is written here with plain loops, independently of src/layers/: fp32 accumulation in
+ * a fixed order (deterministic for any thread count: each output element has one thread), 16-bit
+ * data (fp16, bf16) read as float and rounded once at the end, TF32 rounding of both factors of
+ * every product where the math type lets cuDNN use TF32 for fp32 data (CUDNN_DEFAULT_MATH and the
+ * TENSOR_OP math types on sm_80 and later; CUDNN_FMA_MATH never does). alpha/beta as cuDNN:
+ * y = alpha * result + beta * y, and beta == 0 never reads y (a NaN there does not matter). Batch
+ * norm statistics accumulate in double.
+ *
+ * Algorithms and their workspaces, a model of cuDNN's (what each needs is a formula of the shapes,
+ * the same in Find and in Get*WorkspaceSize; every algorithm computes the same maths here):
+ *   forward   IMPLICIT_GEMM 0 B; IMPLICIT_PRECOMP_GEMM the input offsets of one filter (8 B per
+ *             tap per input channel); GEMM the im2col matrix of one image; DIRECT never supported;
+ *             FFT and FFT_TILING (stride 1, no dilation, no groups, not bf16) the transformed input
+ *             and filter; WINOGRAD (3x3, stride 1, no dilation, no groups, fp32/fp16) 0 B;
+ *             WINOGRAD_NONFUSED (3x3 or 5x5, stride 1, ...) the transformed tiles.
+ *   backward data: ALGO_0 and ALGO_1 0 B; FFT, FFT_TILING, WINOGRAD, WINOGRAD_NONFUSED as above.
+ *   backward filter: ALGO_0, ALGO_1 and ALGO_3 0 B; FFT, FFT_TILING as above; WINOGRAD never
+ *             supported (cuDNN: not implemented); WINOGRAD_NONFUSED as above.
+ * Find lists every algorithm once with the descriptor's math type and, when that is not DEFAULT,
+ * once more with CUDNN_DEFAULT_MATH (cuDNN 9 reports results per algorithm and math type);
+ * unsupported ones and those whose workspace exceeds the free memory as failing entries at the
+ * end; the others sorted by an emulated time (FLOPs over a per-algorithm speed, DEFAULT math
+ * twice as fast: it may use TF32). NVCNN_EMU_FIND=duplicates adds three more DEFAULT-math copies
+ * of every supported algorithm ahead of everything. The compute calls refuse a workspace smaller
+ * than their algorithm needs, and fill the one they use with the poison pattern.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cudnn.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "emu.h"
+
+struct cudnnContext {
+    cudaStream_t stream = 0;
+};
+
+struct cudnnTensorStruct {
+    bool set = false;
+    cudnnDataType_t type = CUDNN_DATA_FLOAT;
+    int n = 0, c = 0, h = 0, w = 0;
+    int ns = 0, cs = 0, hs = 0, ws = 0; /* strides in elements */
+};
+
+struct cudnnFilterStruct {
+    bool set = false;
+    cudnnDataType_t type = CUDNN_DATA_FLOAT;
+    cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
+    int k = 0, c = 0, h = 0, w = 0;
+};
+
+struct cudnnConvolutionStruct {
+    bool set = false;
+    int pad_h = 0, pad_w = 0, u = 1, v = 1, dil_h = 1, dil_w = 1;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    int groups = 1;
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+};
+
+namespace {
+
+typedef cudnnTensorStruct TD;
+typedef cudnnFilterStruct FD;
+typedef cudnnConvolutionStruct CD;
+
+cudnnStatus_t bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+cudnnStatus_t bad(const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    emu::reject("%s", msg);
+    return CUDNN_STATUS_BAD_PARAM;
+}
+
+cudnnStatus_t unsupported(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+cudnnStatus_t unsupported(const char *fmt, ...) {
+    char msg[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    emu::reject("%s", msg);
+    return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+const char *type_name(cudnnDataType_t t) {
+    switch (t) {
+    case CUDNN_DATA_FLOAT: return "FLOAT";
+    case CUDNN_DATA_DOUBLE: return "DOUBLE";
+    case CUDNN_DATA_HALF: return "HALF";
+    case CUDNN_DATA_BFLOAT16: return "BFLOAT16";
+    default: return "another type";
+    }
+}
+
+size_t type_size(cudnnDataType_t t) {
+    switch (t) {
+    case CUDNN_DATA_HALF: case CUDNN_DATA_BFLOAT16: return 2;
+    case CUDNN_DATA_DOUBLE: return 8;
+    default: return 4;
+    }
+}
+
+bool known_type(cudnnDataType_t t) {
+    return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_DOUBLE || t == CUDNN_DATA_HALF || t == CUDNN_DATA_BFLOAT16;
+}
+
+float load(const void *p, cudnnDataType_t t, size_t i) {
+    switch (t) {
+    case CUDNN_DATA_HALF: return __half2float(((const __half *)p)[i]);
+    case CUDNN_DATA_BFLOAT16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case CUDNN_DATA_DOUBLE: return (float)((const double *)p)[i];
+    default: return ((const float *)p)[i];
+    }
+}
+
+void store(void *p, cudnnDataType_t t, size_t i, double v) {
+    switch (t) {
+    case CUDNN_DATA_HALF: ((__half *)p)[i] = __float2half_rn((float)v); break;
+    case CUDNN_DATA_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); break;
+    case CUDNN_DATA_DOUBLE: ((double *)p)[i] = v; break;
+    default: ((float *)p)[i] = (float)v; break;
+    }
+}
+
+/* fp32 -> TF32: 10 explicit mantissa bits, round to nearest even (NaN and inf kept) */
+float tf32(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return v;
+    u += 0xfffu + ((u >> 13) & 1u);
+    u &= 0xffffe000u;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+/* the element (n, c, h, w) of a described tensor */
+size_t at(const TD &d, int n, int c, int h, int w) { return (size_t)n * d.ns + (size_t)c * d.cs + (size_t)h * d.hs + (size_t)w * d.ws; }
+
+/* bytes from the tensor's first element to just past its last */
+size_t extent(const TD &d) { return (at(d, d.n - 1, d.c - 1, d.h - 1, d.w - 1) + 1) * type_size(d.type); }
+size_t extent(const FD &f) { return (size_t)f.k * f.c * f.h * f.w * type_size(f.type); }
+
+/* a dense float copy [n][c][h][w] of a tensor, TF32-rounded when `round` */
+std::vector<float> dense(const TD &d, const void *p, bool round) {
+    std::vector<float> out((size_t)d.n * d.c * d.h * d.w);
+    size_t i = 0;
+    for (int n = 0; n < d.n; n++)
+        for (int c = 0; c < d.c; c++)
+            for (int h = 0; h < d.h; h++)
+                for (int w = 0; w < d.w; w++, i++) {
+                    float v = load(p, d.type, at(d, n, c, h, w));
+                    out[i] = round ? tf32(v) : v;
+                }
+    return out;
+}
+
+/* a dense float copy [k][c][h][w] of a filter (NCHW or NHWC in memory) */
+std::vector<float> dense(const FD &f, const void *p, bool round) {
+    std::vector<float> out((size_t)f.k * f.c * f.h * f.w);
+    size_t i = 0;
+    for (int k = 0; k < f.k; k++)
+        for (int c = 0; c < f.c; c++)
+            for (int h = 0; h < f.h; h++)
+                for (int w = 0; w < f.w; w++, i++) {
+                    size_t a = f.format == CUDNN_TENSOR_NHWC ? (((size_t)k * f.h + h) * f.w + w) * f.c + c : i;
+                    float v = load(p, f.type, a);
+                    out[i] = round ? tf32(v) : v;
+                }
+    return out;
+}
+
+/* y = alpha * r + beta * y over a tensor, r dense [n][c][h][w] */
+void blend(const TD &d, void *y, const std::vector<float> &r, float alpha, float beta) {
+    size_t i = 0;
+    for (int n = 0; n < d.n; n++)
+        for (int c = 0; c < d.c; c++)
+            for (int h = 0; h < d.h; h++)
+                for (int w = 0; w < d.w; w++, i++) {
+                    size_t a = at(d, n, c, h, w);
+                    double v = (double)alpha * r[i];
+                    if (beta != 0.0f) v += (double)beta * load(y, d.type, a);
+                    store(y, d.type, a, v);
+                }
+}
+
+void blend(const FD &f, void *y, const std::vector<float> &r, float alpha, float beta) {
+    size_t i = 0;
+    for (int k = 0; k < f.k; k++)
+        for (int c = 0; c < f.c; c++)
+            for (int h = 0; h < f.h; h++)
+                for (int w = 0; w < f.w; w++, i++) {
+                    size_t a = f.format == CUDNN_TENSOR_NHWC ? (((size_t)k * f.h + h) * f.w + w) * f.c + c : i;
+                    double v = (double)alpha * r[i];
+                    if (beta != 0.0f) v += (double)beta * load(y, f.type, a);
+                    store(y, f.type, a, v);
+                }
+}
+
+float scalar(const void *p, cudnnDataType_t data) {
+    /* alpha and beta: double for double data, float otherwise (cuDNN's scaling parameters) */
+    return data == CUDNN_DATA_DOUBLE ? (float)*(const double *)p : *(const float *)p;
+}
+
+/* ---- convolution geometry ---- */
+struct Geo {
+    int n, c, h, w;    /* input */
+    int k, cg, r, s;   /* filter: outputs, input channels per group, height, width */
+    int g;             /* groups */
+    int oh, ow;        /* output */
+    int ph, pw, u, v, dh, dw;
+    bool flip;         /* CUDNN_CONVOLUTION: the filter is flipped */
+};
+
+int out_dim(int in, int pad, int filt, int dil, int stride) { return 1 + (in + 2 * pad - ((filt - 1) * dil + 1)) / stride; }
+
+/* Checks x, w, conv and (if given) y against each other, as the compute calls do. */
+cudnnStatus_t geometry(const char *call, const TD *x, const FD *w, const CD *cd, const TD *y, Geo *g) {
+    if (!x || !w || !cd || !x->set || !w->set || !cd->set) return bad("%s: a descriptor is NULL or was never set", call);
+    if (x->c != w->c * cd->groups)
+        return bad("%s: the input has %d channels, the filter %d per group with %d groups (%d)", call, x->c, w->c, cd->groups,
+                   w->c * cd->groups);
+    if (w->k % cd->groups) return bad("%s: %d output channels do not divide into %d groups", call, w->k, cd->groups);
+    g->n = x->n, g->c = x->c, g->h = x->h, g->w = x->w;
+    g->k = w->k, g->cg = w->c, g->r = w->h, g->s = w->w, g->g = cd->groups;
+    g->ph = cd->pad_h, g->pw = cd->pad_w, g->u = cd->u, g->v = cd->v, g->dh = cd->dil_h, g->dw = cd->dil_w;
+    g->flip = cd->mode == CUDNN_CONVOLUTION;
+    g->oh = out_dim(x->h, cd->pad_h, w->h, cd->dil_h, cd->u);
+    g->ow = out_dim(x->w, cd->pad_w, w->w, cd->dil_w, cd->v);
+    if (g->oh < 1 || g->ow < 1)
+        return bad("%s: a %dx%d filter (dilation %dx%d) does not fit the %dx%d input with padding %dx%d", call, w->h, w->w, cd->dil_h,
+                   cd->dil_w, x->h, x->w, cd->pad_h, cd->pad_w);
+    if (y && (!y->set || y->n != x->n || y->c != w->k || y->h != g->oh || y->w != g->ow))
+        return bad("%s: the output descriptor is %dx%dx%dx%d, the convolution gives %dx%dx%dx%d", call, y ? y->n : 0, y ? y->c : 0,
+                   y ? y->h : 0, y ? y->w : 0, x->n, w->k, g->oh, g->ow);
+    /* the supported configurations: x, w, y of one type; FLOAT computes FLOAT, DOUBLE DOUBLE, HALF
+     * FLOAT (PSEUDO_HALF) or HALF (TRUE_HALF), BFLOAT16 FLOAT (PSEUDO_BFLOAT16, sm_80 and later) */
+    if (x->type != w->type || (y && y->type != x->type))
+        return unsupported("%s: data types %s (input), %s (filter), %s (output) differ", call, type_name(x->type), type_name(w->type),
+                           y ? type_name(y->type) : "-");
+    const bool cfg = (x->type == CUDNN_DATA_FLOAT && cd->compute == CUDNN_DATA_FLOAT) ||
+                     (x->type == CUDNN_DATA_DOUBLE && cd->compute == CUDNN_DATA_DOUBLE) ||
+                     (x->type == CUDNN_DATA_HALF && (cd->compute == CUDNN_DATA_FLOAT || cd->compute == CUDNN_DATA_HALF)) ||
+                     (x->type == CUDNN_DATA_BFLOAT16 && cd->compute == CUDNN_DATA_FLOAT);
+    if (!cfg)
+        return unsupported("%s: %s data with %s computation is not one of cuDNN's supported configurations", call, type_name(x->type),
+                           type_name(cd->compute));
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* whether the math type lets fp32 data go through TF32 */
+bool uses_tf32(const CD &cd, cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT && cd.math != CUDNN_FMA_MATH; }
+
+/* ---- the algorithms' model ---- */
+enum Dir { FWD, BWD_DATA, BWD_FILTER };
+const int algo_count[3] = {CUDNN_CONVOLUTION_FWD_ALGO_COUNT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT};
+
+enum Kind { IMPLICIT, PRECOMP, GEMM, DIRECT, FFT, FFT_TILING, WINOGRAD, WINOGRAD_NONFUSED, NEVER };
+
+Kind kind_of(Dir d, int algo) {
+    if (d == FWD) return (Kind)algo; /* the enum's order */
+    if (d == BWD_DATA) {
+        static const Kind k[] = {IMPLICIT, IMPLICIT, FFT, FFT_TILING, WINOGRAD, WINOGRAD_NONFUSED};
+        return k[algo];
+    }
+    static const Kind k[] = {IMPLICIT, IMPLICIT, FFT, IMPLICIT, NEVER, WINOGRAD_NONFUSED, FFT_TILING};
+    return k[algo];
+}
+
+/* whether cuDNN runs `algo` on this configuration (a model of its support tables) */
+bool supported(Dir d, int algo, const Geo &g, cudnnDataType_t t) {
+    const bool plain = g.u == 1 && g.v == 1 && g.dh == 1 && g.dw == 1 && g.g == 1;
+    switch (kind_of(d, algo)) {
+    case IMPLICIT: case PRECOMP: return true;
+    case GEMM: return t != CUDNN_DATA_BFLOAT16;
+    case DIRECT: case NEVER: return false;
+    case FFT: case FFT_TILING: return plain && t != CUDNN_DATA_BFLOAT16 && g.r <= g.h + 2 * g.ph && g.s <= g.w + 2 * g.pw;
+    case WINOGRAD: return plain && g.r == 3 && g.s == 3 && (t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_HALF);
+    case WINOGRAD_NONFUSED: return plain && ((g.r == 3 && g.s == 3) || (g.r == 5 && g.s == 5)) && t != CUDNN_DATA_BFLOAT16;
+    }
+    return false;
+}
+
+size_t workspace(Dir d, int algo, const Geo &g, cudnnDataType_t t) {
+    const size_t es = type_size(t);
+    switch (kind_of(d, algo)) {
+    case PRECOMP: return (size_t)g.cg * g.r * g.s * 8;
+    case GEMM: return (size_t)g.cg * g.r * g.s * g.oh * g.ow * es;
+    case FFT: {
+        size_t fh = (size_t)g.h + 2 * g.ph + g.r, fw = (size_t)g.w + 2 * g.pw + g.s;
+        return (size_t)(g.n * g.c + g.k * g.c + g.n * g.k) * fh * (fw / 2 + 1) * 8;
+    }
+    case FFT_TILING: return (size_t)(g.n * g.c + g.k * g.c) * 32 * 17 * 8;
+    case WINOGRAD_NONFUSED: return (size_t)(g.n * g.c + g.k * g.c + g.n * g.k) * ((g.oh + 1) / 2) * ((g.ow + 1) / 2) * 36 * 4;
+    default: return 0;
+    }
+}
+
+float emulated_ms(Dir d, int algo, const Geo &g, bool tensor_math) {
+    static const float speed[] = {1.0f, 1.6f, 1.2f, 1.0f, 1.4f, 1.5f, 2.0f, 1.8f, 1.0f}; /* by Kind */
+    const double flops = 2.0 * g.n * g.k * g.oh * g.ow * (double)g.cg * g.r * g.s;
+    double ms = flops / 1e9 / speed[kind_of(d, algo)] * (d == BWD_FILTER ? 1.1 : d == BWD_DATA ? 1.05 : 1.0);
+    return (float)(tensor_math ? ms / 2 : ms) + 1e-3f * (float)algo;
+}
+
+struct Result {
+    int algo;
+    cudnnStatus_t status;
+    float time;
+    size_t memory;
+    cudnnMathType_t math;
+};
+
+std::vector<Result> find(Dir d, const Geo &g, const CD &cd, cudnnDataType_t t) {
+    std::vector<Result> ok, failed;
+    const char *mode = emu::env("NVCNN_EMU_FIND");
+    const bool dups = mode && strcmp(mode, "duplicates") == 0;
+    if (mode && !dups) emu::fatal("NVCNN_EMU_FIND=%s: want duplicates, or leave it unset", mode);
+    const size_t free_bytes = emu::mem_free();
+    for (int a = 0; a < algo_count[d]; a++) {
+        cudnnMathType_t maths[2] = {cd.math, CUDNN_DEFAULT_MATH};
+        for (int m = 0; m < (cd.math == CUDNN_DEFAULT_MATH ? 1 : 2); m++) {
+            Result r = {a, CUDNN_STATUS_SUCCESS, 0, workspace(d, a, g, t), maths[m]};
+            if (!supported(d, a, g, t)) {
+                r.status = CUDNN_STATUS_NOT_SUPPORTED, r.time = -1, r.memory = 0;
+                failed.push_back(r);
+            } else if (r.memory > free_bytes) {
+                r.status = CUDNN_STATUS_ALLOC_FAILED, r.time = -1, r.memory = 0;
+                failed.push_back(r);
+            } else {
+                r.time = emulated_ms(d, a, g, maths[m] != CUDNN_FMA_MATH && t == CUDNN_DATA_FLOAT);
+                ok.push_back(r);
+            }
+        }
+    }
+    std::stable_sort(ok.begin(), ok.end(), [](const Result &a, const Result &b) { return a.time < b.time; });
+    std::vector<Result> out;
+    if (dups)
+        for (int copy = 0; copy < 3; copy++)
+            for (const Result &r : ok)
+                if (r.math == CUDNN_DEFAULT_MATH || cd.math == CUDNN_DEFAULT_MATH) {
+                    Result q = r;
+                    q.math = CUDNN_DEFAULT_MATH;
+                    q.time = r.time * 0.5f;
+                    out.push_back(q);
+                }
+    out.insert(out.end(), ok.begin(), ok.end());
+    out.insert(out.end(), failed.begin(), failed.end());
+    return out;
+}
+
+template <typename Perf> void report(const std::vector<Result> &all, int requested, int *returned, Perf *perf) {
+    int n = 0;
+    for (const Result &r : all) {
+        if (n == requested) break;
+        Perf p;
+        memset(&p, 0, sizeof p);
+        p.algo = (decltype(p.algo))r.algo;
+        p.status = r.status;
+        p.time = r.time;
+        p.memory = r.memory;
+        p.determinism = CUDNN_DETERMINISTIC;
+        p.mathType = r.math;
+        perf[n++] = p;
+    }
+    *returned = n;
+}
+
+/* Checks a compute call's algorithm and workspace. */
+cudnnStatus_t check_algo(const char *call, Dir d, int algo, const Geo &g, cudnnDataType_t t, const void *ws, size_t ws_bytes, size_t *need) {
+    if (algo < 0 || algo >= algo_count[d]) return bad("%s: algorithm %d is not one of cuDNN's", call, algo);
+    if (!supported(d, algo, g, t)) return unsupported("%s: algorithm %d does not support this configuration", call, algo);
+    *need = workspace(d, algo, g, t);
+    if (ws_bytes < *need)
+        return bad("%s: algorithm %d needs %zu bytes of workspace, %zu given", call, algo, *need, ws_bytes);
+    if (*need && (!ws || !emu::is_device_range(ws, *need)))
+        emu::fatal("%s: the workspace (%zu bytes needed) is not inside a device allocation", call, *need);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+void need_device(const char *call, const char *what, const void *p, size_t bytes) {
+    if (!emu::is_device_range(p, bytes)) {
+        char d[200];
+        emu::describe_pointer(p, d, sizeof d);
+        emu::fatal("%s: %s (%zu bytes) is %s, not inside one device allocation", call, what, bytes, d);
+    }
+}
+
+/* ---- the maths (dense float arrays) ----
+ * Each direction is a matrix product per image and group over the im2col matrix of the input
+ * (col[p][q]: p = (c', r, s) of the group's filter taps, q = (oh, ow) of the output; zero where a tap
+ * falls on padding). Threads take whole images (forward, backward data) or whole rows of the
+ * filter gradient (backward filter), so every output element is one thread's and accumulates its
+ * products in one fixed order (p, or n then q, ascending), whatever the number of threads. */
+
+/* Whether a convolution is worth more than one thread (small ones spend more on the threads'
+ * start than on the work). */
+bool parallel_worth(const Geo &g) { return 2.0 * g.n * g.k * g.oh * g.ow * (double)g.cg * g.r * g.s > 4e6; }
+
+/* C[m][n] += A[m][k] B[k][n] (row-major, leading dimensions lda, ldb, ldc), on the calling thread.
+ * Four rows of C share each row of B; element (i, j) sums over k in ascending order. */
+void matmul(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {
+    for (int i0 = 0; i0 < m; i0 += 4) {
+        const int rows = m - i0 < 4 ? m - i0 : 4;
+        for (int jb = 0; jb < n; jb += 512) {
+            const int je = n - jb < 512 ? n : jb + 512;
+            if (rows == 4) {
+                float *c0 = C + (size_t)i0 * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
+                for (int p = 0; p < k; p++) {
+                    const float a0 = A[(size_t)i0 * lda + p], a1 = A[(size_t)(i0 + 1) * lda + p], a2 = A[(size_t)(i0 + 2) * lda + p],
+                                a3 = A[(size_t)(i0 + 3) * lda + p];
+                    const float *b = B + (size_t)p * ldb;
+                    for (int j = jb; j < je; j++) {
+                        const float bv = b[j];
+                        c0[j] += a0 * bv;
+                        c1[j] += a1 * bv;
+                        c2[j] += a2 * bv;
+                        c3[j] += a3 * bv;
+                    }
+                }
+            } else {
+                for (int i = i0; i < i0 + rows; i++)
+                    for (int p = 0; p < k; p++) {
+                        const float a = A[(size_t)i * lda + p];
+                        const float *b = B + (size_t)p * ldb;
+                        float *c = C + (size_t)i * ldc;
+                        for (int j = jb; j < je; j++) c[j] += a * b[j];
+                    }
+            }
+        }
+    }
+}
+
+/* col[p][q] of image n, group grp (p over cg * r * s, q over oh * ow); transposed (col[q][p]) when
+ * `transpose` */
+void im2col(const Geo &g, const float *x, int n, int grp, float *col, bool transpose) {
+    const int Q = g.oh * g.ow, P = g.cg * g.r * g.s;
+    for (int p = 0; p < P; p++) {
+        const int cc = p / (g.r * g.s), r = p / g.s % g.r, s = p % g.s;
+        const int rr = g.flip ? g.r - 1 - r : r, ss = g.flip ? g.s - 1 - s : s;
+        const float *xin = x + ((size_t)n * g.c + (size_t)grp * g.cg + cc) * g.h * g.w;
+        for (int oh = 0; oh < g.oh; oh++) {
+            const int ih = oh * g.u - g.ph + rr * g.dh;
+            for (int ow = 0; ow < g.ow; ow++) {
+                const int iw = ow * g.v - g.pw + ss * g.dw, q = oh * g.ow + ow;
+                const float v = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w ? xin[(size_t)ih * g.w + iw] : 0.0f;
+                if (transpose)
+                    col[(size_t)q * P + p] = v;
+                else
+                    col[(size_t)p * Q + q] = v;
+            }
+        }
+    }
+}
+
+/* y[n][k][q] = sum over p of w[k][p] col[p][q] */
+void conv_forward(const Geo &g, const std::vector<float> &x, const std::vector<float> &w, std::vector<float> &y) {
+    const int kg = g.k / g.g, P = g.cg * g.r * g.s, Q = g.oh * g.ow;
+    std::fill(y.begin(), y.end(), 0.0f);
+#pragma omp parallel if (parallel_worth(g))
+    {
+        std::vector<float> col((size_t)P * Q);
+#pragma omp for schedule(static)
+        for (int ng = 0; ng < g.n * g.g; ng++) {
+            const int n = ng / g.g, grp = ng % g.g;
+            im2col(g, x.data(), n, grp, col.data(), false);
+            matmul(kg, Q, P, &w[(size_t)grp * kg * P], P, col.data(), Q, &y[((size_t)n * g.k + (size_t)grp * kg) * Q], Q);
+        }
+    }
+}
+
+/* dcol[p][q] = sum over k of w[k][p] dy[k][q] (as w^T dy), then each input position gathers the
+ * dcol entries of the taps that land on it, in the order p, q */
+void conv_backward_data(const Geo &g, const std::vector<float> &dy, const std::vector<float> &w, std::vector<float> &dx) {
+    const int kg = g.k / g.g, P = g.cg * g.r * g.s, Q = g.oh * g.ow;
+    std::vector<float> wt((size_t)g.g * P * kg);
+    for (int grp = 0; grp < g.g; grp++)
+        for (int k = 0; k < kg; k++)
+            for (int p = 0; p < P; p++) wt[((size_t)grp * P + p) * kg + k] = w[((size_t)grp * kg + k) * P + p];
+    std::fill(dx.begin(), dx.end(), 0.0f);
+#pragma omp parallel if (parallel_worth(g))
+    {
+        std::vector<float> dcol((size_t)P * Q);
+#pragma omp for schedule(static)
+        for (int ng = 0; ng < g.n * g.g; ng++) {
+            const int n = ng / g.g, grp = ng % g.g;
+            std::fill(dcol.begin(), dcol.end(), 0.0f);
+            matmul(P, Q, kg, &wt[(size_t)grp * P * kg], kg, &dy[((size_t)n * g.k + (size_t)grp * kg) * Q], Q, dcol.data(), Q);
+            for (int p = 0; p < P; p++) {
+                const int cc = p / (g.r * g.s), r = p / g.s % g.r, s = p % g.s;
+                const int rr = g.flip ? g.r - 1 - r : r, ss = g.flip ? g.s - 1 - s : s;
+                float *out = &dx[((size_t)n * g.c + (size_t)grp * g.cg + cc) * g.h * g.w];
+                const float *d = &dcol[(size_t)p * Q];
+                for (int oh = 0; oh < g.oh; oh++) {
+                    const int ih = oh * g.u - g.ph + rr * g.dh;
+                    if (ih < 0 || ih >= g.h) continue;
+                    for (int ow = 0; ow < g.ow; ow++) {
+                        const int iw = ow * g.v - g.pw + ss * g.dw;
+                        if (iw >= 0 && iw < g.w) out[(size_t)ih * g.w + iw] += d[oh * g.ow + ow];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* dw[k][p] = sum over n, then q, of dy[n][k][q] colT_n[q][p]; threads take blocks of rows k */
+void conv_backward_filter(const Geo &g, const std::vector<float> &x, const std::vector<float> &dy, std::vector<float> &dw) {
+    const int kg = g.k / g.g, P = g.cg * g.r * g.s, Q = g.oh * g.ow;
+    std::vector<float> colt((size_t)g.n * g.g * Q * P);
+    const bool par = parallel_worth(g);
+#pragma omp parallel for schedule(static) if (par)
+    for (int ng = 0; ng < g.n * g.g; ng++) im2col(g, x.data(), ng / g.g, ng % g.g, &colt[(size_t)ng * Q * P], true);
+    std::fill(dw.begin(), dw.end(), 0.0f);
+    const int per_group = (kg + 3) / 4; /* blocks of 4 rows, never straddling two groups */
+#pragma omp parallel for schedule(static) if (par)
+    for (int b = 0; b < g.g * per_group; b++) {
+        const int grp = b / per_group, kb = grp * kg + b % per_group * 4, rows = (grp + 1) * kg - kb < 4 ? (grp + 1) * kg - kb : 4;
+        for (int n = 0; n < g.n; n++)
+            matmul(rows, P, Q, &dy[((size_t)n * g.k + kb) * Q], Q, &colt[((size_t)n * g.g + grp) * Q * P], P, &dw[(size_t)kb * P], P);
+    }
+}
+
+bool valid_math(cudnnMathType_t m) {
+    return m == CUDNN_DEFAULT_MATH || m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION || m == CUDNN_FMA_MATH;
+}
+
+} // namespace
+
+extern "C" {
+
+/* ---- handles ---- */
+size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+
+const char *cudnnGetErrorString(cudnnStatus_t s) {
+    switch (s) {
+    case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
+    case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
+    case CUDNN_STATUS_ALLOC_FAILED: return "CUDNN_STATUS_ALLOC_FAILED";
+    case CUDNN_STATUS_BAD_PARAM: return "CUDNN_STATUS_BAD_PARAM";
+    case CUDNN_STATUS_INTERNAL_ERROR: return "CUDNN_STATUS_INTERNAL_ERROR";
+    case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
+    case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
+    default: return "CUDNN_STATUS_UNKNOWN";
+    }
+}
+
+cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
+    emu::Lock lock;
+    if (!h) return bad("cudnnCreate: handle NULL");
+    *h = new cudnnContext;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnDestroy(cudnnHandle_t h) {
+    emu::Lock lock;
+    if (!h) return bad("cudnnDestroy: handle NULL");
+    emu::sync_stream(h->stream);
+    delete h;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s) {
+    if (!h) return bad("cudnnSetStream: handle NULL");
+    h->stream = s;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetStream(cudnnHandle_t h, cudaStream_t *s) {
+    if (!h || !s) return bad("cudnnGetStream: NULL argument");
+    *s = h->stream;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ---- tensor descriptors ---- */
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d) {
+    if (!d) return bad("cudnnCreateTensorDescriptor: NULL");
+    *d = new cudnnTensorStruct;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) {
+    delete d;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t d, cudnnDataType_t t, int n, int c, int h, int w, int ns, int cs, int hs,
+                                           int ws) {
+    if (!d) return bad("cudnnSetTensor4dDescriptorEx: descriptor NULL");
+    if (!known_type(t)) return bad("cudnnSetTensor4dDescriptorEx: data type %d", (int)t);
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0 || ns <= 0 || cs <= 0 || hs <= 0 || ws <= 0)
+        return bad("cudnnSetTensor4dDescriptorEx: dimensions %dx%dx%dx%d, strides %d,%d,%d,%d: all must be positive", n, c, h, w, ns, cs,
+                   hs, ws);
+    /* cuDNN limits a tensor, its padding included, to 2^31 elements */
+    if ((double)(n - 1) * ns + (double)(c - 1) * cs + (double)(h - 1) * hs + (double)(w - 1) * ws + 1 > 2147483647.0)
+        return unsupported("cudnnSetTensor4dDescriptorEx: more than 2^31 elements");
+    d->set = true;
+    d->type = t;
+    d->n = n, d->c = c, d->h = h, d->w = w;
+    d->ns = ns, d->cs = cs, d->hs = hs, d->ws = ws;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t f, cudnnDataType_t t, int n, int c, int h, int w) {
+    if (f == CUDNN_TENSOR_NCHW) return cudnnSetTensor4dDescriptorEx(d, t, n, c, h, w, c * h * w, h * w, w, 1);
+    if (f == CUDNN_TENSOR_NHWC) return cudnnSetTensor4dDescriptorEx(d, t, n, c, h, w, h * w * c, 1, w * c, c);
+    return bad("cudnnSetTensor4dDescriptor: format %d (NCHW and NHWC are emulated)", (int)f);
+}
+
+cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t d, cudnnDataType_t t, int nb, const int dims[], const int strides[]) {
+    if (nb != 4 || !dims || !strides) return unsupported("cudnnSetTensorNdDescriptor: %d dimensions (4 are emulated)", nb);
+    return cudnnSetTensor4dDescriptorEx(d, t, dims[0], dims[1], dims[2], dims[3], strides[0], strides[1], strides[2], strides[3]);
+}
+
+cudnnStatus_t cudnnGetTensor4dDescriptor(const cudnnTensorDescriptor_t d, cudnnDataType_t *t, int *n, int *c, int *h, int *w, int *ns,
+                                         int *cs, int *hs, int *ws) {
+    if (!d || !d->set) return bad("cudnnGetTensor4dDescriptor: descriptor NULL or not set");
+    *t = d->type, *n = d->n, *c = d->c, *h = d->h, *w = d->w, *ns = d->ns, *cs = d->cs, *hs = d->hs, *ws = d->ws;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ---- filter descriptors ---- */
+cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *d) {
+    if (!d) return bad("cudnnCreateFilterDescriptor: NULL");
+    *d = new cudnnFilterStruct;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) {
+    delete d;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t, cudnnTensorFormat_t f, int k, int c, int h, int w) {
+    if (!d) return bad("cudnnSetFilter4dDescriptor: descriptor NULL");
+    if (!known_type(t) || (f != CUDNN_TENSOR_NCHW && f != CUDNN_TENSOR_NHWC))
+        return bad("cudnnSetFilter4dDescriptor: data type %d, format %d", (int)t, (int)f);
+    if (k <= 0 || c <= 0 || h <= 0 || w <= 0) return bad("cudnnSetFilter4dDescriptor: dimensions %dx%dx%dx%d must be positive", k, c, h, w);
+    d->set = true;
+    d->type = t;
+    d->format = f;
+    d->k = k, d->c = c, d->h = h, d->w = w;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ---- convolution descriptors ---- */
+cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *d) {
+    if (!d) return bad("cudnnCreateConvolutionDescriptor: NULL");
+    *d = new cudnnConvolutionStruct;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) {
+    delete d;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int ph, int pw, int u, int v, int dh, int dw,
+                                              cudnnConvolutionMode_t mode, cudnnDataType_t compute) {
+    if (!d) return bad("cudnnSetConvolution2dDescriptor: descriptor NULL");
+    if (ph < 0 || pw < 0 || u <= 0 || v <= 0 || dh <= 0 || dw <= 0)
+        return bad("cudnnSetConvolution2dDescriptor: padding %dx%d must be >= 0, strides %dx%d and dilations %dx%d > 0", ph, pw, u, v, dh,
+                   dw);
+    if (mode != CUDNN_CONVOLUTION && mode != CUDNN_CROSS_CORRELATION) return bad("cudnnSetConvolution2dDescriptor: mode %d", (int)mode);
+    if (!known_type(compute)) return bad("cudnnSetConvolution2dDescriptor: compute type %d", (int)compute);
+    d->set = true;
+    d->pad_h = ph, d->pad_w = pw, d->u = u, d->v = v, d->dil_h = dh, d->dil_w = dw;
+    d->mode = mode;
+    d->compute = compute;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int groups) {
+    if (!d || groups < 1) return bad("cudnnSetConvolutionGroupCount: %d groups", groups);
+    d->groups = groups;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int *groups) {
+    if (!d || !groups) return bad("cudnnGetConvolutionGroupCount: NULL argument");
+    *groups = d->groups;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t m) {
+    if (!d || !valid_math(m)) return bad("cudnnSetConvolutionMathType: math type %d", (int)m);
+    d->math = m;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t *m) {
+    if (!d || !m) return bad("cudnnGetConvolutionMathType: NULL argument");
+    *m = d->math;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t x,
+                                                    const cudnnFilterDescriptor_t w, int *n, int *c, int *h, int *wo) {
+    Geo g;
+    cudnnStatus_t st = geometry("cudnnGetConvolution2dForwardOutputDim", x, w, cd, nullptr, &g);
+    if (st) return st;
+    *n = g.n, *c = g.k, *h = g.oh, *wo = g.ow;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* ---- Find and workspaces ---- */
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
+                                                   const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t y, const int requested,
+                                                   int *returned, cudnnConvolutionFwdAlgoPerf_t *perf) {
+    emu::Lock lock;
+    Geo g;
+    if (!h || !returned || !perf || requested <= 0) return bad("cudnnFindConvolutionForwardAlgorithm: NULL argument or count %d", requested);
+    cudnnStatus_t st = geometry("cudnnFindConvolutionForwardAlgorithm", x, w, cd, y, &g);
+    if (st) return st;
+    emu::sync_stream(h->stream); /* Find runs the algorithms: it waits for the stream */
+    report(find(FWD, g, *cd, x->type), requested, returned, perf);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
+                                                        const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t dx,
+                                                        const int requested, int *returned, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+    emu::Lock lock;
+    Geo g;
+    if (!h || !returned || !perf || requested <= 0)
+        return bad("cudnnFindConvolutionBackwardDataAlgorithm: NULL argument or count %d", requested);
+    cudnnStatus_t st = geometry("cudnnFindConvolutionBackwardDataAlgorithm", dx, w, cd, dy, &g);
+    if (st) return st;
+    emu::sync_stream(h->stream);
+    report(find(BWD_DATA, g, *cd, dx->type), requested, returned, perf);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                          const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t cd,
+                                                          const cudnnFilterDescriptor_t dw, const int requested, int *returned,
+                                                          cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
+    emu::Lock lock;
+    Geo g;
+    if (!h || !returned || !perf || requested <= 0)
+        return bad("cudnnFindConvolutionBackwardFilterAlgorithm: NULL argument or count %d", requested);
+    cudnnStatus_t st = geometry("cudnnFindConvolutionBackwardFilterAlgorithm", x, dw, cd, dy, &g);
+    if (st) return st;
+    emu::sync_stream(h->stream);
+    report(find(BWD_FILTER, g, *cd, x->type), requested, returned, perf);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static cudnnStatus_t ws_size(const char *call, Dir d, int algo, const TD *x, const FD *w, const CD *cd, const TD *y, size_t *bytes) {
+    Geo g;
+    if (!bytes) return bad("%s: NULL size", call);
+    cudnnStatus_t st = geometry(call, x, w, cd, y, &g);
+    if (st) return st;
+    if (algo < 0 || algo >= algo_count[d]) return bad("%s: algorithm %d is not one of cuDNN's", call, algo);
+    if (!supported(d, algo, g, x->type)) return unsupported("%s: algorithm %d does not support this configuration", call, algo);
+    *bytes = workspace(d, algo, g, x->type);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
+                                                      const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t y,
+                                                      cudnnConvolutionFwdAlgo_t algo, size_t *bytes) {
+    (void)h;
+    return ws_size("cudnnGetConvolutionForwardWorkspaceSize", FWD, (int)algo, x, w, cd, y, bytes);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
+                                                           const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t dx,
+                                                           cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
+    (void)h;
+    return ws_size("cudnnGetConvolutionBackwardDataWorkspaceSize", BWD_DATA, (int)algo, dx, w, cd, dy, bytes);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
+                                                             const cudnnConvolutionDescriptor_t cd, const cudnnFilterDescriptor_t dw,
+                                                             cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
+    (void)h;
+    return ws_size("cudnnGetConvolutionBackwardFilterWorkspaceSize", BWD_FILTER, (int)algo, x, dw, cd, dy, bytes);
+}
+
+/* ---- the convolutions ---- */
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+                                      const cudnnFilterDescriptor_t wd, const void *w, const cudnnConvolutionDescriptor_t cd,
+                                      cudnnConvolutionFwdAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
+                                      const cudnnTensorDescriptor_t yd, void *y) {
+    emu::Lock lock;
+    const char *call = "cudnnConvolutionForward";
+    Geo g;
+    size_t need = 0;
+    if (!h || !alpha || !beta) return bad("%s: NULL handle, alpha or beta", call);
+    cudnnStatus_t st = geometry(call, xd, wd, cd, yd, &g);
+    if (!st) st = check_algo(call, FWD, (int)algo, g, xd->type, ws, ws_bytes, &need);
+    if (st) return st;
+    need_device(call, "x", x, extent(*xd));
+    need_device(call, "w", w, extent(*wd));
+    need_device(call, "y", y, extent(*yd));
+    const TD X = *xd, Y = *yd;
+    const FD W = *wd;
+    const bool round = uses_tf32(*cd, xd->type);
+    const float a = scalar(alpha, xd->type), b = scalar(beta, xd->type);
+    emu::enqueue(h->stream, call, [=]() {
+        if (need) emu::poison(ws, need);
+        std::vector<float> xv = dense(X, x, round), wv = dense(W, w, round), yv((size_t)g.n * g.k * g.oh * g.ow);
+        conv_forward(g, xv, wv, yv);
+        blend(Y, y, yv, a, b);
+    });
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, const cudnnFilterDescriptor_t wd, const void *w,
+                                           const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cd,
+                                           cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
+                                           const cudnnTensorDescriptor_t dxd, void *dx) {
+    emu::Lock lock;
+    const char *call = "cudnnConvolutionBackwardData";
+    Geo g;
+    size_t need = 0;
+    if (!h || !alpha || !beta) return bad("%s: NULL handle, alpha or beta", call);
+    cudnnStatus_t st = geometry(call, dxd, wd, cd, dyd, &g);
+    if (!st) st = check_algo(call, BWD_DATA, (int)algo, g, dxd->type, ws, ws_bytes, &need);
+    if (st) return st;
+    need_device(call, "w", w, extent(*wd));
+    need_device(call, "dy", dy, extent(*dyd));
+    need_device(call, "dx", dx, extent(*dxd));
+    const TD DX = *dxd, DY = *dyd;
+    const FD W = *wd;
+    const bool round = uses_tf32(*cd, dxd->type);
+    const float a = scalar(alpha, dxd->type), b = scalar(beta, dxd->type);
+    emu::enqueue(h->stream, call, [=]() {
+        if (need) emu::poison(ws, need);
+        std::vector<float> dyv = dense(DY, dy, round), wv = dense(W, w, round), dxv((size_t)g.n * g.c * g.h * g.w);
+        conv_backward_data(g, dyv, wv, dxv);
+        blend(DX, dx, dxv, a, b);
+    });
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+                                             const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cd,
+                                             cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
+                                             const cudnnFilterDescriptor_t dwd, void *dw) {
+    emu::Lock lock;
+    const char *call = "cudnnConvolutionBackwardFilter";
+    Geo g;
+    size_t need = 0;
+    if (!h || !alpha || !beta) return bad("%s: NULL handle, alpha or beta", call);
+    cudnnStatus_t st = geometry(call, xd, dwd, cd, dyd, &g);
+    if (!st) st = check_algo(call, BWD_FILTER, (int)algo, g, xd->type, ws, ws_bytes, &need);
+    if (st) return st;
+    need_device(call, "x", x, extent(*xd));
+    need_device(call, "dy", dy, extent(*dyd));
+    need_device(call, "dw", dw, extent(*dwd));
+    const TD X = *xd, DY = *dyd;
+    const FD DW = *dwd;
+    const bool round = uses_tf32(*cd, xd->type);
+    const float a = scalar(alpha, xd->type), b = scalar(beta, xd->type);
+    emu::enqueue(h->stream, call, [=]() {
+        if (need) emu::poison(ws, need);
+        std::vector<float> xv = dense(X, x, round), dyv = dense(DY, dy, round), dwv((size_t)g.k * g.cg * g.r * g.s);
+        conv_backward_filter(g, xv, dyv, dwv);
+        blend(DW, dw, dwv, a, b);
+    });
+    return CUDNN_STATUS_SUCCESS;
+}
+
+} /* extern "C" */
+
+/* ---- batch normalisation (legacy, spatial) ---- */
+/* xDesc, yDesc of one data type (float, half or double: the legacy calls' types; bf16 is refused:
+ * the backend has batch norm kernels of its own for it), the scale/bias/mean/variance descriptor
+ * (1, C, 1, 1) in float (double for double data), epsilon >= CUDNN_BN_MIN_EPSILON. */
+static cudnnStatus_t bn_check(const char *call, cudnnBatchNormMode_t mode, const TD *x, const TD *y, const TD *p, double eps) {
+    if (!x || !y || !p || !x->set || !y->set || !p->set) return bad("%s: a descriptor is NULL or was never set", call);
+    if (mode != CUDNN_BATCHNORM_SPATIAL) return unsupported("%s: mode %d (the spatial mode is emulated)", call, (int)mode);
+    if (x->n != y->n || x->c != y->c || x->h != y->h || x->w != y->w)
+        return bad("%s: x is %dx%dx%dx%d, y %dx%dx%dx%d", call, x->n, x->c, x->h, x->w, y->n, y->c, y->h, y->w);
+    if (x->type != y->type) return bad("%s: x is %s, y %s", call, type_name(x->type), type_name(y->type));
+    if (x->type != CUDNN_DATA_FLOAT && x->type != CUDNN_DATA_HALF && x->type != CUDNN_DATA_DOUBLE)
+        return unsupported("%s: %s data", call, type_name(x->type));
+    if (p->n != 1 || p->c != x->c || p->h != 1 || p->w != 1)
+        return bad("%s: the parameter descriptor is %dx%dx%dx%d, want 1x%dx1x1", call, p->n, p->c, p->h, p->w, x->c);
+    if (p->type != (x->type == CUDNN_DATA_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT))
+        return bad("%s: the parameters are %s for %s data", call, type_name(p->type), type_name(x->type));
+    if (!(eps >= CUDNN_BN_MIN_EPSILON) || eps <= 0) return bad("%s: epsilon %g", call, eps);
+    if (x->n * x->h * x->w < 2 && strstr(call, "Training")) return bad("%s: one value per channel has no variance", call);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* per channel c: sum over n, h, w of f(n, c, h, w) in double, in order */
+template <typename F> static double channel_sum(const TD &d, int c, F f) {
+    double s = 0;
+    for (int n = 0; n < d.n; n++)
+        for (int h = 0; h < d.h; h++)
+            for (int w = 0; w < d.w; w++) s += f(at(d, n, c, h, w));
+    return s;
+}
+
+extern "C" {
+
+cudnnStatus_t cudnnBatchNormalizationForwardTraining(cudnnHandle_t h, cudnnBatchNormMode_t mode, const void *alpha, const void *beta,
+                                                     const cudnnTensorDescriptor_t xd, const void *x, const cudnnTensorDescriptor_t yd, void *y,
+                                                     const cudnnTensorDescriptor_t pd, const void *scale, const void *bias, double factor,
+                                                     void *run_mean, void *run_var, double eps, void *save_mean, void *save_invstd) {
+    emu::Lock lock;
+    const char *call = "cudnnBatchNormalizationForwardTraining";
+    if (!h || !alpha || !beta || !scale || !bias) return bad("%s: NULL argument", call);
+    cudnnStatus_t st = bn_check(call, mode, xd, yd, pd, eps);
+    if (st) return st;
+    if ((run_mean == nullptr) != (run_var == nullptr)) return bad("%s: one of the running averages is NULL, not both", call);
+    if ((save_mean == nullptr) != (save_invstd == nullptr)) return bad("%s: one of the saved statistics is NULL, not both", call);
+    const size_t pb = (size_t)xd->c * type_size(pd->type);
+    need_device(call, "x", x, extent(*xd));
+    need_device(call, "y", y, extent(*yd));
+    need_device(call, "scale", scale, pb);
+    need_device(call, "bias", bias, pb);
+    if (run_mean) need_device(call, "the running mean", run_mean, pb), need_device(call, "the running variance", run_var, pb);
+    if (save_mean) need_device(call, "the saved mean", save_mean, pb), need_device(call, "the saved inverse variance", save_invstd, pb);
+    const TD X = *xd, Y = *yd;
+    const cudnnDataType_t pt = pd->type;
+    const float a = scalar(alpha, xd->type), b = scalar(beta, xd->type);
+    emu::enqueue(h->stream, call, [=]() {
+        const double m = (double)X.n * X.h * X.w;
+#pragma omp parallel for schedule(static) if ((double)X.n * X.c * X.h * X.w > 65536)
+        for (int c = 0; c < X.c; c++) {
+            const double mean = channel_sum(X, c, [&](size_t i) { return (double)load(x, X.type, i); }) / m;
+            const double var = channel_sum(X, c, [&](size_t i) {
+                                   double d = load(x, X.type, i) - mean;
+                                   return d * d;
+                               }) / m;
+            const double invstd = 1.0 / sqrt(var + eps), g = load(scale, pt, (size_t)c), bb = load(bias, pt, (size_t)c);
+            for (int n = 0; n < X.n; n++)
+                for (int hh = 0; hh < X.h; hh++)
+                    for (int w = 0; w < X.w; w++) {
+                        const size_t xi = at(X, n, c, hh, w), yi = at(Y, n, c, hh, w);
+                        double v = a * (g * (load(x, X.type, xi) - mean) * invstd + bb);
+                        if (b != 0.0f) v += b * load(y, Y.type, yi);
+                        store(y, Y.type, yi, v);
+                    }
+            if (run_mean) { /* the running variance uses the unbiased variance (cuDNN's documentation) */
+                store(run_mean, pt, (size_t)c, (1 - factor) * load(run_mean, pt, (size_t)c) + factor * mean);
+                store(run_var, pt, (size_t)c, (1 - factor) * load(run_var, pt, (size_t)c) + factor * var * m / (m - 1));
+            }
+            if (save_mean) {
+                store(save_mean, pt, (size_t)c, mean);
+                store(save_invstd, pt, (size_t)c, invstd);
+            }
+        }
+    });
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardInference(cudnnHandle_t h, cudnnBatchNormMode_t mode, const void *alpha, const void *beta,
+                                                      const cudnnTensorDescriptor_t xd, const void *x, const cudnnTensorDescriptor_t yd, void *y,
+                                                      const cudnnTensorDescriptor_t pd, const void *scale, const void *bias,
+                                                      const void *est_mean, const void *est_var, double eps) {
+    emu::Lock lock;
+    const char *call = "cudnnBatchNormalizationForwardInference";
+    if (!h || !alpha || !beta || !scale || !bias || !est_mean || !est_var) return bad("%s: NULL argument", call);
+    cudnnStatus_t st = bn_check(call, mode, xd, yd, pd, eps);
+    if (st) return st;
+    const size_t pb = (size_t)xd->c * type_size(pd->type);
+    need_device(call, "x", x, extent(*xd));
+    need_device(call, "y", y, extent(*yd));
+    need_device(call, "scale", scale, pb);
+    need_device(call, "bias", bias, pb);
+    need_device(call, "the estimated mean", est_mean, pb);
+    need_device(call, "the estimated variance", est_var, pb);
+    const TD X = *xd, Y = *yd;
+    const cudnnDataType_t pt = pd->type;
+    const float a = scalar(alpha, xd->type), b = scalar(beta, xd->type);
+    emu::enqueue(h->stream, call, [=]() {
+#pragma omp parallel for schedule(static) if ((double)X.n * X.c * X.h * X.w > 65536)
+        for (int c = 0; c < X.c; c++) {
+            const double mean = load(est_mean, pt, (size_t)c), invstd = 1.0 / sqrt((double)load(est_var, pt, (size_t)c) + eps);
+            const double g = load(scale, pt, (size_t)c), bb = load(bias, pt, (size_t)c);
+            for (int n = 0; n < X.n; n++)
+                for (int hh = 0; hh < X.h; hh++)
+                    for (int w = 0; w < X.w; w++) {
+                        const size_t xi = at(X, n, c, hh, w), yi = at(Y, n, c, hh, w);
+                        double v = a * (g * (load(x, X.type, xi) - mean) * invstd + bb);
+                        if (b != 0.0f) v += b * load(y, Y.type, yi);
+                        store(y, Y.type, yi, v);
+                    }
+        }
+    });
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNormMode_t mode, const void *alpha_d, const void *beta_d,
+                                              const void *alpha_p, const void *beta_p, const cudnnTensorDescriptor_t xd, const void *x,
+                                              const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnTensorDescriptor_t dxd, void *dx,
+                                              const cudnnTensorDescriptor_t pd, const void *scale, void *dscale, void *dbias, double eps,
+                                              const void *saved_mean, const void *saved_invstd) {
+    emu::Lock lock;
+    const char *call = "cudnnBatchNormalizationBackward";
+    if (!h || !alpha_d || !beta_d || !alpha_p || !beta_p || !scale || !dscale || !dbias) return bad("%s: NULL argument", call);
+    cudnnStatus_t st = bn_check(call, mode, xd, dyd, pd, eps);
+    if (!st) st = bn_check(call, mode, xd, dxd, pd, eps);
+    if (st) return st;
+    if ((saved_mean == nullptr) != (saved_invstd == nullptr)) return bad("%s: one of the saved statistics is NULL, not both", call);
+    const size_t pb = (size_t)xd->c * type_size(pd->type);
+    need_device(call, "x", x, extent(*xd));
+    need_device(call, "dy", dy, extent(*dyd));
+    need_device(call, "dx", dx, extent(*dxd));
+    need_device(call, "scale", scale, pb);
+    need_device(call, "the scale's gradient", dscale, pb);
+    need_device(call, "the bias's gradient", dbias, pb);
+    if (saved_mean) need_device(call, "the saved mean", saved_mean, pb), need_device(call, "the saved inverse variance", saved_invstd, pb);
+    const TD X = *xd, DY = *dyd, DX = *dxd;
+    const cudnnDataType_t pt = pd->type;
+    const float ad = scalar(alpha_d, xd->type), bd = scalar(beta_d, xd->type), ap = scalar(alpha_p, xd->type), bp = scalar(beta_p, xd->type);
+    emu::enqueue(h->stream, call, [=]() {
+        const double m = (double)X.n * X.h * X.w;
+#pragma omp parallel for schedule(static) if ((double)X.n * X.c * X.h * X.w > 65536)
+        for (int c = 0; c < X.c; c++) {
+            double mean, invstd;
+            if (saved_mean) {
+                mean = load(saved_mean, pt, (size_t)c);
+                invstd = load(saved_invstd, pt, (size_t)c);
+            } else { /* recomputed from x */
+                mean = channel_sum(X, c, [&](size_t i) { return (double)load(x, X.type, i); }) / m;
+                const double var = channel_sum(X, c, [&](size_t i) {
+                                       double d = load(x, X.type, i) - mean;
+                                       return d * d;
+                                   }) / m;
+                invstd = 1.0 / sqrt(var + eps);
+            }
+            double sdy = 0, sdyx = 0;
+            for (int n = 0; n < X.n; n++)
+                for (int hh = 0; hh < X.h; hh++)
+                    for (int w = 0; w < X.w; w++) {
+                        const double d = load(dy, DY.type, at(DY, n, c, hh, w)), xh = (load(x, X.type, at(X, n, c, hh, w)) - mean) * invstd;
+                        sdy += d;
+                        sdyx += d * xh;
+                    }
+            const double g = load(scale, pt, (size_t)c);
+            for (int n = 0; n < X.n; n++)
+                for (int hh = 0; hh < X.h; hh++)
+                    for (int w = 0; w < X.w; w++) {
+                        const size_t di = at(DX, n, c, hh, w);
+                        const double xh = (load(x, X.type, at(X, n, c, hh, w)) - mean) * invstd;
+                        double v = ad * (g * invstd * (load(dy, DY.type, at(DY, n, c, hh, w)) - (sdy + xh * sdyx) / m));
+                        if (bd != 0.0f) v += bd * load(dx, DX.type, di);
+                        store(dx, DX.type, di, v);
+                    }
+            double ds = ap * sdyx, db = ap * sdy;
+            if (bp != 0.0f) ds += bp * load(dscale, pt, (size_t)c), db += bp * load(dbias, pt, (size_t)c);
+            store(dscale, pt, (size_t)c, ds);
+            store(dbias, pt, (size_t)c, db);
+        }
+    });
+    return CUDNN_STATUS_SUCCESS;
+}
+
+} /* extern "C" */

@@ -1,0 +1,176 @@
+/* device.h: CUDA's device programming model on the host, for the kernels of src/cuda/ compiled
+ * as host C++ in the emulated build (make GPU_EMU=1; src/cuda/common.h includes this after the
+ * toolkit's headers). A kernel is an ordinary function; LAUNCH (common.h) hands it, its grid and
+ * its arguments to emu_launch(), which queues the grid on the stream. When the stream runs it,
+ * the grid's blocks run one after another in a shuffled order, and each block's threads run as
+ * fibers in a shuffled order (kernel.cc): a thread runs until it finishes or waits at
+ * __syncthreads() or a warp intrinsic, and only then does another thread of its block run.
+ *
+ * What a kernel sees:
+ *   threadIdx, blockIdx, blockDim, gridDim, warpSize   the running thread's coordinates
+ *   __shared__                                         fixed-size shared memory: a static local,
+ *       one per kernel, refilled with the poison pattern before each block that uses it (the
+ *       build moves these statics into the section emu_shared: see the Makefile)
+ *   __syncthreads()                                    a block barrier; threads that reach
+ *       different barriers, or a barrier while others of the block have exited, are reported
+ *   __shfl_{down,up,xor}_sync, __shfl_sync, __syncwarp the warp's lanes meet as on the GPU
+ *   atomicAdd/Max/Min/Exch/CAS                         (blocks and threads never run at once)
+ *   __fadd_rn, __fmul_rn, rsqrtf, __expf, ...          with the GPU's rounding where it is exact
+ */
+#ifndef NVCNN_EMU_DEVICE_H
+#define NVCNN_EMU_DEVICE_H
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+/* ---- the running thread (set by kernel.cc before a thread runs or resumes) ---- */
+extern uint3 emu_threadIdx, emu_blockIdx;
+extern dim3 emu_blockDim, emu_gridDim;
+#define threadIdx emu_threadIdx
+#define blockIdx emu_blockIdx
+#define blockDim emu_blockDim
+#define gridDim emu_gridDim
+static const int warpSize = 32;
+
+#undef __shared__
+#define __shared__ static
+
+/* ---- barriers and warp exchange (kernel.cc) ---- */
+/* A block barrier. Never inlined (it is defined in kernel.cc): its return address tells the
+ * call sites apart, and the threads of a block must meet at the same one. */
+extern "C" void emu_syncthreads(void);
+#define __syncthreads() emu_syncthreads()
+
+namespace emu {
+enum ShflKind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR };
+/* The warp's lanes in `mask` exchange 8-byte values: returns the value of the lane that `kind`
+ * and `arg` select within segments of `width` lanes (the caller's own when out of range). */
+uint64_t warp_shuffle(unsigned mask, uint64_t value, ShflKind kind, int arg, int width);
+void warp_sync(unsigned mask);
+
+template <typename T> static inline T shfl(unsigned mask, T v, ShflKind kind, int arg, int width) {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__shfl_*_sync of this type");
+    uint64_t bits = 0;
+    memcpy(&bits, &v, sizeof v);
+    bits = warp_shuffle(mask, bits, kind, arg, width);
+    T out;
+    memcpy(&out, &bits, sizeof out);
+    return out;
+}
+} // namespace emu
+
+template <typename T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    return emu::shfl(mask, v, emu::SHFL_DOWN, (int)delta, width);
+}
+template <typename T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+    return emu::shfl(mask, v, emu::SHFL_UP, (int)delta, width);
+}
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    return emu::shfl(mask, v, emu::SHFL_XOR, lane_mask, width);
+}
+template <typename T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+    return emu::shfl(mask, v, emu::SHFL_IDX, src, width);
+}
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::warp_sync(mask); }
+
+/* ---- atomics: one thread of the device runs at a time ---- */
+template <typename T> static inline T atomicAdd(T *a, T v) {
+    T old = *a;
+    *a = old + v;
+    return old;
+}
+template <typename T> static inline T atomicMax(T *a, T v) {
+    T old = *a;
+    if (v > old) *a = v;
+    return old;
+}
+template <typename T> static inline T atomicMin(T *a, T v) {
+    T old = *a;
+    if (v < old) *a = v;
+    return old;
+}
+template <typename T> static inline T atomicExch(T *a, T v) {
+    T old = *a;
+    *a = v;
+    return old;
+}
+template <typename T> static inline T atomicCAS(T *a, T cmp, T v) {
+    T old = *a;
+    if (old == cmp) *a = v;
+    return old;
+}
+
+/* ---- arithmetic intrinsics ---- */
+/* _rn: IEEE round to nearest, never contracted into an FMA (volatile keeps the compiler from it) */
+static inline float __fadd_rn(float a, float b) {
+    volatile float r = a + b;
+    return r;
+}
+static inline float __fmul_rn(float a, float b) {
+    volatile float r = a * b;
+    return r;
+}
+static inline double __dadd_rn(double a, double b) {
+    volatile double r = a + b;
+    return r;
+}
+static inline double __dmul_rn(double a, double b) {
+    volatile double r = a * b;
+    return r;
+}
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
+static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+
+/* ---- launches ---- */
+namespace emu {
+/* Checks that a kernel's pointer argument can be reached from the device (NULL, device memory
+ * or pinned host memory); anything else ends the run naming the kernel and the argument. */
+void check_kernel_pointer(const char *kernel, int index, const void *p);
+/* Queues the grid on the stream (kernel.cc); a bad configuration sets the error that
+ * cudaGetLastError() returns and runs nothing, as on the GPU. */
+void launch(const char *kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t s, std::function<void()> thread_body);
+
+template <typename T> static inline void check_arg(const char *kernel, int index, const T &v) {
+    if constexpr (std::is_pointer<T>::value) check_kernel_pointer(kernel, index, (const void *)v);
+    (void)kernel, (void)index, (void)v;
+}
+template <typename Tuple, size_t... I> static inline void check_args(const char *kernel, const Tuple &t, std::index_sequence<I...>) {
+    (check_arg(kernel, (int)I + 1, std::get<I>(t)), ...);
+}
+} // namespace emu
+
+/* kernel<<<grid, block, shared, stream>>>(args...) is LAUNCH(kernel, grid, block, shared, stream,
+ * args...) (common.h), which here is emu_launcher(...)(args...): the call converts the arguments to
+ * the kernel's parameter types as a launch does (NULL to a pointer, int to size_t), they are copied
+ * now, and each thread of the grid calls the kernel with them. */
+template <typename... P> struct EmuLauncher {
+    const char *name;
+    void (*kernel)(P...);
+    dim3 grid, block;
+    size_t shared_bytes;
+    cudaStream_t stream;
+    void operator()(P... args) const {
+        auto t = std::make_shared<std::tuple<P...>>(args...);
+        emu::check_args(name, *t, std::index_sequence_for<P...>{});
+        void (*k)(P...) = kernel;
+        emu::launch(name, grid, block, shared_bytes, stream, [k, t]() { std::apply(k, *t); });
+    }
+};
+template <typename... P>
+static inline EmuLauncher<P...> emu_launcher(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes,
+                                             cudaStream_t stream) {
+    return EmuLauncher<P...>{name, kernel, grid, block, shared_bytes, stream};
+}
+
+#endif

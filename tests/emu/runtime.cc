@@ -1,0 +1,968 @@
+/* runtime.cc: the CUDA runtime API of the emulated device: devices, memory, streams and events,
+ * copies and errors (see emu.h and docs/gpu-emulation.md).
+ *
+ * Environment:
+ *   NVCNN_EMU_GPUS=N       devices on this node (default 2); CUDA_VISIBLE_DEVICES selects among them
+ *   NVCNN_EMU_MEM=SIZE     memory of each device (default 8G; K, M, G suffixes)
+ *   NVCNN_EMU_DRIVER=V     the driver's CUDA version (default 13000); older than the toolkit's
+ *                          runtime makes every call fail with cudaErrorInsufficientDriver
+ *   NVCNN_EMU_STREAMS=ORDER compute-first (default): streams that have run a kernel or a library
+ *                          computation run their work at once, the others (copies, NCCL) only
+ *                          when something waits for it; side-first: the reverse
+ *   NVCNN_EMU_SEED=N       seed of the block and thread orders (default 1)
+ *
+ * Memory: each cudaMalloc is a mapping of its own with a guard page before and after; the block
+ * ends as close to the trailing guard page as the 256-byte alignment allows, and the bytes around
+ * it are checked when it is freed. Fresh memory holds the poison pattern (0xFF bytes). A freed
+ * block becomes inaccessible (address space kept, memory returned), so a later access faults.
+ * A fault in a guard page or a freed block is reported with the allocation and the work that was
+ * running. Under AddressSanitizer (DEBUG=1) blocks come from malloc instead: ASan's redzones and
+ * quarantine do the same work with its own reports. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "emu.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+
+namespace emu {
+
+/* ---- diagnostics and configuration ---- */
+void fatal(const char *fmt, ...) {
+    char msg[1024], thr[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    running_thread(thr, sizeof thr);
+    const char *w = running();
+    fflush(stdout);
+    if (thr[0])
+        fprintf(stderr, "nvcnn emulated device: %s (in %s)\n", msg, thr);
+    else if (w)
+        fprintf(stderr, "nvcnn emulated device: %s (in %s)\n", msg, w);
+    else
+        fprintf(stderr, "nvcnn emulated device: %s\n", msg);
+    fflush(stderr);
+    _exit(1);
+}
+
+void reject(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "nvcnn emulated device: %s\n", msg);
+    fflush(stderr);
+}
+
+const char *env(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? v : nullptr;
+}
+
+static unsigned long long env_u64(const char *name, unsigned long long def) {
+    const char *v = env(name);
+    if (!v) return def;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end) fatal("%s=%s: want a non-negative integer", name, v);
+    return x;
+}
+
+uint64_t seed() {
+    static uint64_t s = env_u64("NVCNN_EMU_SEED", 1);
+    return s;
+}
+
+/* ---- the lock ---- */
+static std::recursive_mutex &api_mutex() {
+    static std::recursive_mutex m;
+    return m;
+}
+static void install_fault_handler();
+Lock::Lock() {
+    api_mutex().lock();
+    install_fault_handler();
+}
+Lock::~Lock() { api_mutex().unlock(); }
+
+/* ---- devices ---- */
+struct Config {
+    int physical = 2;            /* devices on the node */
+    std::vector<int> visible;    /* CUDA_VISIBLE_DEVICES: physical index of each visible device */
+    size_t mem = (size_t)8 << 30;
+    int driver = 13000;
+    bool side_first = false;
+};
+
+static size_t parse_size(const char *name, const char *v) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
+    if (errno || end == v || *end || !(x > 0)) fatal("%s=%s: want a size such as 8G, 512M or a number of bytes", name, v);
+    return (size_t)(x * mul);
+}
+
+static const Config &config() {
+    static Config *c = nullptr;
+    if (c) return *c;
+    c = new Config;
+    c->physical = (int)env_u64("NVCNN_EMU_GPUS", 2);
+    if (env("NVCNN_EMU_MEM")) c->mem = parse_size("NVCNN_EMU_MEM", env("NVCNN_EMU_MEM"));
+    c->driver = (int)env_u64("NVCNN_EMU_DRIVER", 13000);
+    if (const char *o = env("NVCNN_EMU_STREAMS")) {
+        if (strcmp(o, "side-first") == 0) c->side_first = true;
+        else if (strcmp(o, "compute-first") != 0) fatal("NVCNN_EMU_STREAMS=%s: want compute-first or side-first", o);
+    }
+    /* CUDA_VISIBLE_DEVICES: indexes up to the first invalid one; unset: all; set and empty: none */
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    if (!vis) {
+        for (int i = 0; i < c->physical; i++) c->visible.push_back(i);
+    } else {
+        std::string s(vis);
+        size_t at = 0;
+        while (at <= s.size() && !s.empty()) {
+            size_t comma = s.find(',', at);
+            std::string tok = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+            char *end;
+            long d = strtol(tok.c_str(), &end, 10);
+            if (tok.empty() || *end || d < 0 || d >= c->physical) break;
+            c->visible.push_back((int)d);
+            if (comma == std::string::npos) break;
+            at = comma + 1;
+        }
+    }
+    return *c;
+}
+
+static bool driver_ok() { return config().driver >= CUDART_VERSION; }
+
+static int current = -1; /* cudaSetDevice's device; -1: no context yet */
+static size_t used[64];  /* bytes allocated per visible device */
+
+static cudaError_t last_error = cudaSuccess;
+static cudaError_t ret(cudaError_t e) {
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
+void set_launch_error(cudaError_t e, const char *why) {
+    reject("%s", why);
+    last_error = e;
+}
+
+/* The calls that need a context: the device must have been chosen (gpu.h's rule; a real GPU
+ * would make one on device 0). */
+static cudaError_t need_context(const char *what) {
+    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    if (current < 0)
+        fatal("%s before cudaSetDevice: on a GPU this makes a context on device 0 of every process (gpu_select() must come first)",
+              what);
+    return cudaSuccess;
+}
+
+/* a context's own memory, which cudaMemGetInfo counts as used */
+static size_t context_bytes() {
+    size_t m = config().mem / 16;
+    return m < ((size_t)256 << 20) ? m : (size_t)256 << 20;
+}
+
+size_t mem_free() {
+    if (current < 0) return 0;
+    size_t u = used[current] + context_bytes();
+    return u < config().mem ? config().mem - u : 0;
+}
+
+/* ---- memory ---- */
+enum Kind { DEVICE, PINNED };
+struct Block {
+    char *map = nullptr; /* the mapping (guard pages included); NULL under ASan */
+    size_t map_len = 0;
+    char *base = nullptr;
+    size_t size = 0;
+    Kind kind = DEVICE;
+    int device = -1;
+    uint64_t serial = 0;
+    bool freed = false;
+};
+static std::map<uintptr_t, Block> blocks; /* by base: live and freed ones */
+static uint64_t serials;
+static const size_t kPage = 4096;
+
+void poison(void *p, size_t bytes) { memset(p, 0xff, bytes); }
+
+/* the live or freed block holding p (freed ones only if `freed`), or NULL */
+static Block *find_block(const void *p, bool freed) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = blocks.upper_bound(a);
+    while (it != blocks.begin()) {
+        --it;
+        Block &b = it->second;
+        uintptr_t lo = (uintptr_t)b.base, hi = lo + b.size;
+        if (a >= lo && a < hi && (freed || !b.freed)) return &b;
+        if (a >= lo) return nullptr; /* blocks do not nest */
+    }
+    return nullptr;
+}
+
+static bool in_range(const void *p, size_t bytes, bool pinned_ok) {
+    if (bytes == 0) return true;
+    Block *b = find_block(p, false);
+    if (!b || (b->kind == PINNED && !pinned_ok)) return false;
+    return (uintptr_t)p + bytes <= (uintptr_t)b->base + b->size;
+}
+bool is_device_range(const void *p, size_t bytes) { return in_range(p, bytes, false); }
+bool is_device_reachable(const void *p, size_t bytes) { return in_range(p, bytes, true); }
+
+void describe_pointer(const void *p, char *buf, size_t n) {
+    Block *b = find_block(p, true);
+    if (!b) {
+        snprintf(buf, n, "%p, which is not device memory (a host pointer?)", p);
+        return;
+    }
+    snprintf(buf, n, "%p, offset %zu of %s%s %zu-byte %s block #%llu", p, (size_t)((const char *)p - b->base), b->freed ? "a FREED" : "a",
+             "", b->size, b->kind == DEVICE ? "device" : "pinned host", (unsigned long long)b->serial);
+}
+
+static char *map_block(size_t size, Block *b) {
+    const size_t rounded = (size + 255) & ~(size_t)255;
+#if EMU_ASAN
+    void *p = nullptr;
+    if (posix_memalign(&p, 256, size ? size : 1)) return nullptr;
+    b->base = (char *)p;
+    (void)rounded;
+#else
+    const size_t data = (rounded + kPage - 1) & ~(kPage - 1);
+    b->map_len = data + 2 * kPage;
+    b->map = (char *)mmap(nullptr, b->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (b->map == MAP_FAILED) return nullptr;
+    mprotect(b->map, kPage, PROT_NONE);
+    mprotect(b->map + kPage + data, kPage, PROT_NONE);
+    b->base = b->map + kPage + data - rounded; /* the end as close to the guard page as alignment allows */
+    poison(b->map + kPage, data);               /* block and the bytes around it */
+#endif
+    b->size = size;
+    poison(b->base, size);
+    return b->base;
+}
+
+/* The bytes between a block's end and the next 256-byte boundary (before its trailing guard page)
+ * must keep the poison pattern: checked after every piece of stream work, which is then named as
+ * the one that wrote there. */
+static void check_tails(const char *after) {
+#if !EMU_ASAN
+    for (auto &kv : blocks) {
+        const Block &b = kv.second;
+        if (b.freed) continue;
+        const char *end = b.base + b.size, *stop = b.base + ((b.size + 255) & ~(size_t)255);
+        for (const char *q = end; q < stop; q++)
+            if ((unsigned char)*q != 0xff)
+                fatal("%s wrote %td bytes past the end of a %zu-byte %s block #%llu (out of bounds: on a GPU this may pass unseen)",
+                      after, q - end, b.size, b.kind == DEVICE ? "device" : "pinned host", (unsigned long long)b.serial);
+    }
+#else
+    (void)after;
+#endif
+}
+
+/* Checks the bytes around a block (they must still hold the poison pattern) and retires it. */
+static void unmap_block(Block *b) {
+#if EMU_ASAN
+    free(b->base);
+#else
+    const char *lo = b->map + kPage, *hi = b->map + b->map_len - kPage;
+    for (const char *q = lo; q < hi; q++) {
+        if (q == b->base) q += b->size;
+        if (q < hi && (unsigned char)*q != 0xff)
+            fatal("%s block #%llu of %zu bytes: byte %td %s it was changed (a write out of bounds)",
+                  b->kind == DEVICE ? "device" : "pinned host", (unsigned long long)b->serial, b->size,
+                  q < b->base ? b->base - q : q - (b->base + b->size), q < b->base ? "before it" : "after its end");
+    }
+    /* keep the addresses, return the memory: any later access faults */
+    mmap(b->map, b->map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+#endif
+    b->freed = true;
+}
+
+/* ---- faults ---- */
+#if !EMU_ASAN
+static void on_fault(int sig, siginfo_t *si, void *ctx) {
+    const uintptr_t a = (uintptr_t)si->si_addr;
+    const Block *hit = nullptr;
+    for (auto &kv : blocks) { /* the block whose mapping holds the address */
+        const Block &b = kv.second;
+        if (b.map && a >= (uintptr_t)b.map && a < (uintptr_t)b.map + b.map_len) {
+            hit = &b;
+            break;
+        }
+    }
+    if (!hit) { /* not ours: the default action */
+        signal(sig, SIG_DFL);
+        return;
+    }
+    int write = 0;
+#if defined(__x86_64__)
+    write = (int)((((ucontext_t *)ctx)->uc_mcontext.gregs[REG_ERR] >> 1) & 1);
+#else
+    (void)ctx;
+#endif
+    const uintptr_t lo = (uintptr_t)hit->base, hi = lo + hit->size;
+    char where[200];
+    if (hit->freed)
+        snprintf(where, sizeof where, "inside a FREED %zu-byte %s block #%llu (offset %zu)", hit->size,
+                 hit->kind == DEVICE ? "device" : "pinned host", (unsigned long long)hit->serial, (size_t)(a - lo));
+    else if (a >= hi)
+        snprintf(where, sizeof where, "%zu bytes past the end of a %zu-byte %s block #%llu", (size_t)(a - hi), hit->size,
+                 hit->kind == DEVICE ? "device" : "pinned host", (unsigned long long)hit->serial);
+    else
+        snprintf(where, sizeof where, "%zu bytes before the start of a %zu-byte %s block #%llu", (size_t)(lo - a), hit->size,
+                 hit->kind == DEVICE ? "device" : "pinned host", (unsigned long long)hit->serial);
+    if (!running())
+        fatal("illegal address: host code %s %p, %s", write ? "wrote" : "read", si->si_addr, where);
+    fatal("illegal address: %s %p, %s", write ? "write to" : "read of", si->si_addr, where);
+}
+#endif
+
+static void install_fault_handler() {
+#if !EMU_ASAN
+    static thread_local bool have_stack;
+    if (!have_stack) { /* faults on a fiber's exhausted stack need a stack of their own */
+        have_stack = true;
+        stack_t ss;
+        ss.ss_size = 64 * 1024;
+        ss.ss_sp = malloc(ss.ss_size);
+        ss.ss_flags = 0;
+        sigaltstack(&ss, nullptr);
+    }
+    static bool installed;
+    if (installed) return;
+    installed = true;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+#endif
+}
+
+/* ---- streams and events ---- */
+struct Op {
+    std::function<void()> run;
+    const char *what;
+    ::CUstream_st *wait_on = nullptr; /* run that stream up to wait_pos first */
+    uint64_t wait_pos = 0;
+};
+
+} // namespace emu
+
+struct CUstream_st {
+    std::deque<emu::Op> q;
+    uint64_t enq = 0, done = 0; /* positions: ops enqueued and run */
+    bool compute = false;       /* has run kernels or library computations */
+    bool nonblocking = false, destroyed = false, legacy = false, running = false;
+    int id = 0;
+};
+struct CUevent_st {
+    CUstream_st *s = nullptr; /* the stream and position of the last record */
+    uint64_t pos = 0;
+    uint64_t record = 0;      /* records so far */
+    bool timing = true, destroyed = false;
+    double t = 0;             /* when the last record ran */
+    uint64_t t_record = 0;    /* which record set t */
+};
+
+namespace emu {
+static CUstream_st legacy_stream;
+static std::vector<CUstream_st *> all_streams;
+static const char *running_what;
+
+const char *running() { return running_what; }
+
+static double now_s() {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static CUstream_st *stream_of(cudaStream_t s) {
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread) {
+        legacy_stream.legacy = true;
+        return &legacy_stream;
+    }
+    if (s->destroyed) fatal("use of a destroyed stream");
+    return s;
+}
+
+/* NVCNN_EMU_PROFILE=1: host seconds spent on each kind of stream work, printed at exit (where the
+ * emulation's time goes: a tool for keeping the tests fast, not a measure of a GPU). */
+static std::map<std::string, std::pair<double, long>> *profile;
+static void print_profile() {
+    std::vector<std::pair<double, std::string>> v;
+    double total = 0;
+    for (auto &kv : *profile) {
+        v.push_back({kv.second.first, kv.first});
+        total += kv.second.first;
+    }
+    std::sort(v.rbegin(), v.rend());
+    fprintf(stderr, "nvcnn emulated device: time per kind of work (host seconds, %.3f s in all)\n", total);
+    for (size_t i = 0; i < v.size() && i < 25; i++)
+        fprintf(stderr, "  %8.3f s %6ld x  %s\n", v[i].first, (*profile)[v[i].second].second, v[i].second.c_str());
+}
+
+static void run_until(CUstream_st *s, uint64_t pos) {
+    if (s->done >= pos) return;
+    if (s->running) fatal("stream %d waits for itself (a cycle of events)", s->id);
+    s->running = true;
+    while (s->done < pos) {
+        Op op = std::move(s->q.front());
+        s->q.pop_front();
+        if (op.wait_on) run_until(op.wait_on, op.wait_pos);
+        const char *outer = running_what;
+        running_what = op.what;
+        static const bool want_profile = env("NVCNN_EMU_PROFILE") != nullptr;
+        const double t0 = want_profile ? now_s() : 0;
+        if (op.run) op.run();
+        if (want_profile) {
+            if (!profile) {
+                profile = new std::map<std::string, std::pair<double, long>>;
+                atexit(print_profile);
+            }
+            auto &e = (*profile)[op.what];
+            e.first += now_s() - t0;
+            e.second++;
+        }
+        check_tails(op.what);
+        running_what = outer;
+        s->done++;
+    }
+    s->running = false;
+}
+
+static bool eager(const CUstream_st *s) {
+    if (s->legacy) return true;
+    return config().side_first ? !s->compute : s->compute;
+}
+
+static void push(CUstream_st *s, Op op, bool compute) {
+    if (s->legacy) /* the legacy default stream waits for every blocking stream's work */
+        for (CUstream_st *o : all_streams)
+            if (!o->nonblocking && !o->destroyed) run_until(o, o->enq);
+    if (compute) s->compute = true;
+    s->q.push_back(std::move(op));
+    s->enq++;
+    if (eager(s)) run_until(s, s->enq);
+}
+
+void enqueue(cudaStream_t st, const char *what, std::function<void()> work, bool compute) {
+    Lock lock;
+    Op op;
+    op.run = std::move(work);
+    op.what = what;
+    push(stream_of(st), std::move(op), compute);
+}
+
+void sync_stream(cudaStream_t st) {
+    Lock lock;
+    CUstream_st *s = stream_of(st);
+    run_until(s, s->enq);
+}
+
+static void sync_all() {
+    for (CUstream_st *o : all_streams)
+        if (!o->destroyed) run_until(o, o->enq);
+    run_until(&legacy_stream, legacy_stream.enq);
+}
+
+} // namespace emu
+
+using namespace emu;
+
+/* ======================================================================================== */
+/* The CUDA runtime API                                                                      */
+/* ======================================================================================== */
+extern "C" {
+
+cudaError_t cudaDriverGetVersion(int *v) {
+    Lock lock;
+    if (!v) return ret(cudaErrorInvalidValue);
+    *v = config().driver;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *v) {
+    if (!v) return ret(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    Lock lock;
+    if (!count) return ret(cudaErrorInvalidValue);
+    *count = 0;
+    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    *count = (int)config().visible.size();
+    return *count ? cudaSuccess : ret(cudaErrorNoDevice);
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
+    Lock lock;
+    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    if (!p) return ret(cudaErrorInvalidValue);
+    if (device < 0 || device >= (int)config().visible.size()) return ret(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "NVCNN emulated GPU %d", config().visible[(size_t)device]);
+    p->totalGlobalMem = config().mem;
+    p->sharedMemPerBlock = 48 * 1024;
+    p->regsPerBlock = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 132;
+    p->canMapHostMemory = 1;
+    p->unifiedAddressing = 1;
+    p->pciBusID = 0x10 + config().visible[(size_t)device];
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *buf, int len, int device) {
+    Lock lock;
+    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    if (!buf || len <= 0) return ret(cudaErrorInvalidValue);
+    if (device < 0 || device >= (int)config().visible.size()) return ret(cudaErrorInvalidDevice);
+    snprintf(buf, (size_t)len, "0000:%02x:00.0", 0x10 + config().visible[(size_t)device]);
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    Lock lock;
+    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    if (config().visible.empty()) return ret(cudaErrorNoDevice);
+    if (device < 0 || device >= (int)config().visible.size()) return ret(cudaErrorInvalidDevice);
+    current = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device) {
+    Lock lock;
+    if (!device) return ret(cudaErrorInvalidValue);
+    cudaError_t e = need_context("cudaGetDevice");
+    if (e) return e;
+    *device = current;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *fr, size_t *total) {
+    Lock lock;
+    cudaError_t e = need_context("cudaMemGetInfo");
+    if (e) return e;
+    if (fr) *fr = mem_free();
+    if (total) *total = config().mem;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t size) {
+    Lock lock;
+    cudaError_t e = need_context("cudaMalloc");
+    if (e) return e;
+    if (!p) return ret(cudaErrorInvalidValue);
+    *p = nullptr;
+    const size_t acct = (size + 511) & ~(size_t)511;
+    if (acct > mem_free()) return ret(cudaErrorMemoryAllocation);
+    Block b;
+    b.kind = DEVICE;
+    b.device = current;
+    b.serial = ++serials;
+    if (!map_block(size, &b)) return ret(cudaErrorMemoryAllocation);
+    used[current] += acct;
+    blocks[(uintptr_t)b.base] = b;
+    *p = b.base;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+    Lock lock;
+    if (!p) return cudaSuccess;
+    cudaError_t e = need_context("cudaFree");
+    if (e) return e;
+    sync_all(); /* cudaFree waits for the device */
+    auto it = blocks.find((uintptr_t)p);
+    if (it == blocks.end() || it->second.kind != DEVICE) {
+        char d[200];
+        describe_pointer(p, d, sizeof d);
+        reject("cudaFree(%s): not the start of a device allocation", d);
+        return ret(cudaErrorInvalidValue);
+    }
+    if (it->second.freed) fatal("cudaFree of device block #%llu, already freed", (unsigned long long)it->second.serial);
+    used[it->second.device] -= (it->second.size + 511) & ~(size_t)511;
+    unmap_block(&it->second);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags) {
+    Lock lock;
+    (void)flags;
+    cudaError_t e = need_context("cudaHostAlloc");
+    if (e) return e;
+    if (!p) return ret(cudaErrorInvalidValue);
+    Block b;
+    b.kind = PINNED;
+    b.serial = ++serials;
+    if (!map_block(size, &b)) return ret(cudaErrorMemoryAllocation);
+    blocks[(uintptr_t)b.base] = b;
+    *p = b.base;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **p, size_t size) { return cudaHostAlloc(p, size, cudaHostAllocDefault); }
+
+cudaError_t cudaFreeHost(void *p) {
+    Lock lock;
+    if (!p) return cudaSuccess;
+    sync_all();
+    auto it = blocks.find((uintptr_t)p);
+    if (it == blocks.end() || it->second.kind != PINNED || it->second.freed) {
+        reject("cudaFreeHost(%p): not a live pinned host allocation", p);
+        return ret(cudaErrorInvalidValue);
+    }
+    unmap_block(&it->second);
+    return cudaSuccess;
+}
+
+/* ---- copies ---- */
+static const char *kind_name(cudaMemcpyKind k) {
+    switch (k) {
+    case cudaMemcpyHostToHost: return "cudaMemcpyHostToHost";
+    case cudaMemcpyHostToDevice: return "cudaMemcpyHostToDevice";
+    case cudaMemcpyDeviceToHost: return "cudaMemcpyDeviceToHost";
+    case cudaMemcpyDeviceToDevice: return "cudaMemcpyDeviceToDevice";
+    default: return "cudaMemcpyDefault";
+    }
+}
+
+/* Validates one side of a copy: device memory where `device`, else host memory (which must not
+ * be device memory). *pinned: a pinned host block. */
+static bool copy_side(const char *call, const char *side, const void *p, size_t n, bool device, bool *pinned) {
+    char d[200];
+    *pinned = false;
+    if (device) {
+        if (is_device_range(p, n)) return true;
+        describe_pointer(p, d, sizeof d);
+        reject("%s: the %s %s (%zu bytes) is not inside one device allocation", call, side, d, n);
+        return false;
+    }
+    if (is_device_range(p, 1)) {
+        describe_pointer(p, d, sizeof d);
+        reject("%s: the %s should be host memory but is %s", call, side, d);
+        return false;
+    }
+    *pinned = is_device_reachable(p, n);
+    return true;
+}
+
+static cudaError_t memcpy_async(const char *call, void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t st,
+                                bool sync) {
+    cudaError_t e = need_context(call);
+    if (e) return e;
+    if (n == 0) return cudaSuccess;
+    if (kind == cudaMemcpyDefault) {
+        bool dd = is_device_range(dst, 1), sd = is_device_range(src, 1);
+        kind = sd ? (dd ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost) : (dd ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+    }
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDeviceToDevice) return ret(cudaErrorInvalidMemcpyDirection);
+    const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    char what[64];
+    snprintf(what, sizeof what, "%s", call);
+    bool dst_pinned, src_pinned;
+    if (!copy_side(kind_name(kind), "destination", dst, n, dst_dev, &dst_pinned) ||
+        !copy_side(kind_name(kind), "source", src, n, src_dev, &src_pinned))
+        return ret(cudaErrorInvalidValue);
+    CUstream_st *s = stream_of(st);
+    Op op;
+    op.what = kind == cudaMemcpyHostToDevice ? "cudaMemcpyAsync (host to device)"
+              : kind == cudaMemcpyDeviceToHost ? "cudaMemcpyAsync (device to host)"
+                                               : "cudaMemcpyAsync";
+    if (!src_dev && !src_pinned) {
+        /* pageable host memory is staged at the call: the caller may reuse it at once */
+        std::shared_ptr<std::vector<char>> copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
+        op.run = [dst, copy]() { memcpy(dst, copy->data(), copy->size()); };
+    } else {
+        /* device or pinned memory is read when the copy runs */
+        op.run = [dst, src, n]() { memmove(dst, src, n); };
+    }
+    push(s, std::move(op), false);
+    /* a copy into pageable host memory, and every cudaMemcpy, returns once it is done */
+    if (sync || (!dst_dev && !dst_pinned)) run_until(s, s->enq);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
+    Lock lock;
+    return memcpy_async("cudaMemcpyAsync", dst, src, n, kind, s, false);
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+    Lock lock;
+    return memcpy_async("cudaMemcpy", dst, src, n, kind, 0, true);
+}
+
+static cudaError_t memset_async(const char *call, void *p, int value, size_t n, cudaStream_t st, bool sync) {
+    cudaError_t e = need_context(call);
+    if (e) return e;
+    if (n == 0) return cudaSuccess;
+    if (!is_device_range(p, n)) {
+        char d[200];
+        describe_pointer(p, d, sizeof d);
+        reject("%s: %s (%zu bytes) is not inside one device allocation", call, d, n);
+        return ret(cudaErrorInvalidValue);
+    }
+    CUstream_st *s = stream_of(st);
+    Op op;
+    op.what = "cudaMemsetAsync";
+    op.run = [p, value, n]() { memset(p, value, n); };
+    push(s, std::move(op), false);
+    if (sync) run_until(s, s->enq);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
+    Lock lock;
+    return memset_async("cudaMemsetAsync", p, value, n, s, false);
+}
+
+cudaError_t cudaMemset(void *p, int value, size_t n) {
+    Lock lock;
+    return memset_async("cudaMemset", p, value, n, 0, true);
+}
+
+/* ---- streams ---- */
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *ps, unsigned int flags) {
+    Lock lock;
+    cudaError_t e = need_context("cudaStreamCreateWithFlags");
+    if (e) return e;
+    if (!ps || (flags & ~(unsigned)cudaStreamNonBlocking)) return ret(cudaErrorInvalidValue);
+    CUstream_st *s = new CUstream_st;
+    s->nonblocking = (flags & cudaStreamNonBlocking) != 0;
+    s->id = (int)all_streams.size() + 1;
+    all_streams.push_back(s);
+    *ps = s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *ps) { return cudaStreamCreateWithFlags(ps, cudaStreamDefault); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t st) {
+    Lock lock;
+    if (!st) return ret(cudaErrorInvalidResourceHandle);
+    CUstream_st *s = stream_of(st);
+    run_until(s, s->enq); /* its work completes, as on the GPU */
+    s->destroyed = true;  /* kept: events may still name it */
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+    Lock lock;
+    cudaError_t e = need_context("cudaStreamSynchronize");
+    if (e) return e;
+    CUstream_st *s = stream_of(st);
+    run_until(s, s->enq);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t st) {
+    Lock lock;
+    CUstream_st *s = stream_of(st);
+    if (s->done >= s->enq) return cudaSuccess;
+    run_until(s, s->done + 1); /* the device makes progress while the host asks */
+    return s->done >= s->enq ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    Lock lock;
+    cudaError_t e = need_context("cudaDeviceSynchronize");
+    if (e) return e;
+    sync_all();
+    return cudaSuccess;
+}
+
+/* ---- events ---- */
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *pe, unsigned int flags) {
+    Lock lock;
+    cudaError_t e = need_context("cudaEventCreateWithFlags");
+    if (e) return e;
+    if (!pe) return ret(cudaErrorInvalidValue);
+    CUevent_st *ev = new CUevent_st;
+    ev->timing = !(flags & cudaEventDisableTiming);
+    *pe = ev;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *pe) { return cudaEventCreateWithFlags(pe, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+    Lock lock;
+    if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    ev->destroyed = true; /* kept: queued work may still refer to it */
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
+    Lock lock;
+    cudaError_t e = need_context("cudaEventRecord");
+    if (e) return e;
+    if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    CUstream_st *s = stream_of(st);
+    const uint64_t rec = ++ev->record;
+    Op op;
+    op.what = "cudaEventRecord";
+    op.run = [ev, rec]() {
+        if (ev->record == rec) {
+            ev->t = now_s();
+            ev->t_record = rec;
+        }
+    };
+    ev->s = s;
+    ev->pos = s->enq + 1;
+    push(s, std::move(op), false);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int flags) {
+    Lock lock;
+    cudaError_t e = need_context("cudaStreamWaitEvent");
+    if (e) return e;
+    if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    if (flags) return ret(cudaErrorInvalidValue);
+    if (!ev->s) return cudaSuccess; /* never recorded: nothing to wait for */
+    CUstream_st *s = stream_of(st);
+    Op op;
+    op.what = "cudaStreamWaitEvent";
+    op.wait_on = ev->s;
+    op.wait_pos = ev->pos;
+    push(s, std::move(op), false);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+    Lock lock;
+    if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    if (ev->s) run_until(ev->s, ev->pos);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t ev) {
+    Lock lock;
+    if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    if (!ev->s || ev->s->done >= ev->pos) return cudaSuccess;
+    run_until(ev->s, ev->s->done + 1); /* the device makes progress while the host asks */
+    return ev->s->done >= ev->pos ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    Lock lock;
+    if (!ms) return ret(cudaErrorInvalidValue);
+    if (!a || !b || a->destroyed || b->destroyed || !a->s || !b->s) return ret(cudaErrorInvalidResourceHandle);
+    if (!a->timing || !b->timing) return ret(cudaErrorInvalidResourceHandle);
+    if (a->s->done < a->pos || b->s->done < b->pos || a->t_record != a->record || b->t_record != b->record)
+        return ret(cudaErrorNotReady);
+    *ms = (float)((b->t - a->t) * 1e3);
+    return cudaSuccess;
+}
+
+/* ---- errors ---- */
+cudaError_t cudaGetLastError(void) {
+    Lock lock;
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+    Lock lock;
+    return last_error;
+}
+
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    default: return "cudaErrorUnknown";
+    }
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInitializationError: return "initialization error";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    default: return "unknown error";
+    }
+}
+
+} /* extern "C" */
+
+/* ---- kernels' pointer arguments (device.h) ---- */
+namespace emu {
+void check_kernel_pointer(const char *kernel, int index, const void *p) {
+    if (!p) return;
+    Lock lock;
+    if (is_device_reachable(p, 1)) return;
+    /* one past the end of a block: a legal pointer value (an empty range) */
+    if (is_device_reachable((const char *)p - 1, 1)) return;
+    char d[200];
+    describe_pointer(p, d, sizeof d);
+    fatal("kernel %s: argument %d is %s: the device cannot reach it", kernel, index, d);
+}
+} // namespace emu
