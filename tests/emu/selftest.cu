@@ -1,0 +1,246 @@
+/* selftest.cu: kernels and stream sequences that the emulated device must run right, or must
+ * catch, for tests/test_emu.c. Written as any kernel of src/cuda/ (LAUNCH, __shared__,
+ * __syncthreads, __shfl_down_sync): compiled only in the emulated build (make GPU_EMU=1), whose
+ * rules for .cu files they follow. Each function selects device 0 first. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nccl.h>
+
+#include "cuda/common.h"
+
+extern "C" {
+#include "emu_selftest.h"
+#include "gpu.h"
+}
+
+/* ---- kernels ---- */
+/* out[block] = sum of a over the block's 256 elements: shuffles within warps, then shared memory */
+__global__ void k_st_reduce(const float *a, float *out) {
+    __shared__ float warp_sum[8];
+    float v = a[blockIdx.x * blockDim.x + threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) warp_sum[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0;
+        for (int w = 0; w < 8; w++) t += warp_sum[w];
+        out[blockIdx.x] = t;
+    }
+}
+
+/* out[i] = i + 1 (mod 256) read back through shared memory; `sync` 0 leaves out the barrier
+ * between the writes and the reads */
+__global__ void k_st_neighbour(float *out, int sync) {
+    __shared__ float s[256];
+    s[threadIdx.x] = (float)threadIdx.x;
+    if (sync) __syncthreads();
+    out[threadIdx.x] = s[(threadIdx.x + 1) % 256];
+}
+
+/* a barrier that the first 5 threads never reach */
+__global__ void k_st_divergent(float *out) {
+    if (threadIdx.x < 5) return;
+    __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+
+/* out[at + i] = 1 for each thread i */
+__global__ void k_st_write(float *out, int at) { out[at + (int)threadIdx.x] = 1.0f; }
+
+/* dst[i] = src[i] * 2 */
+__global__ void k_st_double(const float *src, float *dst, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) dst[i] = src[i] * 2.0f;
+}
+
+/* ---- what tests/test_emu.c calls ---- */
+extern "C" {
+
+int emu_st_reduce(double *max_err) {
+    gpu_select(0);
+    const int nb = 16, n = nb * 256;
+    float *h = (float *)malloc(n * sizeof(float)), got[16];
+    for (int i = 0; i < n; i++) h[i] = (float)((i * 7919) % 97) * 0.25f;
+    float *d, *o;
+    CUDA_CHECK(cudaMalloc((void **)&d, n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&o, nb * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    LAUNCH(k_st_reduce, nb, 256, 0, 0, d, o);
+    CUDA_CHECK(cudaMemcpy(got, o, sizeof got, cudaMemcpyDeviceToHost));
+    *max_err = 0;
+    for (int b = 0; b < nb; b++) {
+        double want = 0;
+        for (int i = 0; i < 256; i++) want += h[b * 256 + i];
+        *max_err = fmax(*max_err, fabs(got[b] - want));
+    }
+    cudaFree(d);
+    cudaFree(o);
+    free(h);
+    return nb;
+}
+
+int emu_st_neighbour(int sync) {
+    gpu_select(0);
+    float *o, h[256];
+    CUDA_CHECK(cudaMalloc((void **)&o, sizeof h));
+    LAUNCH(k_st_neighbour, 1, 256, 0, 0, o, sync);
+    CUDA_CHECK(cudaMemcpy(h, o, sizeof h, cudaMemcpyDeviceToHost));
+    cudaFree(o);
+    int wrong = 0;
+    for (int i = 0; i < 256; i++) wrong += h[i] != (float)((i + 1) % 256);
+    return wrong;
+}
+
+void emu_st_divergent_barrier(void) {
+    gpu_select(0);
+    float *o;
+    CUDA_CHECK(cudaMalloc((void **)&o, 64 * sizeof(float)));
+    LAUNCH(k_st_divergent, 1, 64, 0, 0, o);
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void emu_st_write_past_end(int at) {
+    gpu_select(0);
+    float *o;
+    CUDA_CHECK(cudaMalloc((void **)&o, 1000 * sizeof(float)));
+    LAUNCH(k_st_write, 1, 32, 0, 0, o, at); /* elements at .. at + 31 of 1000 */
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void emu_st_use_after_free(void) {
+    gpu_select(0);
+    float *a, *b;
+    CUDA_CHECK(cudaMalloc((void **)&a, 4096));
+    CUDA_CHECK(cudaMalloc((void **)&b, 4096));
+    CUDA_CHECK(cudaFree(a));
+    LAUNCH(k_st_double, 1, 32, 0, 0, b, a, 32); /* writes the freed block */
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void emu_st_host_pointer(void) {
+    gpu_select(0);
+    float *o, host[32];
+    CUDA_CHECK(cudaMalloc((void **)&o, sizeof host));
+    LAUNCH(k_st_double, 1, 32, 0, 0, host, o, 32);
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+int emu_st_fresh_memory_nan(void) {
+    gpu_select(0);
+    float *o, h[64];
+    CUDA_CHECK(cudaMalloc((void **)&o, sizeof h));
+    CUDA_CHECK(cudaMemcpy(h, o, sizeof h, cudaMemcpyDeviceToHost));
+    cudaFree(o);
+    int nan = 0;
+    for (int i = 0; i < 64; i++) nan += isnan(h[i]) != 0;
+    return nan;
+}
+
+int emu_st_bad_launch(void) {
+    gpu_select(0);
+    float *o;
+    CUDA_CHECK(cudaMalloc((void **)&o, 4096));
+    cudaGetLastError();
+    emu_launcher("k_st_write", k_st_write, 1, 2048, 0, 0)(o, 0); /* 2048 threads per block: too many */
+    int e = (int)cudaGetLastError();
+    cudaFree(o);
+    return e;
+}
+
+int emu_st_oom(size_t *free_bytes) {
+    gpu_select(0);
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    *free_bytes = fr;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, fr + ((size_t)1 << 20));
+    cudaGetLastError();
+    void *q = NULL;
+    cudaError_t f = cudaMalloc(&q, fr / 2); /* what is free can still be had */
+    if (q) cudaFree(q);
+    return e == cudaErrorMemoryAllocation && f == cudaSuccess && !p;
+}
+
+/* A copy stream fills `src` with 1..n from pinned host memory; the compute stream doubles it into
+ * dst, after cudaStreamWaitEvent when `wait`. Returns how many elements of dst are 2 x (i + 1): all
+ * of them with the wait; without it the compute stream runs first and sees the poison pattern. */
+int emu_st_stream_order(int wait) {
+    gpu_select(0);
+    const int n = 1024;
+    float *h = (float *)gpu_host_alloc(n * sizeof(float)), *src, *dst, *back = (float *)malloc(n * sizeof(float));
+    for (int i = 0; i < n; i++) h[i] = (float)(i + 1);
+    cudaStream_t copy, compute;
+    cudaEvent_t copied;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMalloc((void **)&src, n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&dst, n * sizeof(float)));
+    LAUNCH(k_st_double, 4, 256, 0, compute, src, dst, n); /* the compute stream has run a kernel */
+    CUDA_CHECK(cudaStreamSynchronize(compute));
+    CUDA_CHECK(cudaMemcpyAsync(src, h, n * sizeof(float), cudaMemcpyHostToDevice, copy));
+    CUDA_CHECK(cudaEventRecord(copied, copy));
+    if (wait) CUDA_CHECK(cudaStreamWaitEvent(compute, copied, 0));
+    LAUNCH(k_st_double, 4, 256, 0, compute, src, dst, n);
+    CUDA_CHECK(cudaMemcpyAsync(back, dst, n * sizeof(float), cudaMemcpyDeviceToHost, compute));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    int right = 0;
+    for (int i = 0; i < n; i++) right += back[i] == 2.0f * (float)(i + 1);
+    cudaFree(src);
+    cudaFree(dst);
+    gpu_host_free(h);
+    free(back);
+    cudaEventDestroy(copied);
+    cudaStreamDestroy(copy);
+    cudaStreamDestroy(compute);
+    return right;
+}
+
+/* An asynchronous copy from pinned memory reads the memory when it runs, not when it is queued:
+ * the host writes 7 after queuing a copy of 5, then waits; the device holds 7. */
+int emu_st_pinned_read_when_run(void) {
+    gpu_select(0);
+    float *h = (float *)gpu_host_alloc(sizeof(float)), *d, back = 0;
+    cudaStream_t copy;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMalloc((void **)&d, sizeof(float)));
+    *h = 5.0f;
+    CUDA_CHECK(cudaMemcpyAsync(d, h, sizeof(float), cudaMemcpyHostToDevice, copy));
+    *h = 7.0f; /* a race on a GPU: the copy may or may not have read the 5 */
+    CUDA_CHECK(cudaStreamSynchronize(copy));
+    CUDA_CHECK(cudaMemcpy(&back, d, sizeof(float), cudaMemcpyDeviceToHost));
+    cudaFree(d);
+    gpu_host_free(h);
+    cudaStreamDestroy(copy);
+    return (int)back;
+}
+
+} /* extern "C" */
+
+extern "C" int emu_st_nccl_average(const void *id, int rank, int nranks, float *out, int n) {
+    gpu_select(0);
+    ncclComm_t comm;
+    NCCL_CHECK(ncclCommInitRank(&comm, nranks, *(const ncclUniqueId *)id, rank));
+    float *h = (float *)malloc((size_t)n * sizeof(float)), *d;
+    for (int i = 0; i < n; i++) h[i] = (float)(rank + 1) * 0.1f + (float)i * 1e-3f;
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMalloc((void **)&d, (size_t)n * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d, h, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    NCCL_CHECK(ncclAllReduce(d, d, (size_t)n, ncclFloat, ncclAvg, comm, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaMemcpy(out, d, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    NCCL_CHECK(ncclCommDestroy(comm));
+    cudaFree(d);
+    cudaStreamDestroy(s);
+    free(h);
+    return 0;
+}
+
+extern "C" void emu_st_nccl_id(void *id) {
+    gpu_select(0);
+    NCCL_CHECK(ncclGetUniqueId((ncclUniqueId *)id));
+}
