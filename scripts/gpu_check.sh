@@ -129,7 +129,7 @@ stage_sanitize() {
     echo "|---|---:|---|---:|---:|"
   } >>"$W/sanitize.md"
   local t total=0 bad=0
-  for t in gpu_conv_matches_cpu gpu_bn_pool_reshape_match_cpu gpu_activations_match_cpu gpu_half_precision_layers_match_cpu \
+  for t in gpu_conv_matches_cpu gpu_bn_pool_reshape_match_cpu gpu_activations_match_cpu gpu_tf32_fp16_bf16_layers_match_cpu \
            gpu_dropout_mask_law_and_backward gpu_staged_batches_match_host_conversion; do
     local lim=$(( $(left) - 2 ))
     if [ "$lim" -lt 5 ]; then

@@ -25,7 +25,7 @@ TEST(gpu_sync_check_values_and_layer_wording) {
 TEST(gpu_sync_check_run) {
     if (tu_gpus() == 0) return;
     char *o = NULL;
-    int rc = th_run("NVCNN_SYNC_CHECK=1 ./nvcnn --model=lenet --device=gpu --batch_size=16 --num_batches=3 --display_every=1", &o);
+    int rc = th_run("NVCNN_SYNC_CHECK=1 ./nvcnn --model=lenet --device=gpu --batch_size=16 --num_batches=3 --display_every=1 --nstep_burnin=0", &o);
     CHECK_MSG(rc == 0 && o && strstr(o, "NVCNN_SYNC_CHECK=1: synchronising after every layer") && strstr(o, "Images/sec: "),
               "exit %d:\n%s", rc, o);
     free(o);

@@ -13,6 +13,7 @@
 #include "harness.h"
 #include "layers/priv.h"
 #include "models.h"
+#include "reduced.h"
 #include "testutil.h"
 #include "train.h"
 
@@ -364,23 +365,7 @@ static void forward_backward_small(const char *name) {
 TEST(models_forward_backward_lenet) { forward_backward_small("lenet"); }
 TEST(models_forward_backward_trivial) { forward_backward_small("trivial"); }
 
-/* ---- Reduced variants: the same model code on a small input with few channels ----
- * Every model is checked whole on a variant that is cheap to run: a small input (the smallest
- * that keeps the model's last feature map at 1x1 or 2x2) and the body's channel counts divided by
- * 16 (lenet 8; ResNeXt keeps 4-channel branches and has 2 of them instead of 32). */
-
-typedef struct Reduced {
-    const char *name;
-    int size, div;
-} Reduced;
-
-static const Reduced reduced[20] = {
-    {"trivial", 16, 1},     {"lenet", 28, 8},       {"alexnet", 67, 16},     {"overfeat", 71, 16},
-    {"googlenet", 64, 16},  {"vgg11", 32, 16},      {"vgg13", 32, 16},       {"vgg16", 32, 16},
-    {"vgg19", 32, 16},      {"resnet18", 64, 16},   {"resnet34", 64, 16},    {"resnet50", 64, 16},
-    {"resnet101", 64, 16},  {"resnet152", 64, 16},  {"resnext50", 64, 16},   {"resnext101", 64, 16},
-    {"resnext152", 64, 16}, {"inception3", 107, 16}, {"inception4", 107, 16}, {"inception-resnet2", 107, 16},
-};
+/* ---- Reduced variants: the same model code on a small input with few channels (reduced.h) ---- */
 
 static double loss_at(Net *net, uint64_t seed) {
     rng_seed(&net->rng, seed); /* the same dropout masks at every evaluation */
@@ -492,7 +477,7 @@ TEST(models_reduced_gradients_match_finite_differences) {
     int threads = omp_get_max_threads();
     omp_set_num_threads(1); /* as models_reduced_train_two_steps_cpu */
     double worst = 0;
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < REDUCED_COUNT; i++) {
         int checked;
         double e = reduced_gradcheck(&reduced[i], &checked);
         printf("    %-18s %2d tensors, max relative difference %.2e\n", reduced[i].name, checked, e);
@@ -568,7 +553,7 @@ static void reduced_train(const Reduced *rd) {
 TEST(models_reduced_train_two_steps_cpu) {
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    for (int i = 0; i < 20; i++) reduced_train(&reduced[i]);
+    for (int i = 0; i < REDUCED_COUNT; i++) reduced_train(&reduced[i]);
     omp_set_num_threads(threads);
 }
 
