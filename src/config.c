@@ -1,94 +1,134 @@
-/* config.c: flags (getopt_long: --flag=value and --flag value), defaults, validation. */
+/* config.c: flags (getopt_long: --flag=value and --flag value), defaults, validation: all from
+ * one table. */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models.h"
 #include "util.h"
 
-enum {
-    OPT_MODEL = 256, OPT_DATA_DIR, OPT_BATCH_SIZE, OPT_NUM_BATCHES, OPT_NUM_EPOCHS, OPT_DISPLAY_EVERY,
-    OPT_PRECISION, OPT_FP16, OPT_NO_FP16, OPT_DEVICE, OPT_NUM_GPUS, OPT_DATA_FORMAT, OPT_LOG_DIR, OPT_LEARNING_RATE,
-    OPT_MOMENTUM, OPT_NESTEROV, OPT_NO_NESTEROV, OPT_WEIGHT_DECAY, OPT_LR_DECAY_POLICY, OPT_LR_POLY_POWER,
-    OPT_LR_DECAY_EPOCHS, OPT_LR_DECAY_RATE, OPT_WARMUP_EPOCHS, OPT_LOSS_SCALE, OPT_LARC_ETA, OPT_LARC_MODE, OPT_EVAL,
-    OPT_NO_EVAL, OPT_FORWARD_ONLY, OPT_DISTORT_COLOR, OPT_INPUT_THREADS, OPT_SHUFFLE_BUFFER, OPT_SKIP_CORRUPT,
-    OPT_NUM_CLASSES, OPT_SEED, OPT_BURNIN, OPT_CROP_AREA_MIN, OPT_ALLREDUCE, OPT_BUCKET_MB, OPT_SAVE_INTERVAL,
-    OPT_SUMMARY_INTERVAL, OPT_VERBOSE, OPT_PRINT_LAYERS, OPT_CPU_IMPL, OPT_HELP
-};
+/* ---- the flag table ---------------------------------------------------------------------
+ * One row per spelling: the long name, nvcnn.py's one-letter name (-m, -b, -g) or 0, the parser
+ * (which also says whether the flag takes a value), the Config field it sets, the accepted range
+ * or choices, the default and the help text. Parsing, --help, --help=markdown (the README's flag
+ * table) and the header's "Cmd line args:" are all read from it: a new flag is one row here plus
+ * its field in Config. `init` is the default written as a command-line value: it goes through
+ * the row's parser before argv does. */
+typedef struct Flag Flag;
+typedef void (*FlagParse)(Config *cfg, const Flag *f, const char *v);
 
-/* One flag: its long name, its one-letter name (nvcnn.py's -m, -b, -g) or 0, whether it takes a
- * value, the default and the help text. --help and the README's flag table (--help=markdown)
- * are both printed from this list. */
-typedef struct FlagDoc {
-    int id;
+struct Flag {
     const char *name;
     char short_name;
-    int has_arg;
-    const char *def;
+    FlagParse parse;
+    int has_arg;          /* 0: none, 1: required, 2: optional (--help=markdown) */
+    size_t off;           /* the field: offsetof(Config, x); 0: none */
+    size_t size;          /* integers: the field's size (int, long, uint64_t) */
+    long ilo, ihi;        /* integers: the range */
+    double dlo, dhi;      /* numbers: the range */
+    int lo_open;          /* numbers: dlo itself excluded */
+    const char *choices;  /* "a|b|c": the field gets choice_base + the index */
+    int choice_base;
+    int set;              /* flags without a value: what they store */
+    const char *init;     /* the default as a value of the flag; NULL: the field starts at zero */
+    const char *def;      /* the default as --help shows it; NULL: init, or nothing */
     const char *help;
-} FlagDoc;
+};
 
-static const FlagDoc flags[] = {
-    {OPT_MODEL, "model", 'm', 1, "(required)", "model to train (see the list below)"},
-    {OPT_DATA_DIR, "data_dir", 0, 1, "(none: synthetic data)", "TFRecord shards train-* and validation-*"},
-    {OPT_BATCH_SIZE, "batch_size", 'b', 1, "64", "images per device per step"},
-    {OPT_NUM_BATCHES, "num_batches", 0, 1, "50", "steps to run"},
-    {OPT_NUM_BATCHES, "num_iter", 0, 1, "", "alias of --num_batches"},
-    {OPT_NUM_EPOCHS, "num_epochs", 0, 1, "(none)", "epochs to run (needs --data_dir; overrides --num_batches, as nvcnn.py)"},
-    {OPT_DISPLAY_EVERY, "display_every", 0, 1, "10", "print a row every N steps (and at the first and last step)"},
-    {OPT_PRECISION, "precision", 0, 1, "fp32", "fp32 | tf32 | fp16 | bf16 (the CPU backend: fp32 only)"},
-    {OPT_FP16, "fp16", 0, 0, "", "alias of --precision=fp16"},
-    {OPT_NO_FP16, "nofp16", 0, 0, "", "alias of --precision=fp32"},
-    {OPT_DEVICE, "device", 0, 1, "cpu (gpu: opt-in, see README)", "gpu | cpu"},
-    {OPT_NUM_GPUS, "num_gpus", 'g', 1, "1", "GPUs per process: 1 (run one process per GPU under mpirun or srun)"},
-    {OPT_DATA_FORMAT, "data_format", 0, 1, "NCHW", "layout of the activations: NCHW"},
-    {OPT_LOG_DIR, "log_dir", 0, 1, "(none)", "checkpoints, TensorBoard events and metrics.csv"},
-    {OPT_LEARNING_RATE, "learning_rate", 0, 1, "model default",
-     "alexnet 0.03, googlenet 0.04, vgg 0.02, inception3 0.2, inception4 and inception-resnet2 0.045, resnext 0.1, "
-     "resnet 1.0 x total batch / 1024, others 0.001"},
-    {OPT_MOMENTUM, "momentum", 0, 1, "0.9", "momentum of SGD"},
-    {OPT_NESTEROV, "nesterov", 0, 0, "on", "Nesterov momentum, as nvcnn.py"},
-    {OPT_NO_NESTEROV, "nonesterov", 0, 0, "", "plain (heavy-ball) momentum"},
-    {OPT_WEIGHT_DECAY, "weight_decay", 0, 1, "1e-4", "L2 weight decay added to the loss"},
-    {OPT_LR_DECAY_POLICY, "lr_decay_policy", 0, 1, "poly", "poly (to 0 at the end of the run) | step"},
-    {OPT_LR_POLY_POWER, "lr_poly_power", 0, 1, "2", "power of the polynomial decay"},
-    {OPT_LR_DECAY_EPOCHS, "lr_decay_epochs", 0, 1, "30", "step policy: epochs between decays"},
-    {OPT_LR_DECAY_RATE, "lr_decay_rate", 0, 1, "0.1", "step policy: factor per decay"},
-    {OPT_WARMUP_EPOCHS, "warmup_epochs", 0, 1, "0", "linear learning-rate warmup"},
-    {OPT_LOSS_SCALE, "loss_scale", 0, 1, "1; dynamic for fp16",
-     "N (static) or dynamic (from 65536: halved on overflow, doubled after 2000 good steps)"},
-    {OPT_LARC_ETA, "larc_eta", 0, 1, "(off)", "LARC trust coefficient"},
-    {OPT_LARC_MODE, "larc_mode", 0, 1, "clip", "clip | scale"},
-    {OPT_EVAL, "eval", 0, 0, "off", "evaluate the newest checkpoint of --log_dir on validation-*"},
-    {OPT_NO_EVAL, "noeval", 0, 0, "", "train (the opposite of --eval)"},
-    {OPT_FORWARD_ONLY, "forward_only", 0, 0, "off",
-     "inference benchmark: forward passes with batch norm in inference mode, no backward, no update"},
-    {OPT_DISTORT_COLOR, "distort_color", 0, 0, "off", "random brightness/saturation/hue/contrast"},
-    {OPT_CROP_AREA_MIN, "crop_area_min", 0, 1, "0.1", "smallest training crop, as a fraction of the image area (1: no crop)"},
-    {OPT_INPUT_THREADS, "input_threads", 0, 1, "cores / ranks per node", "decode workers"},
-    {OPT_SHUFFLE_BUFFER, "shuffle_buffer", 0, 1, "10000", "records in the shuffle buffer"},
-    {OPT_SKIP_CORRUPT, "skip_corrupt", 0, 0, "off", "skip and count corrupt records instead of exiting 4"},
-    {OPT_NUM_CLASSES, "num_classes", 0, 1, "1000", "classes of the final layer"},
-    {OPT_SEED, "seed", 0, 1, "1234", "seed of initialisation, data order and augmentation"},
-    {OPT_BURNIN, "nstep_burnin", 0, 1, "20", "steps left out of Images/sec"},
-    {OPT_BURNIN, "num_warmup_batches", 0, 1, "", "alias of --nstep_burnin"},
-    {OPT_ALLREDUCE, "allreduce", 0, 1, "nccl on GPU, mpi on CPU", "nccl (GPU backend, one GPU per rank) | mpi (also lets ranks share a GPU) | none (measurement only: replicas drift)"},
-    {OPT_BUCKET_MB, "bucket_mb", 0, 1, "25", "gradient allreduce bucket size in MiB"},
-    {OPT_SAVE_INTERVAL, "save_interval", 0, 1, "43200", "seconds between checkpoints"},
-    {OPT_SUMMARY_INTERVAL, "summary_interval", 0, 1, "3600",
-     "seconds between TensorBoard summaries (also written at the first and last step)"},
-    {OPT_VERBOSE, "verbose", 0, 0, "off", "every rank prints"},
-    {OPT_CPU_IMPL, "cpu_impl", 0, 1, "onednn where built, else reference",
-     "onednn | reference: the CPU backend's layers (oneDNN, or the hand-written reference)"},
-    {OPT_PRINT_LAYERS, "print_layers", 0, 0, "off", "print the layers: settings, shape, parameters, GFLOPs, inputs where it branches; modules as headings"},
-    {OPT_HELP, "help", 0, 0, "", "this help (--help=markdown: the flag table of the README)"},
+static void parse_str(Config *cfg, const Flag *f, const char *v);
+static void parse_path(Config *cfg, const Flag *f, const char *v);
+static void parse_int(Config *cfg, const Flag *f, const char *v);
+static void parse_num(Config *cfg, const Flag *f, const char *v);
+static void parse_choice(Config *cfg, const Flag *f, const char *v);
+static void parse_set(Config *cfg, const Flag *f, const char *v);
+static void parse_loss_scale(Config *cfg, const Flag *f, const char *v);
+static void parse_data_format(Config *cfg, const Flag *f, const char *v);
+static void parse_help(Config *cfg, const Flag *f, const char *v);
+
+#define FIELD(x) .off = offsetof(Config, x)
+#define STR(x) .parse = parse_str, .has_arg = 1, FIELD(x)
+#define PATH(x) .parse = parse_path, .has_arg = 1, FIELD(x)
+#define INT(x, lo, hi) .parse = parse_int, .has_arg = 1, FIELD(x), .size = sizeof(((Config *)0)->x), .ilo = (lo), .ihi = (hi)
+#define NUM(x, lo, hi) .parse = parse_num, .has_arg = 1, FIELD(x), .dlo = (lo), .dhi = (hi)
+#define POS(x, hi) NUM(x, 0, hi), .lo_open = 1 /* > 0 */
+#define CHOICE(x, list, base) .parse = parse_choice, .has_arg = 1, FIELD(x), .choices = (list), .choice_base = (base)
+#define SET(x, value) .parse = parse_set, FIELD(x), .set = (value)
+#define ON(x) SET(x, 1), .def = "off"
+
+static const Flag flags[] = {
+    {"model", 'm', STR(model), .def = "(required)", .help = "model to train (see the list below)"},
+    {"data_dir", 0, PATH(data_dir), .def = "(none: synthetic data)", .help = "TFRecord shards train-* and validation-*"},
+    {"batch_size", 'b', INT(batch_size, 1, 1 << 20), .init = "64", .help = "images per device per step"},
+    {"num_batches", 0, INT(num_batches, 1, LONG_MAX), .init = "50", .help = "steps to run"},
+    {"num_iter", 0, INT(num_batches, 1, LONG_MAX), .help = "alias of --num_batches"},
+    {"num_epochs", 0, POS(num_epochs, 1e9), .def = "(none)",
+     .help = "epochs to run (needs --data_dir; overrides --num_batches, as nvcnn.py)"},
+    {"display_every", 0, INT(display_every, 1, 1 << 30), .init = "10",
+     .help = "print a row every N steps (and at the first and last step)"},
+    {"precision", 0, CHOICE(precision, "fp32|tf32|fp16|bf16", PREC_FP32), .init = "fp32",
+     .help = "fp32 | tf32 | fp16 | bf16 (the CPU backend: fp32 only)"},
+    {"fp16", 0, SET(precision, PREC_FP16), .help = "alias of --precision=fp16"},
+    {"nofp16", 0, SET(precision, PREC_FP32), .help = "alias of --precision=fp32"},
+    {"device", 0, CHOICE(device, "cpu|gpu", DEVICE_CPU), .def = "cpu (gpu: opt-in, see README)", .help = "gpu | cpu"},
+    {"num_gpus", 'g', INT(num_gpus, 1, 4096), .init = "1",
+     .help = "GPUs per process: 1 (run one process per GPU under mpirun or srun)"},
+    {"data_format", 0, .parse = parse_data_format, .has_arg = 1, .choices = "NCHW|NHWC", .def = "NCHW",
+     .help = "layout of the activations: NCHW"},
+    {"log_dir", 0, PATH(log_dir), .def = "(none)", .help = "checkpoints, TensorBoard events and metrics.csv"},
+    {"learning_rate", 0, POS(learning_rate, 1e9), .def = "model default",
+     .help = "alexnet 0.03, googlenet 0.04, vgg 0.02, inception3 0.2, inception4 and inception-resnet2 0.045, resnext "
+             "0.1, resnet 1.0 x total batch / 1024, others 0.001"},
+    {"momentum", 0, NUM(momentum, 0, 1), .init = "0.9", .help = "momentum of SGD"},
+    {"nesterov", 0, SET(nesterov, 1), .init = "on", .help = "Nesterov momentum, as nvcnn.py"},
+    {"nonesterov", 0, SET(nesterov, 0), .help = "plain (heavy-ball) momentum"},
+    {"weight_decay", 0, NUM(weight_decay, 0, 1e9), .init = "1e-4", .help = "L2 weight decay added to the loss"},
+    {"lr_decay_policy", 0, CHOICE(lr_decay_policy, "poly|step", LR_POLY), .init = "poly",
+     .help = "poly (to 0 at the end of the run) | step"},
+    {"lr_poly_power", 0, NUM(lr_poly_power, 0, 1e9), .init = "2", .help = "power of the polynomial decay"},
+    {"lr_decay_epochs", 0, POS(lr_decay_epochs, 1e9), .init = "30", .help = "step policy: epochs between decays"},
+    {"lr_decay_rate", 0, POS(lr_decay_rate, 1), .init = "0.1", .help = "step policy: factor per decay"},
+    {"warmup_epochs", 0, NUM(warmup_epochs, 0, 1e9), .init = "0", .help = "linear learning-rate warmup"},
+    {"loss_scale", 0, .parse = parse_loss_scale, .has_arg = 1, FIELD(loss_scale), .init = "1", .def = "1; dynamic for fp16",
+     .help = "N (static) or dynamic (from 65536: halved on overflow, doubled after 2000 good steps)"},
+    {"larc_eta", 0, POS(larc_eta, 1e9), .def = "(off)", .help = "LARC trust coefficient"},
+    {"larc_mode", 0, CHOICE(larc_mode, "clip|scale", LARC_CLIP), .init = "clip", .help = "clip | scale"},
+    {"eval", 0, ON(eval), .help = "evaluate the newest checkpoint of --log_dir on validation-*"},
+    {"noeval", 0, SET(eval, 0), .help = "train (the opposite of --eval)"},
+    {"forward_only", 0, ON(forward_only),
+     .help = "inference benchmark: forward passes with batch norm in inference mode, no backward, no update"},
+    {"distort_color", 0, ON(distort_color), .help = "random brightness/saturation/hue/contrast"},
+    {"crop_area_min", 0, POS(crop_area_min, 1), .init = "0.1",
+     .help = "smallest training crop, as a fraction of the image area (1: no crop)"},
+    {"input_threads", 0, INT(input_threads, 1, 4096), .def = "cores / ranks per node", .help = "decode workers"},
+    {"shuffle_buffer", 0, INT(shuffle_buffer, 0, 1 << 30), .init = "10000", .help = "records in the shuffle buffer"},
+    {"skip_corrupt", 0, ON(skip_corrupt), .help = "skip and count corrupt records instead of exiting 4"},
+    {"num_classes", 0, INT(num_classes, 1, 1 << 24), .init = "1000", .help = "classes of the final layer"},
+    {"seed", 0, INT(seed, 0, LONG_MAX), .init = "1234", .help = "seed of initialisation, data order and augmentation"},
+    {"nstep_burnin", 0, INT(nstep_burnin, 0, 1 << 30), .init = "20", .help = "steps left out of Images/sec"},
+    {"num_warmup_batches", 0, INT(nstep_burnin, 0, 1 << 30), .help = "alias of --nstep_burnin"},
+    {"allreduce", 0, CHOICE(allreduce, "nccl|mpi|none", ALLREDUCE_NCCL), .def = "nccl on GPU, mpi on CPU",
+     .help = "nccl (GPU backend, one GPU per rank) | mpi (also lets ranks share a GPU) | none (measurement only: "
+             "replicas drift)"},
+    {"bucket_mb", 0, POS(bucket_mb, 1e6), .init = "25", .help = "gradient allreduce bucket size in MiB"},
+    {"save_interval", 0, INT(save_interval, 1, 1 << 30), .init = "43200", .help = "seconds between checkpoints"},
+    {"summary_interval", 0, INT(summary_interval, 0, 1 << 30), .init = "3600",
+     .help = "seconds between TensorBoard summaries (also written at the first and last step)"},
+    {"verbose", 0, ON(verbose), .help = "every rank prints"},
+    {"cpu_impl", 0, CHOICE(cpu_impl, "reference|onednn", CPU_IMPL_REFERENCE), .def = "onednn where built, else reference",
+     .help = "onednn | reference: the CPU backend's layers (oneDNN, or the hand-written reference)"},
+    {"print_layers", 0, ON(print_layers),
+     .help = "print the layers: settings, shape, parameters, GFLOPs, inputs where it branches; modules as headings"},
+    {"help", 'h', .parse = parse_help, .has_arg = 2,
+     .help = "this help (--help=markdown: the flag table of the README)"},
 };
 #define NFLAGS ((int)(sizeof flags / sizeof flags[0]))
+_Static_assert(offsetof(Config, args) == 0, "the flag table's field offset 0 means none");
 
 const char *precision_name(Precision p) {
     switch (p) {
@@ -99,11 +139,13 @@ const char *precision_name(Precision p) {
     }
 }
 
-static void flag_spelling(const FlagDoc *d, char *out, size_t len) {
+static const char *flag_default(const Flag *f) { return f->def ? f->def : f->init ? f->init : ""; }
+
+static void flag_spelling(const Flag *d, char *out, size_t len) {
     if (d->short_name)
-        snprintf(out, len, "-%c, --%s%s", d->short_name, d->name, d->has_arg ? "=V" : "");
+        snprintf(out, len, "-%c, --%s%s", d->short_name, d->name, d->has_arg == 1 ? "=V" : "");
     else
-        snprintf(out, len, "--%s%s", d->name, d->has_arg ? "=V" : "");
+        snprintf(out, len, "--%s%s", d->name, d->has_arg == 1 ? "=V" : "");
 }
 
 void config_print_usage(FILE *f) {
@@ -112,7 +154,7 @@ void config_print_usage(FILE *f) {
         char left[64];
         flag_spelling(&flags[i], left, sizeof left);
         fprintf(f, "  %-26s %s", left, flags[i].help);
-        if (flags[i].def[0]) fprintf(f, " [default: %s]", flags[i].def);
+        if (flag_default(&flags[i])[0]) fprintf(f, " [default: %s]", flag_default(&flags[i]));
         fputc('\n', f);
     }
     fprintf(f, "\nModels:\n");
@@ -136,12 +178,34 @@ void config_print_markdown(FILE *f) {
         char left[64];
         flag_spelling(&flags[i], left, sizeof left);
         fprintf(f, "| `%s` | ", left);
-        md_cell(f, flags[i].def);
+        md_cell(f, flag_default(&flags[i]));
         fputs(" | ", f);
         md_cell(f, flags[i].help);
         fputs(" |\n", f);
     }
 }
+
+void config_print_args(const Config *cfg, FILE *f) {
+    for (int i = 0; i < cfg->nargs; i++) {
+        const ConfigArg *a = &cfg->args[i];
+        if (a->value)
+            fprintf(f, "  --%s=%s\n", flags[a->flag].name, a->value);
+        else
+            fprintf(f, "  --%s\n", flags[a->flag].name);
+    }
+}
+
+int config_given(const Config *cfg, const void *field) {
+    for (int i = 0; i < cfg->nargs; i++) {
+        const Flag *f = &flags[cfg->args[i].flag];
+        if (f->off && (const char *)cfg + f->off == (const char *)field) return 1;
+    }
+    return 0;
+}
+
+/* ---- parsers ----------------------------------------------------------------------------- */
+
+static void *field_of(Config *cfg, const Flag *f) { return (char *)cfg + f->off; }
 
 static void bad_value(const char *flag, const char *value, const char *why) {
     die_code(EXIT_USAGE, "--%s=%s: %s", flag, value, why);
@@ -154,7 +218,7 @@ static long parse_long(const char *flag, const char *v, long lo, long hi) {
     if (errno || end == v || *end || !*v) bad_value(flag, v, "not an integer");
     if (x < lo || x > hi) {
         char why[96];
-        if (hi == __LONG_MAX__)
+        if (hi == LONG_MAX)
             snprintf(why, sizeof why, "must be >= %ld", lo);
         else
             snprintf(why, sizeof why, "must be in [%ld, %ld]", lo, hi);
@@ -176,17 +240,74 @@ static double parse_double(const char *flag, const char *v, double lo, double hi
     return x;
 }
 
-static int pick(const char *flag, const char *v, const char *const *names, int n) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(v, names[i]) == 0) return i;
-    char why[160] = "expected one of:";
-    for (int i = 0; i < n; i++) {
-        strncat(why, " ", sizeof why - strlen(why) - 1);
-        strncat(why, names[i], sizeof why - strlen(why) - 1);
+/* The index of v among the '|'-separated names, or exit 2 listing them. */
+static int pick(const char *flag, const char *v, const char *names) {
+    int i = 0;
+    for (const char *p = names;; i++) {
+        size_t len = strcspn(p, "|");
+        if (strlen(v) == len && strncmp(v, p, len) == 0) return i;
+        if (!p[len]) break;
+        p += len + 1;
     }
+    char why[160];
+    snprintf(why, sizeof why, "expected one of: %s", names);
+    for (char *q = why; *q; q++)
+        if (*q == '|') *q = ' ';
     bad_value(flag, v, why);
     return -1;
 }
+
+static void parse_str(Config *cfg, const Flag *f, const char *v) { *(const char **)field_of(cfg, f) = v; }
+
+static void parse_path(Config *cfg, const Flag *f, const char *v) {
+    if (!*v) bad_value(f->name, v, "empty path");
+    parse_str(cfg, f, v);
+}
+
+static void parse_int(Config *cfg, const Flag *f, const char *v) {
+    long x = parse_long(f->name, v, f->ilo, f->ihi);
+    if (f->size == sizeof(int))
+        *(int *)field_of(cfg, f) = (int)x;
+    else
+        *(int64_t *)field_of(cfg, f) = x; /* long, uint64_t */
+}
+
+static void parse_num(Config *cfg, const Flag *f, const char *v) {
+    *(double *)field_of(cfg, f) = parse_double(f->name, v, f->dlo, f->dhi, f->lo_open);
+}
+
+static void parse_choice(Config *cfg, const Flag *f, const char *v) {
+    *(int *)field_of(cfg, f) = f->choice_base + pick(f->name, v, f->choices);
+}
+
+static void parse_set(Config *cfg, const Flag *f, const char *v) {
+    (void)v;
+    *(int *)field_of(cfg, f) = f->set;
+}
+
+static void parse_loss_scale(Config *cfg, const Flag *f, const char *v) {
+    cfg->dynamic_loss_scale = strcmp(v, "dynamic") == 0;
+    cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 0, 1e30, 1);
+}
+
+static void parse_data_format(Config *cfg, const Flag *f, const char *v) {
+    (void)cfg;
+    if (pick(f->name, v, f->choices) == 1)
+        bad_value(f->name, v, "this version computes in NCHW only (NHWC is planned for the GPU backend's 16-bit path)");
+}
+
+static void parse_help(Config *cfg, const Flag *f, const char *v) {
+    (void)cfg;
+    if (v && strcmp(v, "markdown") == 0)
+        config_print_markdown(stdout);
+    else if (v)
+        bad_value(f->name, v, "expected --help or --help=markdown");
+    else
+        config_print_usage(stdout);
+    exit(0);
+}
+
+/* ---- the command line -------------------------------------------------------------------- */
 
 /* -g N / --num_gpus=N with N > 1: nvcnn.py drives N GPUs from one process; here each GPU has its
  * own process. One line with the equivalent command: the same flags under mpirun -np N. */
@@ -205,184 +326,24 @@ static void refuse_num_gpus(int n, int argc, char **argv) {
     die_code(EXIT_USAGE, "--num_gpus=%d: nvcnn runs one process per GPU; run: %s", n, cmd);
 }
 
-void config_parse(Config *cfg, int argc, char **argv) {
-    memset(cfg, 0, sizeof *cfg);
-    /* getopt_long permutes argv: keep the order as given for the header and -g's message */
-    char **argv_given = xmalloc((size_t)(argc + 1) * sizeof *argv_given);
-    memcpy(argv_given, argv, (size_t)(argc + 1) * sizeof *argv_given);
-    cfg->batch_size = 64;
-    cfg->display_every = 10;
-    cfg->learning_rate = -1;
-    cfg->momentum = 0.9;
-    cfg->nesterov = 1;
-    cfg->weight_decay = 1e-4;
-    cfg->lr_poly_power = 2;
-    cfg->lr_decay_epochs = 30;
-    cfg->lr_decay_rate = 0.1;
-    cfg->loss_scale = 1;
-    cfg->shuffle_buffer = 10000;
-    cfg->crop_area_min = 0.1;
-    cfg->summary_interval = 3600;
-    cfg->num_gpus = 1;
-    cfg->num_classes = 1000;
-    cfg->seed = 1234;
-    cfg->nstep_burnin = 20;
-    cfg->bucket_mb = 25;
-    cfg->save_interval = 43200;
-    cfg->argc = argc;
-    cfg->argv = argv_given;
+/* getopt_long's view of a flag it refused: exit 2 with one line. */
+static void refuse_flag(int c, char **argv) {
+    if (c == ':') die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value)", argv[optind - 1]);
+    const char *bad = argv[optind - 1];
+    if (optopt && optopt < 256 && bad && bad[0] == '-' && bad[1] != '-')
+        die_code(EXIT_USAGE, "unknown flag -%c (see --help)", optopt);
+    if (!bad) die_code(EXIT_USAGE, "unknown flag (see --help)");
+    const char *eq = strchr(bad, '=');
+    size_t len = eq ? (size_t)(eq - bad) : strlen(bad);
+    /* a known flag given a value it does not take, e.g. --eval=1 */
+    for (int i = 0; i < NFLAGS && eq && bad[0] == '-' && bad[1] == '-'; i++)
+        if (!flags[i].has_arg && strlen(flags[i].name) == len - 2 && strncmp(flags[i].name, bad + 2, len - 2) == 0)
+            die_code(EXIT_USAGE, "flag --%s takes no value (see --help)", flags[i].name);
+    die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)len, bad);
+}
 
-    struct option longopts[NFLAGS + 1];
-    char shorts[2 * NFLAGS + 2] = ":";
-    for (int i = 0; i < NFLAGS; i++) {
-        longopts[i].name = flags[i].name;
-        longopts[i].has_arg = flags[i].has_arg ? required_argument : no_argument;
-        if (flags[i].id == OPT_HELP) longopts[i].has_arg = optional_argument;
-        longopts[i].flag = NULL;
-        longopts[i].val = flags[i].id;
-        if (flags[i].short_name) {
-            size_t k = strlen(shorts);
-            shorts[k] = flags[i].short_name;
-            shorts[k + 1] = flags[i].has_arg ? ':' : '\0';
-            shorts[k + 2] = '\0';
-        }
-    }
-    memset(&longopts[NFLAGS], 0, sizeof longopts[NFLAGS]);
-
-    opterr = 0;
-    optind = 1;
-    int c, idx;
-    while ((idx = -1, c = getopt_long(argc, argv, shorts, longopts, &idx)) != -1) {
-        const char *v = optarg;
-        const char *name = "";
-        for (int i = 0; i < NFLAGS; i++) /* a one-letter flag: its long name, for messages */
-            if (c < 256 && c == flags[i].short_name) {
-                c = flags[i].id;
-                name = flags[i].name;
-            }
-        if (idx >= 0 && idx < NFLAGS) name = flags[idx].name;
-        switch (c) {
-        case OPT_MODEL: cfg->model = v; break;
-        case OPT_DATA_DIR:
-            if (!*v) bad_value(name, v, "empty path");
-            cfg->data_dir = v;
-            break;
-        case OPT_BATCH_SIZE: cfg->batch_size = (int)parse_long(name, v, 1, 1 << 20); break;
-        case OPT_NUM_BATCHES: cfg->num_batches = parse_long(name, v, 1, __LONG_MAX__); break;
-        case OPT_NUM_EPOCHS: cfg->num_epochs = parse_double(name, v, 0, 1e9, 1); break;
-        case OPT_DISPLAY_EVERY: cfg->display_every = (int)parse_long(name, v, 1, 1 << 30); break;
-        case OPT_PRECISION: {
-            static const char *const p[] = {"fp32", "tf32", "fp16", "bf16"};
-            cfg->precision = (Precision)pick(name, v, p, 4);
-            break;
-        }
-        case OPT_FP16: cfg->precision = PREC_FP16; break;
-        case OPT_NO_FP16: cfg->precision = PREC_FP32; break;
-        case OPT_NUM_GPUS: cfg->num_gpus = (int)parse_long(name, v, 1, 4096); break;
-        case OPT_DATA_FORMAT: {
-            static const char *const f[] = {"NCHW", "NHWC"};
-            if (pick(name, v, f, 2) == 1)
-                bad_value(name, v, "this version computes in NCHW only (NHWC is planned for the GPU backend's 16-bit path)");
-            break;
-        }
-        case OPT_DEVICE: {
-            static const char *const d[] = {"cpu", "gpu"};
-            cfg->device = pick(name, v, d, 2) == 0 ? DEVICE_CPU : DEVICE_GPU;
-            break;
-        }
-        case OPT_LOG_DIR:
-            if (!*v) bad_value(name, v, "empty path");
-            cfg->log_dir = v;
-            break;
-        case OPT_LEARNING_RATE:
-            cfg->learning_rate = parse_double(name, v, 0, 1e9, 1);
-            cfg->given_learning_rate = 1;
-            break;
-        case OPT_MOMENTUM: cfg->momentum = parse_double(name, v, 0, 1, 0); break;
-        case OPT_NESTEROV: cfg->nesterov = 1; break;
-        case OPT_NO_NESTEROV: cfg->nesterov = 0; break;
-        case OPT_WEIGHT_DECAY: cfg->weight_decay = parse_double(name, v, 0, 1e9, 0); break;
-        case OPT_LR_DECAY_POLICY: {
-            static const char *const p[] = {"poly", "step"};
-            cfg->lr_decay_policy = (LrPolicy)pick(name, v, p, 2);
-            break;
-        }
-        case OPT_LR_POLY_POWER: cfg->lr_poly_power = parse_double(name, v, 0, 1e9, 0); break;
-        case OPT_LR_DECAY_EPOCHS: cfg->lr_decay_epochs = parse_double(name, v, 0, 1e9, 1); break;
-        case OPT_LR_DECAY_RATE: cfg->lr_decay_rate = parse_double(name, v, 0, 1, 1); break;
-        case OPT_WARMUP_EPOCHS: cfg->warmup_epochs = parse_double(name, v, 0, 1e9, 0); break;
-        case OPT_LOSS_SCALE:
-            cfg->given_loss_scale = 1;
-            if (strcmp(v, "dynamic") == 0) {
-                cfg->dynamic_loss_scale = 1;
-                cfg->loss_scale = 65536;
-            } else {
-                cfg->dynamic_loss_scale = 0;
-                cfg->loss_scale = parse_double(name, v, 0, 1e30, 1);
-            }
-            break;
-        case OPT_LARC_ETA: cfg->larc_eta = parse_double(name, v, 0, 1e9, 1); break;
-        case OPT_LARC_MODE: {
-            static const char *const m[] = {"clip", "scale"};
-            cfg->larc_mode = (LarcMode)pick(name, v, m, 2);
-            cfg->given_larc_mode = 1;
-            break;
-        }
-        case OPT_EVAL: cfg->eval = 1; break;
-        case OPT_NO_EVAL: cfg->eval = 0; break;
-        case OPT_FORWARD_ONLY: cfg->forward_only = 1; break;
-        case OPT_SUMMARY_INTERVAL: cfg->summary_interval = (int)parse_long(name, v, 0, 1 << 30); break;
-        case OPT_DISTORT_COLOR: cfg->distort_color = 1; break;
-        case OPT_CROP_AREA_MIN: cfg->crop_area_min = parse_double(name, v, 0, 1, 1); break;
-        case OPT_INPUT_THREADS: cfg->input_threads = (int)parse_long(name, v, 1, 4096); break;
-        case OPT_SHUFFLE_BUFFER: cfg->shuffle_buffer = (int)parse_long(name, v, 0, 1 << 30); break;
-        case OPT_SKIP_CORRUPT: cfg->skip_corrupt = 1; break;
-        case OPT_NUM_CLASSES: cfg->num_classes = (int)parse_long(name, v, 1, 1 << 24); break;
-        case OPT_SEED: cfg->seed = (uint64_t)parse_long(name, v, 0, __LONG_MAX__); break;
-        case OPT_BURNIN: cfg->nstep_burnin = (int)parse_long(name, v, 0, 1 << 30); break;
-        case OPT_ALLREDUCE: {
-            static const char *const a[] = {"nccl", "mpi", "none"};
-            static const AllreduceKind k[] = {ALLREDUCE_NCCL, ALLREDUCE_MPI, ALLREDUCE_NONE};
-            cfg->allreduce = k[pick(name, v, a, 3)];
-            break;
-        }
-        case OPT_BUCKET_MB: cfg->bucket_mb = parse_double(name, v, 0, 1e6, 1); break;
-        case OPT_SAVE_INTERVAL: cfg->save_interval = (int)parse_long(name, v, 1, 1 << 30); break;
-        case OPT_VERBOSE: cfg->verbose = 1; break;
-        case OPT_PRINT_LAYERS: cfg->print_layers = 1; break;
-        case OPT_CPU_IMPL: {
-            static const char *const m[] = {"reference", "onednn"};
-            cfg->cpu_impl = pick(name, v, m, 2) == 0 ? CPU_IMPL_REFERENCE : CPU_IMPL_ONEDNN;
-            break;
-        }
-        case OPT_HELP:
-            if (v && strcmp(v, "markdown") == 0)
-                config_print_markdown(stdout);
-            else if (v)
-                bad_value(name, v, "expected --help or --help=markdown");
-            else
-                config_print_usage(stdout);
-            exit(0);
-        case ':':
-            die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value)", argv[optind - 1]);
-        case '?':
-        default: {
-            const char *bad = argv[optind - 1];
-            if (optopt && optopt < 256 && bad && bad[0] == '-' && bad[1] != '-')
-                die_code(EXIT_USAGE, "unknown flag -%c (see --help)", optopt);
-            if (!bad) die_code(EXIT_USAGE, "unknown flag (see --help)");
-            const char *eq = strchr(bad, '=');
-            size_t len = eq ? (size_t)(eq - bad) : strlen(bad);
-            /* a known flag given a value it does not take, e.g. --eval=1 */
-            for (int i = 0; i < NFLAGS && eq && bad[0] == '-' && bad[1] == '-'; i++)
-                if (!flags[i].has_arg && strlen(flags[i].name) == len - 2 && strncmp(flags[i].name, bad + 2, len - 2) == 0)
-                    die_code(EXIT_USAGE, "flag --%s takes no value (see --help)", flags[i].name);
-            die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)len, bad);
-        }
-        }
-    }
-    if (optind < argc) die_code(EXIT_USAGE, "unexpected argument '%s' (flags are --flag=value; see --help)", argv[optind]);
-    if (cfg->num_gpus > 1) refuse_num_gpus(cfg->num_gpus, argc, argv_given);
+/* The checks between flags, once all are read. */
+static void check_config(const Config *cfg) {
     if (!cfg->model) die_code(EXIT_USAGE, "--model is required; one of: %s", model_names());
     if (!model_find(cfg->model))
         die_code(EXIT_USAGE, "--model=%s: unknown model; valid models: %s", cfg->model, model_names());
@@ -391,4 +352,49 @@ void config_parse(Config *cfg, int argc, char **argv) {
                  cfg->num_epochs);
     if (cfg->eval && !cfg->data_dir) die_code(EXIT_USAGE, "--eval needs --data_dir with validation-* shards");
     if (cfg->eval && !cfg->log_dir) die_code(EXIT_USAGE, "--eval needs --log_dir holding a checkpoint");
+}
+
+void config_parse(Config *cfg, int argc, char **argv) {
+    memset(cfg, 0, sizeof *cfg);
+    for (int i = 0; i < NFLAGS; i++)
+        if (flags[i].init) flags[i].parse(cfg, &flags[i], flags[i].init);
+    /* getopt_long permutes argv: keep the order as given for -g's message */
+    char **argv_given = xmalloc((size_t)(argc + 1) * sizeof *argv_given);
+    memcpy(argv_given, argv, (size_t)(argc + 1) * sizeof *argv_given);
+    cfg->args = xcalloc((size_t)argc + 1, sizeof *cfg->args);
+
+    struct option longopts[NFLAGS + 1];
+    char shorts[2 * NFLAGS + 2] = ":";
+    for (int i = 0; i < NFLAGS; i++) {
+        const Flag *f = &flags[i];
+        longopts[i] = (struct option){f->name, f->has_arg == 2 ? optional_argument : f->has_arg ? required_argument : no_argument,
+                                      NULL, 256 + i};
+        if (f->short_name) {
+            size_t k = strlen(shorts);
+            shorts[k] = f->short_name;
+            shorts[k + 1] = f->has_arg == 1 ? ':' : '\0';
+            shorts[k + 2] = '\0';
+        }
+    }
+    memset(&longopts[NFLAGS], 0, sizeof longopts[NFLAGS]);
+
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
+        int row = c >= 256 && c < 256 + NFLAGS ? c - 256 : -1;
+        for (int i = 0; i < NFLAGS && row < 0; i++) /* a one-letter flag */
+            if (c == flags[i].short_name) row = i;
+        if (row < 0) refuse_flag(c, argv);
+        cfg->args[cfg->nargs++] = (ConfigArg){row, optarg};
+        flags[row].parse(cfg, &flags[row], optarg);
+    }
+    if (optind < argc) die_code(EXIT_USAGE, "unexpected argument '%s' (flags are --flag=value; see --help)", argv[optind]);
+    cfg->given_learning_rate = config_given(cfg, &cfg->learning_rate);
+    cfg->given_loss_scale = config_given(cfg, &cfg->loss_scale);
+    cfg->given_larc_mode = config_given(cfg, &cfg->larc_mode);
+    cfg->given_display_every = config_given(cfg, &cfg->display_every);
+    if (cfg->num_gpus > 1) refuse_num_gpus(cfg->num_gpus, argc, argv_given);
+    free(argv_given);
+    check_config(cfg);
 }

@@ -12,7 +12,18 @@ typedef enum { LARC_CLIP = 0, LARC_SCALE } LarcMode;
 typedef enum { CPU_IMPL_AUTO = 0, CPU_IMPL_REFERENCE, CPU_IMPL_ONEDNN } CpuImplKind;
 typedef enum { ALLREDUCE_AUTO = 0, ALLREDUCE_NCCL, ALLREDUCE_MPI, ALLREDUCE_NONE } AllreduceKind;
 
+/* A flag as given on the command line: its row in the flag table and its value (NULL for a flag
+ * that takes none). */
+typedef struct ConfigArg {
+    int flag;
+    const char *value;
+} ConfigArg;
+
 typedef struct Config {
+    /* The flags as given, in order (the header's "Cmd line args:"). First, so that no flag's field
+     * sits at offset 0 (the flag table's "no field"). */
+    ConfigArg *args;
+    int nargs;
     const char *model;
     const char *data_dir;      /* NULL: synthetic data */
     int batch_size;            /* per device */
@@ -22,7 +33,7 @@ typedef struct Config {
     Precision precision;
     DeviceKind device;
     const char *log_dir;       /* NULL: none */
-    double learning_rate;      /* < 0: model default */
+    double learning_rate;      /* 0: model default */
     double momentum;
     int nesterov;
     double weight_decay;
@@ -53,19 +64,23 @@ typedef struct Config {
     int summary_interval;      /* seconds between TensorBoard summaries */
     int num_gpus;              /* GPUs per process: only 1 (one process per GPU) */
     CpuImplKind cpu_impl;      /* AUTO: oneDNN where built */
-    /* The command line as given, for the header. */
-    int argc;
-    char **argv;
-    /* Which flags were given explicitly (for "not yet supported" checks). */
-    int given_larc_mode, given_loss_scale, given_learning_rate;
+    /* Which flags were given explicitly (config_given() answers for any field). */
+    int given_larc_mode, given_loss_scale, given_learning_rate, given_display_every;
 } Config;
 
-/* Parses argv into cfg. On --help prints usage and exits 0; on an unknown flag, a bad value or
- * an unknown model prints one "nvcnn: error: ..." line and exits 2. */
+/* Parses argv into cfg. On --help (-h) prints usage and exits 0; on an unknown flag, a bad value or
+ * an unknown model prints one "nvcnn: error: ..." line and exits 2. Every flag -- its spellings,
+ * its parser, its field, its default and its help -- is one row of the flag table in config.c:
+ * parsing, --help, --help=markdown and config_print_args all read that table. */
 void config_parse(Config *cfg, int argc, char **argv);
 void config_print_usage(FILE *f);
 /* The flag table of the README (markdown), from the same list as --help. */
 void config_print_markdown(FILE *f);
+/* The flags as given, one per line: "  --name=value" (a one-letter flag under its long name,
+ * -m lenet as --model=lenet; a flag without a value as --name), in the order given. */
+void config_print_args(const Config *cfg, FILE *f);
+/* 1 when a flag that sets `field` (a member of cfg, e.g. &cfg->display_every) was given. */
+int config_given(const Config *cfg, const void *field);
 const char *precision_name(Precision p);
 
 #endif

@@ -12,7 +12,7 @@
 void report_header(const Run *r, const Net *net) {
     const Config *c = &r->cfg;
     printf("Cmd line args:\n");
-    for (int i = 1; i < c->argc; i++) printf("  %s\n", c->argv[i]);
+    config_print_args(c, stdout);
     printf("Num ranks:   %d\n", r->dist.size);
     if (c->data_dir)
         printf("Num images:  %zu\n", r->nrecord);

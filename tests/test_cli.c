@@ -98,7 +98,9 @@ TEST(cli_synthetic_training_output_format) {
     /* the "--flag value" form, and the CPU fallback line when --device is not given */
     int rc = nv("--model lenet --batch_size 8 --num_batches 12 --display_every 5 --nstep_burnin 2", &o);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, o);
-    const char *order[] = {"using the CPU", "Cmd line args:\n  --model\n  lenet\n", "Num ranks:   1\n",
+    const char *order[] = {"using the CPU",
+                           "Cmd line args:\n  --model=lenet\n  --batch_size=8\n  --num_batches=12\n  --display_every=5\n"
+                           "  --nstep_burnin=2\nNum ranks:   1\n",
                            "Num images:  Synthetic\n", "Model:       lenet\n", "Parameters:  ",
                            "Batch size:  8 per device\n             8 total\n", "Devices:     cpu",
                            "Data format: NCHW\n", "Data type:   fp32\n", "Training\n",
@@ -180,6 +182,23 @@ TEST(cli_readme_flag_table_is_the_help) {
     free(h);
     free(readme);
     free(o);
+}
+
+/* "Cmd line args:" lists each flag once with its value as given, under its long name (one-letter
+ * flags and aliases included), in the order given; -h is --help. */
+TEST(cli_args_echo_one_line_per_flag_and_dash_h) {
+    char *o;
+    int rc = nv("-m trivial -b 2 --num_iter 3 --noeval -mtrivial --learning_rate 0.5 --nstep_burnin=1", &o);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, o);
+    CHECK_MSG(o && strstr(o, "Cmd line args:\n  --model=trivial\n  --batch_size=2\n  --num_iter=3\n  --noeval\n"
+                             "  --model=trivial\n  --learning_rate=0.5\n  --nstep_burnin=1\nNum ranks:"),
+              "%s", o);
+    free(o);
+    char *h = NULL;
+    CHECK(nv("-h", &o) == 0 && nv("--help", &h) == 0);
+    CHECK_MSG(o && h && strcmp(o, h) == 0 && strstr(o, "-h, --help"), "-h printed:\n%s", o);
+    free(o);
+    free(h);
 }
 
 /* nvcnn.py's spellings: -m, -b, -g 1, --noeval, --nofp16, --num_warmup_batches, --data_format */
