@@ -116,6 +116,9 @@ static const Flag flags[] = {
      .help = "nccl (GPU backend, one GPU per rank) | mpi (also lets ranks share a GPU) | none (measurement only: "
              "replicas drift)"},
     {"bucket_mb", 0, POS(bucket_mb, 1e6), .init = "25", .help = "gradient allreduce bucket size in MiB"},
+    {"cudnn_workspace_mb", 0, NUM(cudnn_workspace_mb, 0, 1 << 24), .init = "4096",
+     .help = "GPU backend: cuDNN's workspace at most this many MiB (each convolution takes the fastest algorithm within it "
+             "and the memory free), room left for cuBLAS and NCCL"},
     {"save_interval", 0, INT(save_interval, 1, 1 << 30), .init = "43200", .help = "seconds between checkpoints"},
     {"summary_interval", 0, INT(summary_interval, 0, 1 << 30), .init = "3600",
      .help = "seconds between TensorBoard summaries (also written at the first and last step)"},

@@ -57,6 +57,7 @@ typedef struct Config {
     int nstep_burnin;
     AllreduceKind allreduce;
     double bucket_mb;
+    double cudnn_workspace_mb; /* GPU backend: the cap of cuDNN's workspace */
     int save_interval;         /* seconds */
     int verbose;
     int print_layers;

@@ -153,7 +153,8 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
     if (!r->gpu) return NULL;
     char err[512];
     int oom = 0;
-    GpuNet *g = gpunet_new(net, r->gpu_device, (int)r->cfg.precision, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
+    GpuNet *g = gpunet_new(net, r->gpu_device, (int)r->cfg.precision, (size_t)(r->cfg.cudnn_workspace_mb * 1048576.0), err, sizeof err,
+                           &oom);
     if (!g) {
         if (oom) die_code(EXIT_OOM, "--model=%s --batch_size=%d does not fit on the GPU: %s", r->model->name, r->cfg.batch_size, err);
         die_code(EXIT_USAGE, "%s", err);

@@ -508,9 +508,19 @@ TEST(gpu_run_reports_its_search_and_workspace) {
     CHECK(measured == 32 && cached == 27 && skipped == 1);
     const char *l = o ? strstr(o, "cuDNN workspace: ") : NULL;
     double ws = -1, limit = -1;
-    CHECK_MSG(l && sscanf(l, "cuDNN workspace: %lf MiB (each algorithm the fastest within %lf GiB", &ws, &limit) == 2, "%s", o);
-    printf("    resnet18 bs2: cuDNN workspace %.1f MiB, limit %.2f GiB\n", ws, limit);
-    CHECK_MSG(ws >= 0 && ws / 1024 <= limit, "workspace %.1f MiB over the limit %.2f GiB", ws, limit);
+    CHECK_MSG(l && sscanf(l, "cuDNN workspace: %lf MiB (each algorithm the fastest within %lf MiB", &ws, &limit) == 2, "%s", o);
+    printf("    resnet18 bs2: cuDNN workspace %.1f MiB, limit %.1f MiB\n", ws, limit);
+    CHECK_MSG(ws >= 0 && ws <= limit, "workspace %.1f MiB over the limit %.1f MiB", ws, limit);
+    free(o);
+    /* --cudnn_workspace_mb caps it, and the plan line says so */
+    rc = th_run("./nvcnn --model=resnet18 --device=gpu --batch_size=2 --num_batches=1 --nstep_burnin=0 --cudnn_workspace_mb=2", &o);
+    l = o ? strstr(o, "cuDNN workspace: ") : NULL;
+    double cap = -1;
+    CHECK_MSG(rc == 0 && l && sscanf(l, "cuDNN workspace: %lf MiB (each algorithm the fastest within %lf MiB: the cap of %lf MiB", &ws, &limit,
+                                     &cap) == 3,
+              "exit %d:\n%s", rc, o);
+    printf("    resnet18 bs2, --cudnn_workspace_mb=2: cuDNN workspace %.1f MiB\n", ws);
+    CHECK_MSG(ws <= 2 && cap == 2 && limit <= 2, "workspace %.1f MiB, limit %.1f MiB, cap %.0f MiB", ws, limit, cap);
     free(o);
 }
 
