@@ -24,8 +24,9 @@
 #
 # Writes OUTDIR/summary.md (every table, each stage's status and wall time) and OUTDIR/log.txt
 # (everything the stages printed), prints the summary, and exits 0 even when checks fail: the
-# summary says which. Without a GPU it builds, says so in one line and exits 0. Usage errors
-# exit 2.
+# summary says which. Without a GPU it builds, says so in one line and exits 0. When NVIDIA's
+# driver sees GPUs that the CUDA runtime cannot use (a driver older than the build's CUDA needs),
+# it says so, naming the driver version needed, and exits 1. Usage errors exit 2.
 set -uo pipefail
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.." || exit 2

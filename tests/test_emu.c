@@ -79,6 +79,7 @@ TEST(emu_memory_launches_and_streams) {
     EMU_ONLY();
 #ifdef NVCNN_GPU_EMU
     setenv("NVCNN_EMU_MEM", "256M", 1); /* read at the emulator's first call: a device small enough to fill */
+    setenv("NVCNN_EMU_STREAMS", "compute-first", 1); /* the order the stream test below expects */
     CHECK_MSG(emu_st_fresh_memory_nan() == 64, "fresh device memory: %d of 64 NaN", emu_st_fresh_memory_nan());
     CHECK_MSG(emu_st_bad_launch() == 9 /* cudaErrorInvalidConfiguration */, "launch of 2048 threads: error %d", emu_st_bad_launch());
     size_t fr = 0;

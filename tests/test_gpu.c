@@ -162,6 +162,19 @@ TEST(gpu_conv_matches_cpu) {
     parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
 }
 
+/* cudnnFind* lists each algorithm once per math type. On the emulated device NVCNN_EMU_FIND=
+ * duplicates puts DEFAULT-math (TF32) copies of every algorithm ahead of the rest: a caller that asks
+ * for as many results as there are algorithms gets only those, none of which true fp32 may use. */
+TEST(gpu_conv_finds_fp32_algorithms_among_duplicates) {
+#ifdef NVCNN_GPU_EMU
+    setenv("NVCNN_EMU_FIND", "duplicates", 1);
+#endif
+    if (!have_gpu()) return;
+    parity("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same, PREC_FP32, 1e-4);
+    parity("conv 3x3 4 groups + bias", 2, 8, 9, 9, mk_conv_g4, PREC_FP32, 1e-4);
+    parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
+}
+
 /* Grouped convolutions (cuDNN's group count) and the weighted residual sum (Inception-ResNet). */
 TEST(gpu_grouped_conv_and_scaled_add_match_cpu) {
     if (!have_gpu()) return;

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# scripts/mutate_gpu.sh [OUTDIR]: shows that the GPU tests, run on the emulated CUDA device, catch
+# bugs. It copies the working tree to OUTDIR/tree (default /tmp/nvcnn-mutants), builds the
+# emulated device there (make GPU_EMU=1), checks that the GPU tests pass on the unchanged code,
+# then plants one defect at a time in the GPU backend (an exact text replacement that must match
+# once), rebuilds, and runs the GPU tests in a fixed order until one fails. The table it prints
+# (and writes to OUTDIR/mutants.md): each defect, the file, and the first test that caught it,
+# or "NOT CAUGHT". Exit status: 0 when every defect was caught, 1 otherwise.
+#   MUTANTS="name1 name2" runs some of them; TESTS="..." changes the tests (substrings, in order).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-/tmp/nvcnn-mutants}
+jobs=${JOBS:-$(nproc)}
+tree="$out/tree"
+mkdir -p "$out"
+rm -rf "$tree"
+mkdir -p "$tree"
+# the working tree as it is (uncommitted changes included), without builds or data
+tar -C . --exclude='./build*' --exclude=./.git --exclude=./data/fashion-mnist --exclude=./nvcnn --exclude=./nvcnn-mkrecords -cf - . |
+  tar -C "$tree" -xf -
+[ -d data/fashion-mnist ] && ln -s "$PWD/data/fashion-mnist" "$tree/data/fashion-mnist"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# The GPU tests, cheapest first: each mutant stops at the first that fails.
+TESTS=${TESTS:-"gpu_conv_matches_cpu gpu_conv_finds gpu_bn_pool_reshape gpu_activations gpu_grouped gpu_tf32_fp16_bf16 gpu_dropout
+gpu_staged gpu_training_steps_match_cpu gpu_larc gpu_fp16_dynamic dist_gpu_ranks gpu_every_model_trains_fp32
+gpu_every_model_trains_fp16 gpu_every_model_trains_bf16"}
+
+# name|file|text|replacement   (\n in text or replacement: a newline)
+read -r -d '' DEFECTS <<'EOF'
+find_too_few|src/cuda/conv.cu|CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CONVALGO_MAX, &got, r));|CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, r));
+index_off_by_one|src/cuda/concat.cu|j = s * chw_out + off + r;|j = s * chw_out + off + r + 1;
+missing_stream_wait|src/cuda/transfer.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->s, g->staged[slot], 0));\n|
+missing_copy_wait|src/cuda/transfer.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->xs, g->consumed[slot], 0));\n|
+missing_nccl_wait|src/cuda/allreduce.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->s, g->ev_done, 0));|
+arena_overlap|src/cuda/gpunet.cu|    g->grad_off = off;|    g->grad_off = off - align256(shape_count(net->node[net->nnode - 1].shape) * g->esize);
+descriptor_dimension|src/cuda/conv.cu|c->cout, c->cin / c->groups, c->kh, c->kw)|c->cout, c->cin / c->groups, c->kw, c->kh)
+descriptor_stride|src/cuda/conv.cu|padded ? 0 : c->pl, c->sh, c->sw, 1, 1|padded ? 0 : c->pl, c->sh, c->sh, 1, 1
+beta_one|src/cuda/conv.cu|(cudnnConvolutionFwdAlgo_t)p->algo[CONV_FWD], g->ws, g->ws_bytes, &zero,|(cudnnConvolutionFwdAlgo_t)p->algo[CONV_FWD], g->ws, g->ws_bytes, &one,
+half_cast|src/cuda/transfer.cu|static void host_to_storage(const GpuNet *g, const float *src, void *dst, size_t n) {\n    if (g->prec == PREC_FP16)|static void host_to_storage(const GpuNet *g, const float *src, void *dst, size_t n) {\n    if (g->prec != PREC_FP32)
+bf16_from_float|src/cuda/gpunet_internal.h|return __float2bfloat16_rn(v); }|return __float2bfloat16_rn(v * 1.01f); }
+missing_grad_memset|src/cuda/gpunet.cu|    CUDA_CHECK(cudaMemsetAsync(g->grads, 0, g->P * sizeof(float), g->s));\n|
+nccl_count|src/cuda/allreduce.cu|g->bhi[g->next] - g->blo[g->next], ncclFloat|g->bhi[g->next] - g->blo[g->next] - 1, ncclFloat
+not_unscaled|src/train.c|    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));\n|
+bias_channel|src/cuda/bias.cu|        int ch = (int)(plane % (size_t)c);|        int ch = (int)(plane % (size_t)c) % (c > 1 ? c - 1 : 1);
+syncthreads_missing|src/cuda/optim.cu|    s[threadIdx.x] = x;\n    __syncthreads();|    s[threadIdx.x] = x;
+EOF
+
+selected=${MUTANTS:-$(cut -d'|' -f1 <<<"$DEFECTS" | tr '\n' ' ')}
+
+build() { (cd "$tree" && make --no-print-directory -j"$jobs" GPU_EMU=1 emu >"$out/build.log" 2>&1); }
+
+# runs the tests in order; prints the first that fails, or nothing
+first_failure() {
+  local t line
+  for t in $TESTS; do
+    line=$(cd "$tree/build-emu/root" && NVCNN_BUILD="$tree/build-emu" timeout -k 5 900 ../run_tests "$t" </dev/null 2>&1 | tee -a "$out/run.log" | tail -n 1)
+    if ! grep -q ' 0 failed' <<<"$line"; then
+      echo "$t"
+      return
+    fi
+  done
+}
+
+# replace TEXT with REPL (both with \n for newlines) in FILE exactly once
+plant() {
+  python3 - "$tree/$1" "$2" "$3" <<'PY'
+import sys
+path, old, new = sys.argv[1], sys.argv[2].replace('\\n', '\n'), sys.argv[3].replace('\\n', '\n')
+s = open(path).read()
+n = s.count(old)
+if n != 1:
+    sys.exit(f"{path}: the text to replace occurs {n} times")
+open(path, 'w').write(s.replace(old, new))
+PY
+}
+
+echo "mutate_gpu: building the emulated device in $tree"
+if ! build; then echo "mutate_gpu: the unchanged tree does not build (see $out/build.log)" >&2; exit 2; fi
+: >"$out/run.log"
+base=$(first_failure)
+if [ -n "$base" ]; then echo "mutate_gpu: $base fails on the unchanged code (see $out/run.log)" >&2; exit 2; fi
+
+table="| defect | file | caught by |
+| --- | --- | --- |"
+missed=0
+# the defects come on fd 3: the tests (mpirun) would read stdin
+while IFS='|' read -r -u 3 name file text repl; do
+  [[ " $selected " == *" $name "* ]] || continue
+  cp "$tree/$file" "$out/saved"
+  if ! plant "$file" "$text" "$repl"; then
+    row="| $name | $file | the defect did not apply (the code changed?) |"
+    missed=1
+  elif ! build; then
+    row="| $name | $file | the build (it does not compile) |"
+  else
+    t=$(first_failure)
+    if [ -n "$t" ]; then row="| $name | $file | $t |"; else row="| $name | $file | NOT CAUGHT |"; missed=1; fi
+  fi
+  cp "$out/saved" "$tree/$file"
+  echo "$row"
+  table+=$'\n'"$row"
+done 3<<<"$DEFECTS"
+build
+echo "$table" >"$out/mutants.md"
+echo "mutate_gpu: table in $out/mutants.md"
+exit $missed
