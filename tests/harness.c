@@ -188,6 +188,18 @@ static void tail_print(const Tail *t) {
     free(s);
 }
 
+/* Runs test i here and writes its verdict to fd (failed checks, or the skip reason), as a child
+ * hands it to the runner. 0, or 1 if it could not be written. */
+static int th_run_and_send(int i, int fd) {
+    int verdict = th_run_here(i);
+    fflush(stdout);
+    fflush(stderr);
+    char msg[300];
+    int len = verdict == TH_SKIP ? snprintf(msg, sizeof msg, "S%s", th_skip_reason)
+                                 : snprintf(msg, sizeof msg, "%c%d", verdict == TH_FAIL ? 'F' : 'P', th_cur_failed);
+    return len > 0 && write(fd, msg, (size_t)len) != len;
+}
+
 /* The emulated build's folder (NVCNN_EMU, made absolute), or NULL. */
 static const char *th_emu_dir(void) {
     static char dir[4096];
@@ -247,14 +259,7 @@ static int th_run_child(int i, double limit, char *why, size_t whylen, Tail *tai
         dup2(out[1], 2);
         close(out[1]);
         if (emulated) th_exec_emulated(th_tests[i].name, res[1]);
-        int verdict = th_run_here(i);
-        fflush(stdout);
-        fflush(stderr);
-        char msg[300];
-        int len = verdict == TH_SKIP ? snprintf(msg, sizeof msg, "S%s", th_skip_reason)
-                                     : snprintf(msg, sizeof msg, "%c%d", verdict == TH_FAIL ? 'F' : 'P', th_cur_failed);
-        if (len > 0 && write(res[1], msg, (size_t)len) != len) _exit(1);
-        _exit(0);
+        _exit(th_run_and_send(i, res[1]));
     }
     setpgid(pid, pid); /* as the child does: whichever runs first */
     th_child_pgid = pid;
@@ -334,13 +339,7 @@ static int th_verdict_to_fd(const char *name, int fd) {
         fprintf(stderr, "run_tests: --verdict-fd needs the name of one test (%s: no such test)\n", name ? name : "none given");
         return 2;
     }
-    int verdict = th_run_here(i);
-    fflush(stdout);
-    fflush(stderr);
-    char msg[300];
-    int len = verdict == TH_SKIP ? snprintf(msg, sizeof msg, "S%s", th_skip_reason)
-                                 : snprintf(msg, sizeof msg, "%c%d", verdict == TH_FAIL ? 'F' : 'P', th_cur_failed);
-    if (len > 0 && write(fd, msg, (size_t)len) != len) return 1;
+    if (th_run_and_send(i, fd)) return 1;
     struct stat st;
     if (stat(th_tmp, &st) == 0) {
         char cmd[300];

@@ -371,6 +371,19 @@ TEST(gpu_training_steps_match_cpu) {
     steps_agree("lenet", 16, 5, PREC_BF16, 1, 1e-1);
 }
 
+/* Two random batches of NHWC bytes and labels for net's input, in pinned memory (gpu_host_free). */
+static void staged_batches(const Net *net, uint64_t seed, uint8_t *img[2], int32_t *lab[2]) {
+    const size_t nb = shape_count(net->node[net->input].shape);
+    Rng r;
+    rng_seed(&r, seed);
+    for (int k = 0; k < 2; k++) {
+        img[k] = gpu_host_alloc(nb);
+        lab[k] = gpu_host_alloc((size_t)net->batch * sizeof(int32_t));
+        for (size_t i = 0; i < nb; i++) img[k][i] = (uint8_t)rng_below(&r, 256);
+        for (int i = 0; i < net->batch; i++) lab[k][i] = (int32_t)rng_below(&r, 10);
+    }
+}
+
 /* The real-data path: two batches of bytes staged in the two slots, taken in either order, give
  * exactly the host's conversion (x / 127.5 - 1, NHWC -> NCHW) and the same loss as uploading the
  * host's floats. */
@@ -383,14 +396,7 @@ TEST(gpu_staged_batches_match_host_conversion) {
     size_t nb = shape_count(s);
     uint8_t *img[2];
     int32_t *lab[2];
-    Rng r;
-    rng_seed(&r, 8);
-    for (int k = 0; k < 2; k++) {
-        img[k] = gpu_host_alloc(nb);
-        lab[k] = gpu_host_alloc((size_t)B * sizeof(int32_t));
-        for (size_t i = 0; i < nb; i++) img[k][i] = (uint8_t)rng_below(&r, 256);
-        for (int i = 0; i < B; i++) lab[k][i] = (int32_t)rng_below(&r, 10);
-    }
+    staged_batches(net, 8, img, lab);
     char err[256];
     int oom;
     GpuNet *g = gpunet_new(net, 0, PREC_FP32, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
@@ -442,14 +448,7 @@ TEST(gpu_staged_slot_reused_only_after_its_batch_was_taken) {
     size_t nb = shape_count(s);
     uint8_t *img[2];
     int32_t *lab[2];
-    Rng r;
-    rng_seed(&r, 11);
-    for (int k = 0; k < 2; k++) {
-        img[k] = gpu_host_alloc(nb);
-        lab[k] = gpu_host_alloc((size_t)B * sizeof(int32_t));
-        for (size_t i = 0; i < nb; i++) img[k][i] = (uint8_t)rng_below(&r, 256);
-        for (int i = 0; i < B; i++) lab[k][i] = (int32_t)rng_below(&r, 10);
-    }
+    staged_batches(net, 11, img, lab);
     char err[256];
     int oom;
     GpuNet *g = gpunet_new(net, 0, PREC_FP32, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);

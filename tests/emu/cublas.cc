@@ -26,16 +26,6 @@ struct cublasContext {
 
 namespace {
 
-/* fp32 -> TF32: keep 10 explicit mantissa bits, rounding to nearest even (NaN and inf kept). */
-float tf32(float v) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    if ((u & 0x7f800000u) == 0x7f800000u) return v;
-    u += 0xfffu + ((u >> 13) & 1u);
-    u &= 0xffffe000u;
-    memcpy(&v, &u, 4);
-    return v;
-}
 
 float load(const void *p, cudaDataType_t t, size_t i) {
     switch (t) {
@@ -63,7 +53,7 @@ std::vector<float> unpack(const void *x, cudaDataType_t t, cublasOperation_t op,
         for (int i = 0; i < rows; i++) {
             size_t at = op == CUBLAS_OP_N ? (size_t)i + (size_t)j * ld : (size_t)j + (size_t)i * ld;
             float v = load(x, t, at);
-            out[(size_t)i + (size_t)j * rows] = round ? tf32(v) : v;
+            out[(size_t)i + (size_t)j * rows] = round ? emu::tf32(v) : v;
         }
     return out;
 }

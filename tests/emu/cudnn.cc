@@ -140,16 +140,6 @@ void store(void *p, cudnnDataType_t t, size_t i, double v) {
     }
 }
 
-/* fp32 -> TF32: 10 explicit mantissa bits, round to nearest even (NaN and inf kept) */
-float tf32(float v) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    if ((u & 0x7f800000u) == 0x7f800000u) return v;
-    u += 0xfffu + ((u >> 13) & 1u);
-    u &= 0xffffe000u;
-    memcpy(&v, &u, 4);
-    return v;
-}
 
 /* the element (n, c, h, w) of a described tensor */
 size_t at(const TD &d, int n, int c, int h, int w) { return (size_t)n * d.ns + (size_t)c * d.cs + (size_t)h * d.hs + (size_t)w * d.ws; }
@@ -167,7 +157,7 @@ std::vector<float> dense(const TD &d, const void *p, bool round) {
             for (int h = 0; h < d.h; h++)
                 for (int w = 0; w < d.w; w++, i++) {
                     float v = load(p, d.type, at(d, n, c, h, w));
-                    out[i] = round ? tf32(v) : v;
+                    out[i] = round ? emu::tf32(v) : v;
                 }
     return out;
 }
@@ -182,7 +172,7 @@ std::vector<float> dense(const FD &f, const void *p, bool round) {
                 for (int w = 0; w < f.w; w++, i++) {
                     size_t a = f.format == CUDNN_TENSOR_NHWC ? (((size_t)k * f.h + h) * f.w + w) * f.c + c : i;
                     float v = load(p, f.type, a);
-                    out[i] = round ? tf32(v) : v;
+                    out[i] = round ? emu::tf32(v) : v;
                 }
     return out;
 }
@@ -713,7 +703,7 @@ cudnnStatus_t cudnnGetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnM
 
 cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t x,
                                                     const cudnnFilterDescriptor_t w, int *n, int *c, int *h, int *wo) {
-    Geo g;
+    Geo g{};
     cudnnStatus_t st = geometry("cudnnGetConvolution2dForwardOutputDim", x, w, cd, nullptr, &g);
     if (st) return st;
     *n = g.n, *c = g.k, *h = g.oh, *wo = g.ow;
@@ -721,50 +711,45 @@ cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescri
 }
 
 /* ---- Find and workspaces ---- */
+} /* extern "C" */
+
+/* Find (synchronous: it runs the algorithms, so it waits for the stream first). */
+template <typename Perf>
+static cudnnStatus_t find_call(const char *call, Dir d, cudnnHandle_t h, const TD *x, const FD *w, const CD *cd, const TD *y, int requested,
+                               int *returned, Perf *perf) {
+    emu::Lock lock;
+    Geo g{};
+    if (!h || !returned || !perf || requested <= 0) return bad("%s: NULL argument or count %d", call, requested);
+    cudnnStatus_t st = geometry(call, x, w, cd, y, &g);
+    if (st) return st;
+    emu::sync_stream(h->stream);
+    report(find(d, g, *cd, x->type), requested, returned, perf);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+extern "C" {
+
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
                                                    const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t y, const int requested,
                                                    int *returned, cudnnConvolutionFwdAlgoPerf_t *perf) {
-    emu::Lock lock;
-    Geo g;
-    if (!h || !returned || !perf || requested <= 0) return bad("cudnnFindConvolutionForwardAlgorithm: NULL argument or count %d", requested);
-    cudnnStatus_t st = geometry("cudnnFindConvolutionForwardAlgorithm", x, w, cd, y, &g);
-    if (st) return st;
-    emu::sync_stream(h->stream); /* Find runs the algorithms: it waits for the stream */
-    report(find(FWD, g, *cd, x->type), requested, returned, perf);
-    return CUDNN_STATUS_SUCCESS;
+    return find_call("cudnnFindConvolutionForwardAlgorithm", FWD, h, x, w, cd, y, requested, returned, perf);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
                                                         const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t dx,
                                                         const int requested, int *returned, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
-    emu::Lock lock;
-    Geo g;
-    if (!h || !returned || !perf || requested <= 0)
-        return bad("cudnnFindConvolutionBackwardDataAlgorithm: NULL argument or count %d", requested);
-    cudnnStatus_t st = geometry("cudnnFindConvolutionBackwardDataAlgorithm", dx, w, cd, dy, &g);
-    if (st) return st;
-    emu::sync_stream(h->stream);
-    report(find(BWD_DATA, g, *cd, dx->type), requested, returned, perf);
-    return CUDNN_STATUS_SUCCESS;
+    return find_call("cudnnFindConvolutionBackwardDataAlgorithm", BWD_DATA, h, dx, w, cd, dy, requested, returned, perf);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                           const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t cd,
                                                           const cudnnFilterDescriptor_t dw, const int requested, int *returned,
                                                           cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
-    emu::Lock lock;
-    Geo g;
-    if (!h || !returned || !perf || requested <= 0)
-        return bad("cudnnFindConvolutionBackwardFilterAlgorithm: NULL argument or count %d", requested);
-    cudnnStatus_t st = geometry("cudnnFindConvolutionBackwardFilterAlgorithm", x, dw, cd, dy, &g);
-    if (st) return st;
-    emu::sync_stream(h->stream);
-    report(find(BWD_FILTER, g, *cd, x->type), requested, returned, perf);
-    return CUDNN_STATUS_SUCCESS;
+    return find_call("cudnnFindConvolutionBackwardFilterAlgorithm", BWD_FILTER, h, x, dw, cd, dy, requested, returned, perf);
 }
 
 static cudnnStatus_t ws_size(const char *call, Dir d, int algo, const TD *x, const FD *w, const CD *cd, const TD *y, size_t *bytes) {
-    Geo g;
+    Geo g{};
     if (!bytes) return bad("%s: NULL size", call);
     cudnnStatus_t st = geometry(call, x, w, cd, y, &g);
     if (st) return st;
@@ -796,88 +781,68 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, co
 }
 
 /* ---- the convolutions ---- */
-cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
-                                      const cudnnFilterDescriptor_t wd, const void *w, const cudnnConvolutionDescriptor_t cd,
-                                      cudnnConvolutionFwdAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
-                                      const cudnnTensorDescriptor_t yd, void *y) {
+} /* extern "C" */
+
+/* One convolution call: direction d reads two of x, w and y (dy) and writes the third into `out`
+ * (out = alpha * result + beta * out). */
+static cudnnStatus_t convolve(const char *call, Dir d, cudnnHandle_t h, const void *alpha, const void *beta, const TD *xd, const void *x,
+                              const FD *wd, const void *w, const TD *yd, const void *y, void *out, const CD *cd, int algo, void *ws,
+                              size_t ws_bytes) {
     emu::Lock lock;
-    const char *call = "cudnnConvolutionForward";
-    Geo g;
+    Geo g{};
     size_t need = 0;
     if (!h || !alpha || !beta) return bad("%s: NULL handle, alpha or beta", call);
     cudnnStatus_t st = geometry(call, xd, wd, cd, yd, &g);
-    if (!st) st = check_algo(call, FWD, (int)algo, g, xd->type, ws, ws_bytes, &need);
+    if (!st) st = check_algo(call, d, algo, g, xd->type, ws, ws_bytes, &need);
     if (st) return st;
-    need_device(call, "x", x, extent(*xd));
-    need_device(call, "w", w, extent(*wd));
-    need_device(call, "y", y, extent(*yd));
+    need_device(call, d == BWD_DATA ? "dx" : "x", d == BWD_DATA ? out : x, extent(*xd));
+    need_device(call, d == BWD_FILTER ? "dw" : "w", d == BWD_FILTER ? out : w, extent(*wd));
+    need_device(call, d == FWD ? "y" : "dy", d == FWD ? out : y, extent(*yd));
     const TD X = *xd, Y = *yd;
     const FD W = *wd;
     const bool round = uses_tf32(*cd, xd->type);
     const float a = scalar(alpha, xd->type), b = scalar(beta, xd->type);
     emu::enqueue(h->stream, call, [=]() {
         if (need) emu::poison(ws, need);
-        std::vector<float> xv = dense(X, x, round), wv = dense(W, w, round), yv((size_t)g.n * g.k * g.oh * g.ow);
-        conv_forward(g, xv, wv, yv);
-        blend(Y, y, yv, a, b);
+        if (d == FWD) {
+            std::vector<float> xv = dense(X, x, round), wv = dense(W, w, round), yv((size_t)g.n * g.k * g.oh * g.ow);
+            conv_forward(g, xv, wv, yv);
+            blend(Y, out, yv, a, b);
+        } else if (d == BWD_DATA) {
+            std::vector<float> dyv = dense(Y, y, round), wv = dense(W, w, round), dxv((size_t)g.n * g.c * g.h * g.w);
+            conv_backward_data(g, dyv, wv, dxv);
+            blend(X, out, dxv, a, b);
+        } else {
+            std::vector<float> xv = dense(X, x, round), dyv = dense(Y, y, round), dwv((size_t)g.k * g.cg * g.r * g.s);
+            conv_backward_filter(g, xv, dyv, dwv);
+            blend(W, out, dwv, a, b);
+        }
     });
     return CUDNN_STATUS_SUCCESS;
+}
+
+extern "C" {
+
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+                                      const cudnnFilterDescriptor_t wd, const void *w, const cudnnConvolutionDescriptor_t cd,
+                                      cudnnConvolutionFwdAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
+                                      const cudnnTensorDescriptor_t yd, void *y) {
+    return convolve("cudnnConvolutionForward", FWD, h, alpha, beta, xd, x, wd, w, yd, nullptr, y, cd, (int)algo, ws, ws_bytes);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, const cudnnFilterDescriptor_t wd, const void *w,
                                            const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cd,
                                            cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
                                            const cudnnTensorDescriptor_t dxd, void *dx) {
-    emu::Lock lock;
-    const char *call = "cudnnConvolutionBackwardData";
-    Geo g;
-    size_t need = 0;
-    if (!h || !alpha || !beta) return bad("%s: NULL handle, alpha or beta", call);
-    cudnnStatus_t st = geometry(call, dxd, wd, cd, dyd, &g);
-    if (!st) st = check_algo(call, BWD_DATA, (int)algo, g, dxd->type, ws, ws_bytes, &need);
-    if (st) return st;
-    need_device(call, "w", w, extent(*wd));
-    need_device(call, "dy", dy, extent(*dyd));
-    need_device(call, "dx", dx, extent(*dxd));
-    const TD DX = *dxd, DY = *dyd;
-    const FD W = *wd;
-    const bool round = uses_tf32(*cd, dxd->type);
-    const float a = scalar(alpha, dxd->type), b = scalar(beta, dxd->type);
-    emu::enqueue(h->stream, call, [=]() {
-        if (need) emu::poison(ws, need);
-        std::vector<float> dyv = dense(DY, dy, round), wv = dense(W, w, round), dxv((size_t)g.n * g.c * g.h * g.w);
-        conv_backward_data(g, dyv, wv, dxv);
-        blend(DX, dx, dxv, a, b);
-    });
-    return CUDNN_STATUS_SUCCESS;
+    return convolve("cudnnConvolutionBackwardData", BWD_DATA, h, alpha, beta, dxd, nullptr, wd, w, dyd, dy, dx, cd, (int)algo, ws, ws_bytes);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
                                              const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cd,
                                              cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t ws_bytes, const void *beta,
                                              const cudnnFilterDescriptor_t dwd, void *dw) {
-    emu::Lock lock;
-    const char *call = "cudnnConvolutionBackwardFilter";
-    Geo g;
-    size_t need = 0;
-    if (!h || !alpha || !beta) return bad("%s: NULL handle, alpha or beta", call);
-    cudnnStatus_t st = geometry(call, xd, dwd, cd, dyd, &g);
-    if (!st) st = check_algo(call, BWD_FILTER, (int)algo, g, xd->type, ws, ws_bytes, &need);
-    if (st) return st;
-    need_device(call, "x", x, extent(*xd));
-    need_device(call, "dy", dy, extent(*dyd));
-    need_device(call, "dw", dw, extent(*dwd));
-    const TD X = *xd, DY = *dyd;
-    const FD DW = *dwd;
-    const bool round = uses_tf32(*cd, xd->type);
-    const float a = scalar(alpha, xd->type), b = scalar(beta, xd->type);
-    emu::enqueue(h->stream, call, [=]() {
-        if (need) emu::poison(ws, need);
-        std::vector<float> xv = dense(X, x, round), dyv = dense(DY, dy, round), dwv((size_t)g.k * g.cg * g.r * g.s);
-        conv_backward_filter(g, xv, dyv, dwv);
-        blend(DW, dw, dwv, a, b);
-    });
-    return CUDNN_STATUS_SUCCESS;
+    return convolve("cudnnConvolutionBackwardFilter", BWD_FILTER, h, alpha, beta, xd, x, dwd, nullptr, dyd, dy, dw, cd, (int)algo, ws,
+                    ws_bytes);
 }
 
 } /* extern "C" */

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <functional>
 
@@ -73,6 +74,20 @@ void enqueue(cudaStream_t s, const char *what, std::function<void()> work, bool 
 void sync_stream(cudaStream_t s);
 /* The name of the work running now (for diagnostics), or NULL. */
 const char *running();
+
+/* ---- arithmetic ---- */
+/* fp32 -> TF32 as the tensor cores take it: 10 explicit mantissa bits, rounded to nearest even
+ * (NaN and inf kept). cuDNN and cuBLAS round both factors of every product so when their math
+ * mode allows TF32 for fp32 data. */
+static inline float tf32(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return v;
+    u += 0xfffu + ((u >> 13) & 1u);
+    u &= 0xffffe000u;
+    memcpy(&v, &u, 4);
+    return v;
+}
 
 /* ---- between the runtime and the kernels ---- */
 /* The kernel, block and thread running now ("" outside a kernel), for fault reports. */
