@@ -135,7 +135,11 @@ PROTO := $(wildcard data/*.proto)
 PROTO_C := $(wildcard src/io/proto/*.pb-c.c)
 LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/layers/*.c) $(wildcard src/onednn/*.c) \
            $(wildcard src/io/*.c) $(PROTO_C) $(wildcard models/*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
+# EMU_C_FROM=dir (GPU_EMU=1 only): take the library's C objects from the normal build in dir
+# instead of compiling them again (no C file of the library depends on GPU_EMU: only src/cuda/
+# and the tests do); make test does this.
+C_OBJ_DIR := $(if $(and $(filter 1,$(GPU_EMU)),$(EMU_C_FROM)),$(EMU_C_FROM),$(BUILD))
+LIB_OBJ := $(LIB_SRC:%.c=$(C_OBJ_DIR)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
 TEST_SRC := $(wildcard tests/*.c)
 # Programs that tests launch under mpirun: tests/mpi/X.c -> $(BUILD)/tests/mpi/X
 MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
@@ -188,7 +192,7 @@ $(BUILD)/tests/emu/%.o: tests/emu/%.cc
 
 # the repository as the emulated tests see it: ./nvcnn and ./nvcnn-mkrecords are the emulated ones
 EMU_ROOT := $(BUILD)/root
-$(EMU_ROOT): $(BIN)
+$(EMU_ROOT):
 	@mkdir -p $@
 	@for f in data scripts tests docs models src README.md Makefile; do ln -sfn ../../$$f $@/$$f; done
 	@ln -sfn ../nvcnn $@/nvcnn && ln -sfn ../nvcnn-mkrecords $@/nvcnn-mkrecords
@@ -242,8 +246,8 @@ EMU_DEBUG_BUILD ?= build-emu-debug
 test: data
 	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN)
 ifeq ($(CUDA)$(GPU_EMU),1)
-	@$(MAKE) --no-print-directory GPU_EMU=1 BUILD=$(EMU_BUILD) emu
-	@$(MAKE) --no-print-directory GPU_EMU=1 DEBUG=1 BUILD=$(EMU_DEBUG_BUILD) emu
+	@$(MAKE) --no-print-directory GPU_EMU=1 BUILD=$(EMU_BUILD) EMU_C_FROM=$(BUILD) emu
+	@$(MAKE) --no-print-directory GPU_EMU=1 DEBUG=1 BUILD=$(EMU_DEBUG_BUILD) $(EMU_DEBUG_BUILD)/run_tests $(EMU_DEBUG_BUILD)/root
 	@NVCNN_BUILD=$(BUILD) NVCNN_EMU=$(EMU_BUILD) NVCNN_EMU_DEBUG=$(abspath $(EMU_DEBUG_BUILD)) $(BUILD)/run_tests $(TESTS)
 else
 	@NVCNN_BUILD=$(BUILD) $(BUILD)/run_tests $(TESTS)

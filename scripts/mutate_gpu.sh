@@ -33,7 +33,7 @@ index_off_by_one|src/cuda/concat.cu|j = s * chw_out + off + r;|j = s * chw_out +
 missing_stream_wait|src/cuda/transfer.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->s, g->staged[slot], 0));\n|
 missing_copy_wait|src/cuda/transfer.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->xs, g->consumed[slot], 0));\n|
 missing_nccl_wait|src/cuda/allreduce.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->s, g->ev_done, 0));|
-arena_overlap|src/cuda/gpunet.cu|    g->grad_off = off;|    g->grad_off = off - align256(shape_count(net->node[net->nnode - 1].shape) * g->esize);
+arena_overlap|src/cuda/gpunet.cu|        off += align256(shape_count(net->node[i].shape) * g->esize);|        off += i == 2 ? 0 : align256(shape_count(net->node[i].shape) * g->esize);
 descriptor_dimension|src/cuda/conv.cu|c->cout, c->cin / c->groups, c->kh, c->kw)|c->cout, c->cin / c->groups, c->kw, c->kh)
 descriptor_stride|src/cuda/conv.cu|padded ? 0 : c->pl, c->sh, c->sw, 1, 1|padded ? 0 : c->pl, c->sh, c->sh, 1, 1
 beta_one|src/cuda/conv.cu|(cudnnConvolutionFwdAlgo_t)p->algo[CONV_FWD], g->ws, g->ws_bytes, &zero,|(cudnnConvolutionFwdAlgo_t)p->algo[CONV_FWD], g->ws, g->ws_bytes, &one,

@@ -52,8 +52,8 @@ static void parity_row(const char *what, int precision, double abs_err, double r
            rel, tol, rel <= tol ? "pass" : "FAIL");
 }
 
-/* Builds input -> linear -> LAYER -> [flatten] -> fc(7) -> softmax_xent with `make`, runs one
- * forward and backward on the CPU and on the GPU from the same parameters and batch, and
+/* Builds input -> linear -> LAYER -> [flatten] -> fc(7) -> softmax_xent with `make`, runs forward
+ * and backward (each twice) on the CPU and on the GPU from the same parameters and batch, and
  * compares the layer's output, its input gradient, every parameter gradient, the loss and the
  * state. */
 typedef int (*MakeLayer)(Net *net, int in);
@@ -71,6 +71,9 @@ static void parity(const char *what, int n, int c, int h, int w, MakeLayer make,
     Rng r;
     rng_seed(&r, 5);
     tu_fill_uniform(net->node[net->input].data, shape_count(net->node[net->input].shape), -1, 1, &r);
+    /* every parameter moved off its initial value, so that biases (0) and batch norm's scale (1)
+     * and shift (0) are not values a wrong index or a missing term could hide behind */
+    for (size_t i = 0; i < net->params_total; i++) net->params[i] += (float)(0.2 * rng_uniform(&r) - 0.1);
     int32_t *labels = xmalloc((size_t)n * sizeof *labels);
     for (int i = 0; i < n; i++) labels[i] = (int32_t)rng_below(&r, 7);
     char err[512];
@@ -78,10 +81,13 @@ static void parity(const char *what, int n, int c, int h, int w, MakeLayer make,
     GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
     CHECK_MSG(g != NULL, "%s: %s", what, err);
     if (!g) return;
-    /* CPU */
+    /* CPU; each side runs forward and backward twice, so that a result that adds onto what a
+     * buffer held (beta = 1 where 0 belongs) differs from one that writes it */
     net->labels = labels;
     net->training = 1;
     net_forward(net);
+    net_forward(net);
+    net_backward(net);
     net_backward(net);
     double cpu_loss = net->loss;
     size_t ny = shape_count(sy), nx = shape_count(net_node(net, x)->shape);
@@ -95,7 +101,9 @@ static void parity(const char *what, int n, int c, int h, int w, MakeLayer make,
     gpunet_set_input(g, net->node[net->input].data);
     gpunet_set_labels(g, labels);
     gpunet_forward(g);
+    gpunet_forward(g);
     double gpu_loss = gpunet_loss(g);
+    gpunet_backward(g, 1.0f, NULL, NULL);
     gpunet_backward(g, 1.0f, NULL, NULL);
     float *gy = xmalloc(ny * 4), *gdx = xmalloc(nx * 4);
     gpunet_download_node(g, y, gy, 0);
@@ -123,6 +131,8 @@ static int mk_conv_resnet7(Net *n, int x) { return conv_create(n, x, 4, 7, 7, 2,
 static int mk_conv_valid11(Net *n, int x) { return conv_create(n, x, 5, 11, 11, 4, 4, PAD_VALID, 1); }
 static int mk_conv_1x7(Net *n, int x) { return conv_create(n, x, 4, 1, 7, 1, 1, PAD_SAME, 1); }
 static int mk_conv_1x1_s2(Net *n, int x) { return conv_create(n, x, 8, 1, 1, 2, 2, PAD_SAME, 0); }
+/* strides that differ across the two dimensions: a descriptor that swaps or repeats them shows */
+static int mk_conv_s21(Net *n, int x) { return conv_create(n, x, 4, 3, 3, 2, 1, PAD_SAME, 1); }
 /* many channels: the bias gradient's blocks each sum several samples (bias.cu) */
 static int mk_conv_1x1_bias512(Net *n, int x) { return conv_create(n, x, 512, 1, 1, 1, 1, PAD_SAME, 1); }
 static int mk_bn(Net *n, int x) { return bn_create(n, x); }
@@ -158,6 +168,7 @@ TEST(gpu_conv_matches_cpu) {
     parity("conv 11x11/4 VALID + bias", 2, 3, 27, 27, mk_conv_valid11, PREC_FP32, 1e-4);
     parity("conv 1x7 SAME", 2, 5, 9, 9, mk_conv_1x7, PREC_FP32, 1e-4);
     parity("conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, PREC_FP32, 1e-4);
+    parity("conv 3x3 stride 2x1", 2, 3, 9, 8, mk_conv_s21, PREC_FP32, 1e-4);
     parity("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512, PREC_FP32, 1e-4);
     parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
 }
