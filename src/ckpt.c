@@ -224,6 +224,60 @@ int ckpt_latest(const char *dir, char *path, size_t path_len) {
     return n > 0;
 }
 
+/* The fixed fields at the start of the header. Returns 0, or -1 when they are cut short. */
+static int get_meta(Rd *r, CkptMeta *m) {
+    memset(m, 0, sizeof *m);
+    get(r, m->model, sizeof m->model);
+    m->model[sizeof m->model - 1] = 0;
+    get(r, &m->num_classes, 4);
+    get(r, &m->in_c, 4);
+    get(r, &m->in_h, 4);
+    get(r, &m->in_w, 4);
+    get(r, &m->precision, 4);
+    get(r, &m->step, 8);
+    get(r, &m->epoch, 8);
+    m->seed = get_u64(r);
+    get(r, &m->world_size, 4);
+    get(r, &m->loss_scale, 8);
+    get(r, &m->good_steps, 8);
+    get(r, &m->skipped_steps, 8);
+    m->data_position = get_u64(r);
+    get(r, m->rng, sizeof m->rng);
+    return r->bad ? -1 : 0;
+}
+
+int ckpt_read_meta(const char *path, CkptMeta *meta, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    uint8_t pre[16], fixed[sizeof(CkptMeta) + 64];
+    size_t got = fread(pre, 1, sizeof pre, f);
+    int rc = -1;
+    uint32_t version, hb;
+    if (got < sizeof pre || memcmp(pre, MAGIC, 8) != 0) {
+        snprintf(err, errlen, "%s: not an nvcnn checkpoint (bad magic)", path);
+        goto out;
+    }
+    memcpy(&version, pre + 8, 4);
+    memcpy(&hb, pre + 12, 4);
+    if (version != CKPT_VERSION) {
+        snprintf(err, errlen, "%s: checkpoint format version %u; this nvcnn reads version %u", path, version, CKPT_VERSION);
+        goto out;
+    }
+    got = fread(fixed, 1, hb < sizeof fixed ? hb : sizeof fixed, f);
+    Rd r = {fixed, got, 0, 0};
+    if (get_meta(&r, meta) != 0) {
+        snprintf(err, errlen, "%s: truncated header", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    fclose(f);
+    return rc;
+}
+
 int ckpt_load(const char *path, const char *model, Net *net, float *velocity, CkptMeta *meta, char *err,
               size_t errlen) {
     FILE *f = fopen(path, "rb");
@@ -266,24 +320,7 @@ int ckpt_load(const char *path, const char *model, Net *net, float *velocity, Ck
     memcpy(&hb, b + 12, 4);
     Rd r = {b + 16, n - 20 < hb ? n - 20 : hb, 0, 0};
     CkptMeta m;
-    memset(&m, 0, sizeof m);
-    get(&r, m.model, sizeof m.model);
-    m.model[sizeof m.model - 1] = 0;
-    get(&r, &m.num_classes, 4);
-    get(&r, &m.in_c, 4);
-    get(&r, &m.in_h, 4);
-    get(&r, &m.in_w, 4);
-    get(&r, &m.precision, 4);
-    get(&r, &m.step, 8);
-    get(&r, &m.epoch, 8);
-    m.seed = get_u64(&r);
-    get(&r, &m.world_size, 4);
-    get(&r, &m.loss_scale, 8);
-    get(&r, &m.good_steps, 8);
-    get(&r, &m.skipped_steps, 8);
-    m.data_position = get_u64(&r);
-    get(&r, m.rng, sizeof m.rng);
-    if (r.bad) {
+    if (get_meta(&r, &m) != 0) {
         snprintf(err, errlen, "%s: truncated header", path);
         goto out;
     }

@@ -70,7 +70,7 @@ static const Flag flags[] = {
     {"num_epochs", 0, POS(num_epochs, 1e9), .def = "(none)",
      .help = "epochs to run (needs --data_dir; overrides --num_batches, as nvcnn.py)"},
     {"display_every", 0, INT(display_every, 1, 1 << 30), .init = "10",
-     .help = "print a row every N steps (and at the first and last step)"},
+     .help = "print a row every N steps (and at the first and last step); not given: every 10, or as often as a row about every 10 s needs"},
     {"precision", 0, CHOICE(precision, "fp32|tf32|fp16|bf16", PREC_FP32), .init = "fp32",
      .help = "fp32 | tf32 | fp16 | bf16 (the CPU backend: fp32 only)"},
     {"fp16", 0, SET(precision, PREC_FP16), .help = "alias of --precision=fp16"},

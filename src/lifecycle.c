@@ -75,6 +75,22 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     return (long)m.step;
 }
 
+long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen) {
+    double step = -1;
+    path[0] = 0;
+    CkptMeta m;
+    char err[512];
+    const Shape in = net->node[net->input].shape;
+    if (r->cfg.log_dir && r->dist.rank == 0 && ckpt_latest(r->cfg.log_dir, path, plen)) {
+        step = -2;
+        if (ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) == 0 &&
+            m.num_classes == r->cfg.num_classes && m.in_c == in.c && m.in_h == in.h && m.in_w == in.w)
+            step = (double)m.step;
+    }
+    dist_bcast(&r->dist, &step, sizeof step);
+    return (long)step;
+}
+
 long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr) {
     memset(life, 0, sizeof *life);
     life->r = r;
@@ -83,7 +99,6 @@ long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr) {
     long step0 = lifecycle_restore(r, net, tr);
     signals_install();
     life->last_save = now_seconds();
-    if (step0 >= r->nstep) printf("The checkpoint is at step %ld: nothing left to train (--num_batches=%ld)\n", step0, r->nstep);
     return step0;
 }
 

@@ -20,6 +20,11 @@ typedef struct Lifecycle {
  * returns the step to resume from (0: none). A checkpoint of another model or shape ends the run
  * with exit 2 and the reason. */
 long lifecycle_restore(Run *r, Net *net, Trainer *tr);
+/* The step of --log_dir's newest checkpoint when it is of this net (model, classes, input shape),
+ * read from its header by rank 0 and known to every rank (its file name into path on rank 0); -1
+ * when there is none, -2 when it is of another net or unreadable (lifecycle_restore says why):
+ * before anything is allocated, whether the run has anything left to do. */
+long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen);
 /* lifecycle_restore(), then the signal handlers; returns the step to start from. */
 long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr);
 /* After step `step` (0-based): acts on signals and the checkpoint interval, agreed by every rank.

@@ -70,7 +70,8 @@ static void choose_device(Run *r) {
 }
 
 /* The CPU backend's layers: oneDNN's where this build has them (--cpu_impl=onednn, the default),
- * else the hand-written reference (--cpu_impl=reference). Asking for oneDNN without it is exit 2. */
+ * else the hand-written reference (--cpu_impl=reference). Asking for oneDNN without it is exit 2.
+ * Fills the header's description; plan_cpu() creates them. */
 static void choose_cpu_impl(Run *r) {
     char why[256];
     if (r->gpu) return;
@@ -79,19 +80,21 @@ static void choose_cpu_impl(Run *r) {
         onednn_describe(why, sizeof why);
         die_code(EXIT_USAGE, "--cpu_impl=onednn: oneDNN is %s", why);
     }
+    if (r->cfg.cpu_impl == CPU_IMPL_ONEDNN) {
+        onednn_describe(why, sizeof why);
+        snprintf(r->cpu_layers, sizeof r->cpu_layers, "onednn (%.150s)", why);
+    } else {
+        snprintf(r->cpu_layers, sizeof r->cpu_layers, "reference (im2col + OpenBLAS)");
+    }
 }
 
-/* Plans the oneDNN layers of a finalized CPU net when they are chosen. */
-static void plan_cpu(Run *r, Net *net) {
-    if (r->gpu) return;
-    if (r->cfg.cpu_impl != CPU_IMPL_ONEDNN) {
-        snprintf(r->cpu_layers, sizeof r->cpu_layers, "reference (im2col + OpenBLAS)");
-        return;
-    }
-    char err[256], desc[128];
+/* Creates the oneDNN layers of a finalized CPU net when they are chosen; says what it made into
+ * what (for the Planning line). */
+static void plan_cpu(Run *r, Net *net, char *what, size_t n) {
+    if (r->gpu || r->cfg.cpu_impl != CPU_IMPL_ONEDNN) return;
+    char err[256];
     if (onednn_plan(net, err, sizeof err) != 0) die_code(EXIT_USAGE, "--cpu_impl=onednn: %s", err);
-    onednn_describe(desc, sizeof desc);
-    snprintf(r->cpu_layers, sizeof r->cpu_layers, "onednn (%s; %d of %d layers)", desc, onednn_layers(net), net->nlayer);
+    snprintf(what, n, " (oneDNN primitives for %d of %d layers)", onednn_layers(net), net->nlayer);
 }
 
 /* Flags whose features are not in this build yet: refused, never silently ignored. */
@@ -163,17 +166,8 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
     return g;
 }
 
-/* The model as a net for this run's backend. */
-static Net *build_net(Run *r) {
-    const Config *c = &r->cfg;
-    Net *net = model_build_net(r->model, c->batch_size, c->num_classes);
-    if (r->gpu)
-        net_finalize_for_device(net, c->seed);
-    else
-        net_finalize(net, c->seed);
-    plan_cpu(r, net);
-    return net;
-}
+/* The model as a net of layers and shapes (nothing allocated yet: plan()). */
+static Net *build_net(Run *r) { return model_build_net(r->model, r->cfg.batch_size, r->cfg.num_classes); }
 
 /* The trainer (and the GPU backend's net) for this run. */
 static GpuNet *start_trainer(Run *r, Net *net, Trainer *tr) {
@@ -195,17 +189,37 @@ static GpuNet *start_trainer(Run *r, Net *net, Trainer *tr) {
     return gpu;
 }
 
+/* What takes time before the first step, once the header is out: the net's memory and initial
+ * parameters, the oneDNN primitives or the GPU backend's algorithm search and device memory, and
+ * the trainer. One line with its time. */
+static GpuNet *plan(Run *r, Net *net, Trainer *tr) {
+    const double t0 = now_seconds();
+    char what[128] = "";
+    if (r->gpu)
+        net_finalize_for_device(net, r->cfg.seed);
+    else
+        net_finalize(net, r->cfg.seed);
+    plan_cpu(r, net, what, sizeof what);
+    GpuNet *gpu = start_trainer(r, net, tr);
+    if (r->gpu) snprintf(what, sizeof what, " (cuDNN algorithms, device memory)");
+    printf("Planning:    %.1f s%s\n", now_seconds() - t0, what);
+    fflush(stdout);
+    return gpu;
+}
+
 /* --eval: the newest checkpoint of --log_dir on validation-*. */
 static int eval_only(Run *r) {
     Config *c = &r->cfg;
+    char ck[4096];
     Net *net = build_net(r);
-    Trainer tr;
-    GpuNet *gpu = start_trainer(r, net, &tr);
+    if (lifecycle_saved_step(r, net, ck, sizeof ck) == -1) die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
     if (!loader_has_subset(c->data_dir, "validation")) die_code(EXIT_USAGE, "--eval: no validation-* files in %s", c->data_dir);
     Loader *count = input_open_loader(r, "validation", 0, 0);
     r->nrecord = loader_num_records(count);
     loader_close(count);
     report_header(r, net);
+    Trainer tr;
+    GpuNet *gpu = plan(r, net, &tr);
     if (!lifecycle_restore(r, net, &tr)) die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
     double t1, t5;
     evaluate(r, &tr, &t1, &t5);
@@ -251,15 +265,36 @@ static LrSchedule schedule(const Run *r) {
     return s;
 }
 
+/* Before training: a run whose steps all fall in the burn-in times none of them (nvcnn.py's
+ * "No results" after the whole run); say so now, with what to pass instead. */
+static void warn_untimed(const Run *r, long step0) {
+    const long steps = r->nstep - step0, burnin = r->cfg.nstep_burnin;
+    if (steps > burnin) return;
+    printf("Note: this run makes %ld step%s and --nstep_burnin=%ld leaves the first %ld untimed: no speed figure "
+           "(pass --num_batches=%ld or more, or --nstep_burnin=%ld or less)\n",
+           steps, steps == 1 ? "" : "s", burnin, burnin, step0 + burnin + 10, steps > 1 ? steps - 1 : 0);
+}
+
 /* Training (or, with --forward_only, inference) for the planned steps, then validation. */
 static int train(Run *r) {
     const Config *c = &r->cfg;
     Net *net = build_net(r);
     Loader *ld = plan_steps(r);
+    char ck[4096];
+    const long saved = lifecycle_saved_step(r, net, ck, sizeof ck);
+    if (saved >= r->nstep && !c->forward_only) { /* a finished run, resumed: nothing to do */
+        printf("The checkpoint %s is at step %ld, the last of this run (%ld steps): nothing left to train "
+               "(--eval evaluates it; a larger --num_batches or --num_epochs trains on)\n",
+               ck, saved, r->nstep);
+        loader_close(ld);
+        net_free(net);
+        return 0;
+    }
     r->base_lr = c->learning_rate > 0 ? c->learning_rate : model_default_lr(r->model, r->total_batch);
     report_header(r, net);
+    warn_untimed(r, saved > 0 && !c->forward_only ? saved : 0);
     Trainer tr;
-    GpuNet *gpu = start_trainer(r, net, &tr);
+    GpuNet *gpu = plan(r, net, &tr);
     Lifecycle life;
     const long step0 = lifecycle_start(&life, r, net, &tr);
     Input in;
@@ -320,7 +355,7 @@ int main(int argc, char **argv) {
     omp_set_num_threads(r.threads);
     openblas_set_num_threads(r.threads);
 
-    if (r.cfg.log_dir && r.dist.rank == 0) prepare_log_dir(r.cfg.log_dir);
+    if (r.cfg.log_dir && r.dist.rank == 0 && !r.cfg.eval) prepare_log_dir(r.cfg.log_dir); /* --eval writes nothing */
     dist_barrier(&r.dist);
     int rc = r.cfg.eval ? eval_only(&r) : train(&r);
     dist_finalize(&r.dist);

@@ -56,10 +56,11 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     memset(rep, 0, sizeof *rep);
     rep->r = r;
     rep->tr = tr;
-    rep->step0 = step0;
+    rep->step0 = rep->last_row_step = step0;
     rep->burnin = r->cfg.nstep_burnin; /* nvcnn.py: the first steps of the run, however short */
     rep->rates = xmalloc((size_t)(r->nstep > 0 ? r->nstep : 1) * sizeof *rep->rates);
-    rep->last_summary = now_seconds();
+    rep->last_summary = rep->last_row = rep->last_eta = now_seconds();
+    rep->row_every = r->cfg.display_every;
     if (r->cfg.log_dir && r->dist.rank == 0) {
         char err[512];
         rep->elog = events_open(r->cfg.log_dir, err, sizeof err);
@@ -68,6 +69,34 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     printf(r->cfg.forward_only ? "Forward only\n" : "Training\n");
     printf(r->cfg.forward_only ? "  Step Epoch Img/sec   Loss\n" : "  Step Epoch Img/sec   Loss   LR\n");
     fflush(stdout);
+}
+
+#define ETA_EVERY 60.0 /* seconds between ETA lines */
+int report_row_interval(double per_step, int display_every) {
+    int best = 1;
+    for (long k = 1; k <= display_every; k *= 10) {
+        const long cand[3] = {k, 2 * k, 5 * k};
+        for (int i = 0; i < 3; i++)
+            if (cand[i] <= display_every && (double)cand[i] * per_step <= REPORT_ROW_SECONDS) best = (int)cand[i];
+    }
+    return best;
+}
+
+void report_duration_text(char *buf, size_t n, double secs) {
+    const long s = secs > 0 ? (long)(secs + 0.5) : 0;
+    if (s >= 3600)
+        snprintf(buf, n, "%ld h %02ld min", s / 3600, (s % 3600) / 60);
+    else if (s >= 60)
+        snprintf(buf, n, "%ld min %02ld s", s / 60, s % 60);
+    else
+        snprintf(buf, n, "%ld s", s);
+}
+
+/* A long run's time left, once a minute at a row: "  ETA: 1 h 02 min (step 120 of 5004, 13.1 s/step)". */
+static void print_eta(double secs, long step, long nstep, double per_step) {
+    char left[64];
+    report_duration_text(left, sizeof left, secs);
+    printf("  ETA: %s (step %ld of %ld, %.3g s/step)\n", left, step, nstep, per_step);
 }
 
 void report_step(Report *rep, long step, double loss, double lr, double seconds) {
@@ -79,7 +108,7 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
     const double rate = (double)r->total_batch / seconds;
     if (step - rep->step0 >= rep->burnin) rep->rates[rep->nrates++] = rate;
     const int last = step + 1 == r->nstep;
-    const int row = step == rep->step0 || (step + 1) % c->display_every == 0 || last;
+    const int row = step == rep->step0 || (step + 1) % rep->row_every == 0 || last;
     const int summary = rep->elog && (step == rep->step0 || last || now_seconds() - rep->last_summary >= c->summary_interval);
     if (!row && !summary) return;
     /* top-1/top-5 from the logits (on the GPU backend: downloaded for the purpose) */
@@ -88,15 +117,25 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
     const double epoch = (double)(step + 1) * r->total_batch / (double)r->nrecord;
     const double lr_or_none = c->forward_only ? NAN : lr;
     if (row) { /* every rank takes part in the average */
-        double v[3] = {rep->ema / rep->ema_w, top1, top5};
-        dist_allreduce_sum_d(&r->dist, v, 3);
+        const double t = now_seconds();
+        /* rank 0's seconds since the last row (the others add 0: every rank gets the same sum) */
+        double v[4] = {rep->ema / rep->ema_w, top1, top5, r->dist.rank == 0 ? t - rep->last_row : 0};
+        dist_allreduce_sum_d(&r->dist, v, 4);
         const double avg = v[0] / r->dist.size;
         const long ep = (long)((double)step * r->total_batch / (double)r->nrecord);
         if (c->forward_only)
             printf("%6ld %5ld %7.1f %7.3f\n", step + 1, ep + 1, rate, avg);
         else
             printf("%6ld %5ld %7.1f %7.3f %7.5f\n", step + 1, ep + 1, rate, avg, lr);
+        const double per_step = v[3] / (double)(step + 1 - rep->last_row_step);
+        if (!c->given_display_every) rep->row_every = report_row_interval(per_step, c->display_every);
+        if (!last && t - rep->last_eta >= ETA_EVERY) {
+            print_eta(per_step * (double)(r->nstep - step - 1), step + 1, r->nstep, per_step);
+            rep->last_eta = t;
+        }
         fflush(stdout);
+        rep->last_row = t;
+        rep->last_row_step = step + 1;
         events_csv(rep->elog, step + 1, epoch, avg, lr_or_none, rate, 100.0 * v[1] / r->total_batch,
                    100.0 * v[2] / r->total_batch, NAN, NAN);
     }

@@ -18,6 +18,10 @@ typedef struct Report {
     long nrates;
     double ema, ema_w;    /* nvcnn.py's loss average: decay 0.9, debiased */
     double last_summary;  /* wall clock of the last TensorBoard summary */
+    double last_row;      /* wall clock of the last table row (or of the start) */
+    long last_row_step;   /* the steps done at the last row (or step0) */
+    int row_every;        /* steps between rows (--display_every, or by the steps' pace) */
+    double last_eta;      /* wall clock of the last ETA line (or of the start) */
 } Report;
 
 /* The header lines (and --print_layers' table). */
@@ -26,7 +30,8 @@ void report_header(const Run *r, const Net *net);
 void report_open(Report *rep, Run *r, Trainer *tr, long step0);
 /* After step `step` (0-based) with this rank's loss, the learning rate and the step's seconds:
  * the row at step 1, every --display_every steps and the last step (values averaged over ranks:
- * every rank takes part); a TensorBoard summary on rank 0 at the first and last step and every
+ * every rank takes part; without --display_every rows come every 10 steps or, where steps are slow,
+ * about every 10 s, and a run with over a minute left gets an "ETA:" line a minute); a TensorBoard summary on rank 0 at the first and last step and every
  * --summary_interval seconds (rank 0's values, as nvcnn_hvd.py). */
 void report_step(Report *rep, long step, double loss, double lr, double seconds);
 /* The end-of-run lines. `steps`: the steps this run made. */
@@ -34,5 +39,14 @@ void report_end(Report *rep, long steps);
 /* The validation accuracy at the end of training, into the logs. */
 void report_validation(Report *rep, double top1, double top5);
 void report_close(Report *rep);
+
+/* Rows without --display_every: nvcnn.py's every --display_every (10) steps, or more often where
+ * steps are slow, so that one appears about every REPORT_ROW_SECONDS: the largest of 1, 2, 5, 10,
+ * 20, 50, ... steps that is no more than display_every and takes no more than REPORT_ROW_SECONDS
+ * at per_step seconds a step. */
+#define REPORT_ROW_SECONDS 10.0
+int report_row_interval(double per_step, int display_every);
+/* A duration as the ETA line says it: "45 s", "3 min 07 s", "2 h 05 min". */
+void report_duration_text(char *buf, size_t n, double secs);
 
 #endif

@@ -333,3 +333,43 @@ TEST(ckpt_unwritable_log_dir_and_other_model_are_refused) {
     CHECK_MSG(o && strstr(o, "--num_classes"), "%s", o);
     free(o);
 }
+
+/* Resuming a run that has ended: one line saying so, nothing trained, evaluated or written. */
+TEST(ckpt_resuming_a_finished_run_says_so_in_one_line) {
+    char d[600], cmd[1400], *o = NULL;
+    snprintf(d, sizeof d, "%s/finished", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=trivial --device=cpu --num_classes=10 --batch_size=4 --num_batches=3 --log_dir=%s", d);
+    CHECK(th_run(cmd, NULL) == 0);
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/ckpt-3.nvcnn", d);
+    struct stat before, after;
+    CHECK(stat(ck, &before) == 0);
+    CHECK(th_run(cmd, &o) == 0);
+    CHECK_MSG(o && strstr(o, "The checkpoint ") && strstr(o, "ckpt-3.nvcnn is at step 3, the last of this run (3 steps): nothing left "
+                                                          "to train (--eval evaluates it; a larger --num_batches or --num_epochs trains on)\n"),
+              "%s", o);
+    /* that line only */
+    int lines = 0;
+    for (const char *p = o; p && (p = strchr(p, '\n')); p++) lines++;
+    CHECK_MSG(lines == 1 && !strstr(o, "Training") && !strstr(o, "No results"), "%s", o);
+    CHECK(stat(ck, &after) == 0 && after.st_mtime == before.st_mtime && after.st_size == before.st_size);
+    free(o);
+    /* a longer run carries on from it */
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=trivial --device=cpu --num_classes=10 --batch_size=4 --num_batches=5 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 0);
+    CHECK_MSG(o && strstr(o, "Restored from checkpoint ") && strstr(o, "\n     5     1 ") && !strstr(o, "\n     3     1 "), "%s", o);
+    free(o);
+}
+
+/* --eval of a --log_dir that does not exist fails before anything is printed or created. */
+TEST(ckpt_eval_of_a_missing_log_dir_creates_nothing) {
+    char d[600], cmd[1400], *o = NULL;
+    snprintf(d, sizeof d, "%s/no-such-run/sub", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --eval --data_dir=%s --log_dir=%s", th_tmpdir(), d);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: --eval: no checkpoint in --log_dir=") && !strstr(o, "Cmd line args"), "%s", o);
+    char parent[600];
+    snprintf(parent, sizeof parent, "%s/no-such-run", th_tmpdir());
+    CHECK_MSG(access(parent, F_OK) != 0, "%s was created", parent);
+    free(o);
+}

@@ -6,6 +6,7 @@
 
 #include "gpu.h"
 #include "harness.h"
+#include "report.h"
 #include "testutil.h"
 
 static int nv(const char *args, char **out) {
@@ -103,7 +104,7 @@ TEST(cli_synthetic_training_output_format) {
                            "  --nstep_burnin=2\nNum ranks:   1\n",
                            "Num images:  Synthetic\n", "Model:       lenet\n", "Parameters:  ",
                            "Batch size:  8 per device\n             8 total\n", "Devices:     cpu",
-                           "Data format: NCHW\n", "Data type:   fp32\n", "Training\n",
+                           "Data format: NCHW\n", "Data type:   fp32\n", "Planning:    ", " s (oneDNN", "Training\n",
                            "  Step Epoch Img/sec   Loss   LR\n", "     1     1 ", "     5     1 ", "    10     1 ",
                            "----------------------------------------------------------------\nImages/sec: ",
                            " +/- ", " (jitter = ",
@@ -119,6 +120,62 @@ TEST(cli_synthetic_training_output_format) {
     /* rows at steps 1, 5, 10 and the last (12) only */
     CHECK(strstr(o, "\n     2     1 ") == NULL && strstr(o, "\n    11     1 ") == NULL);
     CHECK_MSG(strstr(o, "\n    12     1 ") != NULL, "no row for the last step in:\n%s", o);
+    free(o);
+}
+
+/* The header comes out at once; what takes time before the first step (the net's memory, oneDNN's
+ * primitives) comes after it, in one line with its time. */
+TEST(cli_header_comes_before_the_planning_line) {
+    char *o;
+    CHECK(nv("--model=lenet --batch_size=4 --num_batches=2 --nstep_burnin=0 --cpu_impl=reference", &o) == 0);
+    const char *lr = o ? strstr(o, "Learning rate: ") : NULL, *pl = o ? strstr(o, "\nPlanning:    ") : NULL;
+    const char *tr = o ? strstr(o, "\nTraining\n") : NULL;
+    double secs = -1;
+    CHECK_MSG(lr && pl && tr && lr < pl && pl < tr && sscanf(pl, "\nPlanning: %lf s\n", &secs) == 1 && secs >= 0 && secs < 60,
+              "%s", o);
+    free(o);
+    /* oneDNN's layers: the header says which implementation, the planning line what it made */
+    CHECK(nv("--model=lenet --batch_size=4 --num_batches=2 --nstep_burnin=0", &o) == 0);
+    CHECK_MSG(o && (strstr(o, "CPU layers:  reference") ||
+                    (strstr(o, "CPU layers:  onednn (oneDNN ") && strstr(o, " s (oneDNN primitives for ") && strstr(o, " layers)\nTraining\n"))),
+              "%s", o);
+    free(o);
+}
+
+/* Without --display_every: nvcnn's every 10 steps where steps are fast, more often where they are
+ * slow (a row about every 10 s), and an ETA line a minute on long runs. */
+TEST(cli_rows_follow_the_pace_without_display_every) {
+    CHECK(report_row_interval(0.001, 10) == 10 && report_row_interval(1.5, 10) == 5 && report_row_interval(4, 10) == 2);
+    CHECK(report_row_interval(13, 10) == 1 && report_row_interval(0.5, 100) == 20 && report_row_interval(0.01, 100) == 100);
+    CHECK(report_row_interval(3, 1) == 1 && report_row_interval(0.3, 25) == 20 && report_row_interval(1e-9, 1000000) == 1000000);
+    char t[64];
+    report_duration_text(t, sizeof t, 44.6);
+    CHECK_MSG(strcmp(t, "45 s") == 0, "%s", t);
+    report_duration_text(t, sizeof t, 187);
+    CHECK_MSG(strcmp(t, "3 min 07 s") == 0, "%s", t);
+    report_duration_text(t, sizeof t, 7500);
+    CHECK_MSG(strcmp(t, "2 h 05 min") == 0, "%s", t);
+    /* fast steps: rows at 1, 10, 20, 30 */
+    char *o;
+    CHECK(nv("--model=trivial --batch_size=2 --num_batches=30 --nstep_burnin=1", &o) == 0);
+    CHECK_MSG(o && strstr(o, "\n     1     1 ") && strstr(o, "\n    10     1 ") && strstr(o, "\n    20     1 ") &&
+                  strstr(o, "\n    30     1 ") && !strstr(o, "\n     2     1 ") && !strstr(o, "\n    15     1 "),
+              "%s", o);
+    free(o);
+}
+
+/* A run whose steps all fall in the burn-in says so before it trains, and what to pass. */
+TEST(cli_a_run_inside_the_burn_in_is_told_before_training) {
+    char *o;
+    CHECK(nv("--model=trivial --batch_size=2 --num_batches=3", &o) == 0);
+    const char *n = o ? strstr(o, "Note: this run makes 3 steps and --nstep_burnin=20 leaves the first 20 untimed: "
+                                  "no speed figure (pass --num_batches=30 or more, or --nstep_burnin=2 or less)\n")
+                      : NULL;
+    const char *t = o ? strstr(o, "\nTraining\n") : NULL;
+    CHECK_MSG(n && t && n < t && strstr(o, "No results, did not get past burn-in phase (20 steps)\n"), "%s", o);
+    free(o);
+    CHECK(nv("--model=trivial --batch_size=2 --num_batches=21", &o) == 0);
+    CHECK_MSG(o && !strstr(o, "Note: ") && strstr(o, "Images/sec: "), "%s", o);
     free(o);
 }
 
