@@ -22,6 +22,10 @@ if ! ls "$data"/train-* >/dev/null 2>&1; then
   echo "fashion_mnist.sh: $data holds no train-* shards: run \`make data\`" >&2
   exit 2
 fi
+# a row every 100 steps unless the caller says otherwise (each flag given once: the header's
+# "Cmd line args:" lists what was given)
+rows=(--display_every=100)
+for a in "$@"; do case "$a" in --display_every | --display_every=*) rows=() ;; esac; done
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 exec ./nvcnn --model="$model" --data_dir="$data" --num_classes=10 --num_epochs="$epochs" \
-  "${recipe[@]}" --display_every=500 "$@"
+  "${recipe[@]}" "${rows[@]}" "$@"

@@ -5,8 +5,11 @@
 set -euo pipefail
 np=${1:-8}
 shift || true
+# LD_LIBRARY_PATH is passed on only where it is set (mpirun warns about an unset one)
+env_vars=(-x NCCL_DEBUG=INFO -x PATH)
+[ -n "${LD_LIBRARY_PATH+set}" ] && env_vars+=(-x LD_LIBRARY_PATH)
 exec mpirun -np "$np" \
   -bind-to none -map-by slot \
-  -x NCCL_DEBUG=INFO -x PATH -x LD_LIBRARY_PATH \
+  "${env_vars[@]}" \
   -mca pml ob1 -mca btl ^openib \
   ./nvcnn "$@"

@@ -5,4 +5,4 @@
 # Extra arguments are passed on (e.g. --device=gpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec scripts/fashion_mnist.sh lenet 1 --display_every=100 "$@"
+exec scripts/fashion_mnist.sh lenet 1 "$@"

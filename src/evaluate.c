@@ -8,6 +8,14 @@
 #include "input.h"
 #include "util.h"
 
+/* One accuracy line; the error and jitter need 3 steps, as Images/sec's do. */
+static void print_accuracy(const char *what, double acc, const Stats *s, size_t steps) {
+    if (steps > 2)
+        printf("Validation %s: %.3f %% +/- %.2f (jitter = %.1f)\n", what, acc, s->stderr_, s->jitter);
+    else
+        printf("Validation %s: %.3f %% (%zu step%s: too few for an error estimate)\n", what, acc, steps, steps == 1 ? "" : "s");
+}
+
 void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
     const Config *c = &r->cfg;
     Loader *ld = input_open_loader(r, "validation", 0, 0);
@@ -62,8 +70,8 @@ void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
         Stats s1 = stats_compute(t1, n), s5 = stats_compute(t5, n);
         *top1 = 100.0 * total[0] / total[2];
         *top5 = 100.0 * total[1] / total[2];
-        printf("Validation Top-1: %.3f %% +/- %.2f (jitter = %.1f)\n", *top1, s1.stderr_, s1.jitter);
-        printf("Validation Top-5: %.3f %% +/- %.2f (jitter = %.1f)\n", *top5, s5.stderr_, s5.jitter);
+        print_accuracy("Top-1", *top1, &s1, n);
+        print_accuracy("Top-5", *top5, &s5, n);
     } else {
         printf("No validation images\n");
     }

@@ -61,7 +61,7 @@ EventLog *events_open(const char *dir, char *err, size_t errlen) {
         free(e);
         return NULL;
     }
-    if (fresh) fprintf(e->csv, "step,epoch,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n");
+    if (fresh) fprintf(e->csv, "step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n");
     fflush(e->csv);
     Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
     ev.wall_time = wall_time();

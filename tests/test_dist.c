@@ -196,3 +196,19 @@ TEST(dist_ranks_sharing_a_gpu_need_allreduce_mpi) {
     CHECK_MSG(rc == 0 && o && strstr(o, "Num ranks:   2\n") && strstr(o, "allreduce on (mpi)"), "exit %d:\n%s", rc, o ? o : "");
     free(o);
 }
+
+/* scripts/mpirun-example.sh where LD_LIBRARY_PATH is not set: no warning from mpirun about it */
+TEST(dist_mpirun_example_script_runs_without_warnings) {
+    char mr[200], *o = NULL;
+    if (!mpirun(2, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    int rc = th_run("env -u LD_LIBRARY_PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 "
+                    "scripts/mpirun-example.sh 2 --model=trivial --device=cpu --batch_size=2 --num_batches=2 --nstep_burnin=0",
+                    &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Num ranks:   2\n") && !strstr(o, "could not find environment variable") &&
+                  !strstr(o, "WARNING"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+}

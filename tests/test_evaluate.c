@@ -61,6 +61,8 @@ TEST(eval_short_last_batch_counts_each_image_once) {
         CHECK_MSG(sscanf(ev, " 1 %lf%% %lf%%\n 2 %lf%% %lf%%", &s1, &t5a, &s2, &t5b) == 4, "%s", ev);
         const char *v = strstr(ev, "Validation Top-1: ");
         CHECK(v && sscanf(v, "Validation Top-1: %lf", &top1) == 1);
+        /* two steps: no error estimate (as Images/sec), never "+/- nan" */
+        CHECK_MSG(v && strstr(v, " % (2 steps: too few for an error estimate)\nValidation Top-5: ") && !strstr(o, "nan"), "%s", v);
     }
     /* steps: 8 and 2 images; right answers a = s1 * 8 / 100, b = s2 * 2 / 100 */
     double right = s1 * 8 / 100 + s2 * 2 / 100;
