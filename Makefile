@@ -12,6 +12,11 @@
 # CUDA runtime, cuDNN, cuBLAS and NCCL of tests/emu/ instead of NVIDIA's libraries. Its programs
 # stay in that folder ($(BUILD)/nvcnn, ...); $(BUILD)/root is a view of the repository whose ./nvcnn
 # is the emulated one, where the emulated tests run. The nvcnn at the top is never emulated.
+# Parallel by default, on every core (make -j1 builds one file at a time).
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+  MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
+
 ifeq ($(GPU_EMU),1)
   BUILD ?= $(if $(filter 1,$(DEBUG)),build-emu-debug,build-emu)
   CUDA := 1
@@ -23,7 +28,6 @@ comma := ,
 CC ?= gcc
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CUDA_HOME ?= /usr/local/cuda
-JOBS_NOTE :=
 
 # ---- detection -------------------------------------------------------------------------------
 find_header = $(firstword $(wildcard $(addsuffix /$(1),$(CUDA_HOME)/include /usr/include /usr/include/x86_64-linux-gnu $(CPPFLAGS:-I%=%))))

@@ -32,6 +32,14 @@ double model_default_lr(const ModelInfo *m, int total_batch);
 /* A complete training net: input [batch][3][s][s], body, final FC (num_classes, linear),
  * softmax cross-entropy. Not finalized. */
 Net *model_build_net(const ModelInfo *m, int batch, int num_classes);
+/* The same at image_size x image_size; a size that does not fit the model's windows is exit 2
+ * naming the layer. */
+Net *model_build_sized(const ModelInfo *m, int batch, int num_classes, int image_size);
+/* 1 when the model takes other input sizes than its own (no fully connected layer sized for the
+ * input: a global average pool before the classifier). */
+int model_fully_convolutional(const ModelInfo *m);
+/* The smallest input size at which every window of the model fits. */
+int model_min_image_size(const ModelInfo *m);
 /* A variant for tests: the same model code on an image_size input, every channel count of the
  * body divided by width_div (nb_width; the logits keep num_classes), and `act` wherever the model
  * has its ReLUs (a smooth function lets finite differences through deep nets without kinks).

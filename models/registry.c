@@ -3,6 +3,7 @@
 
 #include "layers/layers.h"
 #include "models.h"
+#include "util.h"
 
 static const ModelInfo models[] = {
     {"trivial", model_trivial, 224, 0.001, "one FC layer (input-pipeline benchmark)"},
@@ -54,8 +55,38 @@ double model_default_lr(const ModelInfo *m, int total_batch) {
     return m->base_lr;
 }
 
-Net *model_build_net(const ModelInfo *m, int batch, int num_classes) {
-    return model_build_reduced(m, batch, num_classes, m->image_size, 1, ACT_RELU);
+Net *model_build_net(const ModelInfo *m, int batch, int num_classes) { return model_build_sized(m, batch, num_classes, m->image_size); }
+
+Net *model_build_sized(const ModelInfo *m, int batch, int num_classes, int image_size) {
+    Net *net = model_build_reduced(m, batch, num_classes, image_size, 1, ACT_RELU);
+    if (net->shape_error[0])
+        die_code(EXIT_USAGE, "model %s at %dx%d: %s", m->name, image_size, image_size, net->shape_error);
+    return net;
+}
+
+/* A flatten layer on a map larger than 1x1 feeds a fully connected layer whose weights are sized
+ * for the input; a model without one ends in a global average pool and takes any size that fits. */
+int model_fully_convolutional(const ModelInfo *m) {
+    Net *net = model_build_reduced(m, 1, 2, m->image_size, 1, ACT_RELU);
+    int fixed = 0;
+    for (int i = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        const Shape s = net->node[l->in[0]].shape;
+        if (strcmp(l->ops->type, "flatten") == 0 && s.h * s.w > 1) fixed = 1;
+    }
+    net_free(net);
+    return !fixed;
+}
+
+/* The windows' outputs grow with the input, so the sizes that fit are those from the smallest up. */
+int model_min_image_size(const ModelInfo *m) {
+    for (int size = 1; size < m->image_size; size++) {
+        Net *net = model_build_reduced(m, 1, 2, size, 1, ACT_RELU);
+        const int fits = !net->shape_error[0];
+        net_free(net);
+        if (fits) return size;
+    }
+    return m->image_size;
 }
 
 Net *model_build_reduced(const ModelInfo *m, int batch, int num_classes, int image_size, int width_div, Act act) {

@@ -99,10 +99,19 @@ static const Flag flags[] = {
     {"larc_eta", 0, POS(larc_eta, 1e9), .def = "(off)", .help = "LARC trust coefficient"},
     {"larc_mode", 0, CHOICE(larc_mode, "clip|scale", LARC_CLIP), .init = "clip", .help = "clip | scale"},
     {"eval", 0, ON(eval), .help = "evaluate the newest checkpoint of --log_dir on validation-*"},
+    {"eval_every_epochs", 0, POS(eval_every_epochs, 1e9), .def = "(off; 1 with --target_top1)",
+     .help = "evaluate on validation-* every N epochs while training (N may be a fraction): a line each, TensorBoard "
+             "and metrics.csv"},
+    {"target_top1", 0, NUM(target_top1, 0, 100), .lo_open = 1, .def = "(none)",
+     .help = "stop training once an evaluation while training reaches this validation top-1 (%), with a checkpoint "
+             "(--log_dir)"},
     {"noeval", 0, SET(eval, 0), .help = "train (the opposite of --eval)"},
     {"forward_only", 0, ON(forward_only),
      .help = "inference benchmark: forward passes with batch norm in inference mode, no backward, no update"},
     {"distort_color", 0, ON(distort_color), .help = "random brightness/saturation/hue/contrast"},
+    {"image_size", 0, INT(image_size, 1, 8192), .def = "the model's",
+     .help = "input height and width of the fully convolutional models (resnet*, resnext*, googlenet, inception*), "
+             "from each one's smallest (inception 75); images are resized to it"},
     {"crop_area_min", 0, POS(crop_area_min, 1), .init = "0.1",
      .help = "smallest training crop, as a fraction of the image area (1: no crop)"},
     {"input_threads", 0, INT(input_threads, 1, 4096), .def = "cores / ranks per node", .help = "decode workers"},
@@ -355,6 +364,19 @@ static void check_config(const Config *cfg) {
                  cfg->num_epochs);
     if (cfg->eval && !cfg->data_dir) die_code(EXIT_USAGE, "--eval needs --data_dir with validation-* shards");
     if (cfg->eval && !cfg->log_dir) die_code(EXIT_USAGE, "--eval needs --log_dir holding a checkpoint");
+    if ((cfg->eval_every_epochs > 0 || cfg->target_top1 > 0) && !cfg->data_dir)
+        die_code(EXIT_USAGE, "--%s needs --data_dir with validation-* shards",
+                 cfg->eval_every_epochs > 0 ? "eval_every_epochs" : "target_top1");
+    const ModelInfo *m = model_find(cfg->model);
+    if (cfg->image_size && cfg->image_size != m->image_size) {
+        if (!model_fully_convolutional(m))
+            die_code(EXIT_USAGE, "--image_size=%d: %s's fully connected layers are sized for its %dx%d input; the fully "
+                                 "convolutional models (resnet*, resnext*, googlenet, inception*) take other sizes",
+                     cfg->image_size, m->name, m->image_size, m->image_size);
+        const int lo = model_min_image_size(m);
+        if (cfg->image_size < lo)
+            die_code(EXIT_USAGE, "--image_size=%d: %s's smallest input is %dx%d", cfg->image_size, m->name, lo, lo);
+    }
 }
 
 void config_parse(Config *cfg, int argc, char **argv) {
@@ -394,6 +416,7 @@ void config_parse(Config *cfg, int argc, char **argv) {
     }
     if (optind < argc) die_code(EXIT_USAGE, "unexpected argument '%s' (flags are --flag=value; see --help)", argv[optind]);
     cfg->given_learning_rate = config_given(cfg, &cfg->learning_rate);
+    if (cfg->target_top1 > 0 && cfg->eval_every_epochs <= 0) cfg->eval_every_epochs = 1;
     cfg->given_loss_scale = config_given(cfg, &cfg->loss_scale);
     cfg->given_larc_mode = config_given(cfg, &cfg->larc_mode);
     cfg->given_display_every = config_given(cfg, &cfg->display_every);

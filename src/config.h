@@ -49,6 +49,9 @@ typedef struct Config {
     int eval;
     int distort_color;
     double crop_area_min;      /* training crop area range [crop_area_min, 1] */
+    int image_size;            /* 0: the model's */
+    double eval_every_epochs;  /* 0: no evaluation while training */
+    double target_top1;        /* 0: none; else stop at this validation top-1 (%) */
     int input_threads;         /* 0: cores / ranks on the node */
     int shuffle_buffer;
     int skip_corrupt;

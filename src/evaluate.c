@@ -16,7 +16,14 @@ static void print_accuracy(const char *what, double acc, const Stats *s, size_t 
         printf("Validation %s: %.3f %% (%zu step%s: too few for an error estimate)\n", what, acc, steps, steps == 1 ? "" : "s");
 }
 
-void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
+int evaluate_due(const Run *r, long step) {
+    const double every = r->cfg.eval_every_epochs, per_epoch = (double)r->nrecord / r->total_batch;
+    if (every <= 0 || step + 1 >= r->nstep) return 0;
+    /* epochs done after a step, in units of `every`: the step that crosses an integer */
+    return floor((double)(step + 1) / per_epoch / every) > floor((double)step / per_epoch / every);
+}
+
+void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *top5) {
     const Config *c = &r->cfg;
     Loader *ld = input_open_loader(r, "validation", 0, 0);
     Net *net = tr->net;
@@ -24,8 +31,10 @@ void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
     size_t cap = 64, n = 0;
     double total[3] = {0, 0, 0}; /* top-1 and top-5 correct, images: over all steps and ranks */
     double *t1 = xmalloc(cap * sizeof *t1), *t5 = xmalloc(cap * sizeof *t5);
-    printf("Evaluating on %zu validation images\n", loader_num_records(ld));
-    printf("  Step  Top-1  Top-5\n");
+    if (verbose) {
+        printf("Evaluating on %zu validation images\n", loader_num_records(ld));
+        printf("  Step  Top-1  Top-5\n");
+    }
     for (long step = 0;; step++) {
         LoaderBatch *b = loader_next(ld);
         double acc[4] = {0, 0, 0, b ? 0 : 1}; /* top1, top5, count, ranks done */
@@ -34,9 +43,9 @@ void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
             /* a short last batch: the slots past count hold stale bytes; give them a valid label */
             for (int i = b->count; i < c->batch_size; i++) b->labels[i] = 0;
             if (tr->gpu) {
-                gpunet_stage_batch(tr->gpu, 0, b->images, b->labels);
-                gpunet_use_batch(tr->gpu, 0);
-                gpunet_stage_wait(tr->gpu, 0);
+                gpunet_stage_batch(tr->gpu, slot, b->images, b->labels);
+                gpunet_use_batch(tr->gpu, slot);
+                gpunet_stage_wait(tr->gpu, slot);
                 tr->device_input = 1;
             } else {
                 input_from_u8_nhwc(in->data, b->images, c->batch_size, 3, in->shape.h, in->shape.w);
@@ -57,25 +66,27 @@ void evaluate(Run *r, Trainer *tr, double *top1, double *top5) {
             for (int k = 0; k < 3; k++) total[k] += acc[k];
             t1[n] = 100.0 * acc[0] / acc[2];
             t5[n] = 100.0 * acc[1] / acc[2];
-            if (step == 0 || (step + 1) % c->display_every == 0) printf("%6ld %5.1f%% %5.1f%%\n", step + 1, t1[n], t5[n]);
+            if (verbose && (step == 0 || (step + 1) % c->display_every == 0)) printf("%6ld %5.1f%% %5.1f%%\n", step + 1, t1[n], t5[n]);
             n++;
         }
         if ((int)acc[3] == r->dist.size) break;
     }
     *top1 = *top5 = NAN;
-    printf("----------------------------------------------------------------\n");
-    if (n > 0) {
-        /* the accuracy over every image (a short last batch weighs by its images); the error and
-         * jitter from the per-step figures, as nvcnn.py */
-        Stats s1 = stats_compute(t1, n), s5 = stats_compute(t5, n);
+    if (n > 0) { /* the accuracy over every image (a short last batch weighs by its images) */
         *top1 = 100.0 * total[0] / total[2];
         *top5 = 100.0 * total[1] / total[2];
-        print_accuracy("Top-1", *top1, &s1, n);
-        print_accuracy("Top-5", *top5, &s5, n);
-    } else {
-        printf("No validation images\n");
     }
-    printf("----------------------------------------------------------------\n");
+    if (verbose) { /* the error and jitter from the per-step figures, as nvcnn.py */
+        printf("----------------------------------------------------------------\n");
+        if (n > 0) {
+            Stats s1 = stats_compute(t1, n), s5 = stats_compute(t5, n);
+            print_accuracy("Top-1", *top1, &s1, n);
+            print_accuracy("Top-5", *top5, &s5, n);
+        } else {
+            printf("No validation images\n");
+        }
+        printf("----------------------------------------------------------------\n");
+    }
     size_t skipped = loader_skipped(ld);
     double sk = (double)skipped;
     dist_allreduce_sum_d(&r->dist, &sk, 1);

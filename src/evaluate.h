@@ -8,7 +8,14 @@
 #include "run.h"
 #include "train.h"
 
-/* Prints the table and the two lines; top1/top5 receive the means (NAN without images). */
-void evaluate(Run *r, Trainer *tr, double *top1, double *top5);
+/* top1/top5 receive the accuracies in % (NAN without images). verbose: prints the table and the
+ * two lines (the pass at the end of a run, --eval); otherwise nothing (evaluations while
+ * training print their own line). GPU backend: the batches are staged in slot `slot`, one that
+ * holds no training batch. */
+void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *top5);
+/* --eval_every_epochs: 1 when the step ending at step + 1 (0-based `step`) crosses a multiple of
+ * every_epochs epochs of the run's images, the last step of the run excepted (the pass at the
+ * end evaluates it). */
+int evaluate_due(const Run *r, long step);
 
 #endif

@@ -14,7 +14,7 @@ Loader *input_open_loader(const Run *r, const char *subset, int training, uint64
     lc.data_dir = c->data_dir;
     lc.subset = subset;
     lc.batch = c->batch_size;
-    lc.height = lc.width = r->model->image_size;
+    lc.height = lc.width = r->image_size;
     /* --forward_only reads the training shards as inference does: central crops, endless */
     lc.training = training && !c->forward_only;
     lc.distort_color = lc.training && c->distort_color;
@@ -116,6 +116,8 @@ void input_prefetch(Input *in, int more) {
     }
     in->cur = 1 - k;
 }
+
+int input_free_slot(const Input *in) { return in->staged[in->cur] ? 1 - in->cur : in->cur; }
 
 void input_finish(Input *in, long last) {
     for (int k = 0; k < 2; k++)

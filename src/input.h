@@ -34,6 +34,8 @@ const int32_t *input_next(Input *in, long step);
 /* While the device runs this step: gives back its batch and, if `more`, fetches the next and
  * queues its copy (GPU with real data; nothing otherwise). */
 void input_prefetch(Input *in, int more);
+/* GPU: a staging slot that holds no training batch now (for an evaluation between steps). */
+int input_free_slot(const Input *in);
 /* Ends the input at the end of the run (`last`: the number of steps done). */
 void input_finish(Input *in, long last);
 

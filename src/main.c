@@ -167,7 +167,7 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
 }
 
 /* The model as a net of layers and shapes (nothing allocated yet: plan()). */
-static Net *build_net(Run *r) { return model_build_net(r->model, r->cfg.batch_size, r->cfg.num_classes); }
+static Net *build_net(Run *r) { return model_build_sized(r->model, r->cfg.batch_size, r->cfg.num_classes, r->image_size); }
 
 /* The trainer (and the GPU backend's net) for this run. */
 static GpuNet *start_trainer(Run *r, Net *net, Trainer *tr) {
@@ -222,7 +222,7 @@ static int eval_only(Run *r) {
     GpuNet *gpu = plan(r, net, &tr);
     if (!lifecycle_restore(r, net, &tr)) die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
     double t1, t5;
-    evaluate(r, &tr, &t1, &t5);
+    evaluate(r, &tr, 0, 1, &t1, &t5);
     trainer_free(&tr);
     gpunet_free(gpu);
     net_free(net);
@@ -275,6 +275,27 @@ static void warn_untimed(const Run *r, long step0) {
            steps, steps == 1 ? "" : "s", burnin, burnin, step0 + burnin + 10, steps > 1 ? steps - 1 : 0);
 }
 
+/* --eval_every_epochs: after a step that completes a multiple of N epochs, the validation
+ * accuracy in one line (and TensorBoard and metrics.csv). Returns 1 when it reaches --target_top1:
+ * the run then ends at this step (its final checkpoint is written at this step). */
+static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long step) {
+    const Config *c = &r->cfg;
+    if (c->forward_only || !evaluate_due(r, step)) return 0;
+    const double t0 = now_seconds();
+    double t1, t5;
+    evaluate(r, tr, input_free_slot(in), 0, &t1, &t5);
+    const double secs = now_seconds() - t0, epochs = (double)(step + 1) * r->total_batch / (double)r->nrecord;
+    printf("Validation at step %ld (epoch %.2f): top-1 %.3f %%, top-5 %.3f %% (%.1f s)\n", step + 1, epochs, t1, t5, secs);
+    report_validation(rep, step + 1, t1, t5);
+    report_pause(rep, secs); /* the rows' pace and speed leave the evaluation out */
+    if (c->target_top1 > 0 && t1 >= c->target_top1) {
+        printf("Reached --target_top1=%g at step %ld (epoch %.2f): validation top-1 %.3f %%\n", c->target_top1, step + 1, epochs, t1);
+        r->nstep = step + 1;
+        return 1;
+    }
+    return 0;
+}
+
 /* Training (or, with --forward_only, inference) for the planned steps, then validation. */
 static int train(Run *r) {
     const Config *c = &r->cfg;
@@ -302,6 +323,7 @@ static int train(Run *r) {
     Report rep;
     report_open(&rep, r, &tr, step0);
     const LrSchedule sched = schedule(r);
+    int target = 0; /* --target_top1 reached */
 
     for (long step = step0; step < r->nstep; step++) {
         const double t0 = now_seconds(), lr = lr_at(&sched, step);
@@ -318,15 +340,16 @@ static int train(Run *r) {
         }
         report_step(&rep, step, loss, lr, now_seconds() - t0); /* row, TensorBoard, CSV */
         if (lifecycle_poll(&life, step)) break;                /* signals, periodic checkpoint */
+        if ((target = eval_while_training(r, &tr, &in, &rep, step))) break; /* --eval_every_epochs */
     }
 
     input_finish(&in, r->nstep);
     if (!c->forward_only) lifecycle_finish(&life, step0);
     report_end(&rep, r->nstep - step0);
-    if (c->data_dir && !life.stopped && !c->forward_only && loader_has_subset(c->data_dir, "validation")) {
+    if (c->data_dir && !life.stopped && !target && !c->forward_only && loader_has_subset(c->data_dir, "validation")) {
         double t1, t5;
-        evaluate(r, &tr, &t1, &t5);
-        report_validation(&rep, t1, t5);
+        evaluate(r, &tr, 0, 1, &t1, &t5);
+        report_validation(&rep, r->nstep, t1, t5);
     }
     report_close(&rep);
     trainer_free(&tr);
@@ -350,6 +373,7 @@ int main(int argc, char **argv) {
     choose_cpu_impl(&r);
     choose_allreduce(&r);
     r.total_batch = r.cfg.batch_size * r.dist.size;
+    r.image_size = r.cfg.image_size ? r.cfg.image_size : r.model->image_size;
 
     r.threads = default_threads(r.dist.local_size);
     omp_set_num_threads(r.threads);

@@ -185,8 +185,24 @@ void net_finalize(Net *net, uint64_t seed) { finalize(net, seed, 0); }
 
 void net_finalize_for_device(Net *net, uint64_t seed) { finalize(net, seed, 1); }
 
+void net_shape_error(Net *net, const char *fmt, ...) {
+    if (net->shape_error[0]) return; /* the first is the cause */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(net->shape_error, sizeof net->shape_error, fmt, ap);
+    va_end(ap);
+}
+
+int net_window_out(Net *net, const char *type, int in, int k, int s, Padding pad, int *pad_before) {
+    int out = conv_out_size(in, k, s, pad, pad_before);
+    if (out > 0) return out;
+    net_shape_error(net, "layer %d (%s): a window of %d with stride %d does not fit its input of %d", net->nlayer, type, k, s, in);
+    return 1;
+}
+
 static void finalize(Net *net, uint64_t seed, int lean) {
     if (net->finalized) return;
+    if (net->shape_error[0]) die("%s", net->shape_error);
     net->params = xmalloc_aligned((net->params_total ? net->params_total : 1) * sizeof(float));
     net->grads = xmalloc_aligned((net->params_total ? net->params_total : 1) * sizeof(float));
     net->state = xmalloc_aligned((net->state_total ? net->state_total : 1) * sizeof(float));
@@ -375,7 +391,6 @@ int conv_out_size(int in, int k, int s, Padding pad, int *pad_before) {
         break;
     }
     }
-    if (out <= 0) die("window %d with stride %d does not fit an input of size %d", k, s, in);
     if (pad_before) *pad_before = pb;
     return out;
 }

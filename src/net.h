@@ -120,6 +120,7 @@ struct Net {
     double loss;         /* mean cross-entropy of the last forward (no weight decay) */
     Rng rng;             /* dropout masks */
     int finalized;
+    char shape_error[200]; /* "": every layer fits its input; else the first that does not */
     const char *model;   /* the model's registry name (model_build_net), NULL for a net built by hand */
     /* Called during backward after each layer that owns parameters, with the arena offset from
      * which every gradient is final (layers run backward in reverse creation order, so the
@@ -211,7 +212,14 @@ double net_forward_flops(const Net *net);
  * layer does not simply read the previous layer's output; the builder's sections as headings. */
 void net_print_summary(const Net *net, FILE *f);
 /* Output shape of the padding mode: out = ceil(in/s) for SAME/SAME_RESNET, ceil((in-k+1)/s)
- * for VALID; pad_before is the padding on the low side. Dies on an output <= 0. */
+ * for VALID; pad_before is the padding on the low side. 0 where a VALID window is larger than the
+ * input. */
 int conv_out_size(int in, int k, int s, Padding pad, int *pad_before);
+/* conv_out_size() for a layer being added to net: where the window does not fit (an output of 0
+ * or less) the net records why (net_shape_error) and the layer gets an output of 1, so that a
+ * build goes on to its end and the caller decides (model_build_sized: exit 2; net_finalize: die). */
+int net_window_out(Net *net, const char *type, int in, int k, int s, Padding pad, int *pad_before);
+/* Records the first shape that cannot be built, printf-style, in net->shape_error. */
+void net_shape_error(Net *net, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

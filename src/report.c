@@ -19,6 +19,7 @@ void report_header(const Run *r, const Net *net) {
     else
         printf("Num images:  Synthetic\n");
     printf("Model:       %s\n", r->model->name);
+    printf("Image size:  %dx%d%s\n", r->image_size, r->image_size, r->image_size != r->model->image_size ? " (--image_size)" : "");
     printf("Parameters:  %zu\n", net_num_params(net));
     printf("Batch size:  %d per device\n", c->batch_size);
     printf("             %d total\n", r->total_batch);
@@ -149,13 +150,17 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
     }
 }
 
-void report_validation(Report *rep, double top1, double top5) {
+void report_validation(Report *rep, long step, double top1, double top5) {
     Run *r = rep->r;
     static const char *const tags[] = {"validation accuracy top-1 %", "validation accuracy top-5 %"};
     const double vals[] = {top1, top5};
-    events_scalars(rep->elog, r->nstep, tags, vals, 2);
-    events_csv(rep->elog, r->nstep, (double)r->nstep * r->total_batch / (double)r->nrecord, NAN, NAN, NAN, NAN, NAN,
-               top1, top5);
+    events_scalars(rep->elog, step, tags, vals, 2);
+    events_csv(rep->elog, step, (double)step * r->total_batch / (double)r->nrecord, NAN, NAN, NAN, NAN, NAN, top1, top5);
+}
+
+void report_pause(Report *rep, double seconds) {
+    rep->last_row += seconds;
+    rep->last_eta += seconds;
 }
 
 /* nvcnn.py's summary: the mean rate of the steps after burn-in, its standard error and jitter. The

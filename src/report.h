@@ -36,8 +36,10 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0);
 void report_step(Report *rep, long step, double loss, double lr, double seconds);
 /* The end-of-run lines. `steps`: the steps this run made. */
 void report_end(Report *rep, long steps);
-/* The validation accuracy at the end of training, into the logs. */
-void report_validation(Report *rep, double top1, double top5);
+/* A validation accuracy after `step` steps (while training or at its end), into the logs. */
+void report_validation(Report *rep, long step, double top1, double top5);
+/* Work between steps that took `seconds` (an evaluation): left out of the rows' pace. */
+void report_pause(Report *rep, double seconds);
 void report_close(Report *rep);
 
 /* Rows without --display_every: nvcnn.py's every --display_every (10) steps, or more often where

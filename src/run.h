@@ -14,6 +14,7 @@ typedef struct Run {
     Dist dist;
     const ModelInfo *model;
     int total_batch;
+    int image_size;  /* the input's height and width: --image_size or the model's */
     int threads;
     long nstep;      /* the step the run ends at (a stop signal moves it) */
     size_t nrecord;  /* images per epoch over all ranks */

@@ -179,6 +179,25 @@ TEST(cli_a_run_inside_the_burn_in_is_told_before_training) {
     free(o);
 }
 
+/* --image_size: the fully convolutional models at other sizes, said in the header; the others and
+ * sizes below a model's smallest are one line and exit 2. */
+TEST(cli_image_size) {
+    char *o;
+    CHECK(nv("--model=resnet18 --image_size=32 --batch_size=2 --num_batches=2 --nstep_burnin=0", &o) == 0);
+    CHECK_MSG(o && strstr(o, "Model:       resnet18\nImage size:  32x32 (--image_size)\nParameters:  11689512\n"), "%s", o);
+    free(o);
+    CHECK(nv("--model=lenet --batch_size=2 --num_batches=1", &o) == 0);
+    CHECK_MSG(o && strstr(o, "Image size:  28x28\n"), "%s", o);
+    free(o);
+    CHECK(nv("--model=alexnet --image_size=64", &o) == 2);
+    CHECK_MSG(o && count_lines_with(o, "\n") == 1 && strstr(o, "--image_size=64: alexnet's fully connected layers are sized for its 227x227 input"),
+              "%s", o);
+    free(o);
+    CHECK(nv("--model=inception3 --image_size=74", &o) == 2);
+    CHECK_MSG(o && count_lines_with(o, "\n") == 1 && strstr(o, "--image_size=74: inception3's smallest input is 75x75"), "%s", o);
+    free(o);
+}
+
 /* Runs too short for an error estimate print the figure alone; none timed: nvcnn's line. */
 TEST(cli_short_runs_print_no_meaningless_figures) {
     char *o;

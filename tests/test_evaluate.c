@@ -1,5 +1,7 @@
 /* test_evaluate.c: the validation pass as a user meets it through ./nvcnn: a short last batch
- * counts each of its images once, like every other image. */
+ * counts each of its images once, like every other image; evaluations while training. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -8,6 +10,7 @@
 #include "io/example.h"
 #include "io/image.h"
 #include "io/tfrecord.h"
+#include "testutil.h"
 
 /* dir/name with n 28x28 gray PNGs: record k shows a white band at rows 2c+2..2c+5 of class
  * c = k % 10 and is labelled c + 1, except the records from `mislabel` on, labelled (c + 5) % 10 + 1:
@@ -71,4 +74,79 @@ TEST(eval_short_last_batch_counts_each_image_once) {
     CHECK_MSG(s1 != s2, "steps %.1f %% and %.1f %%: pick other images", s1, s2);
     CHECK_MSG(fabs(top1 - 10.0 * right) < 1e-3, "top-1 %.3f %% for %g of 10 right (steps %.1f %%, %.1f %%)", top1, right, s1, s2);
     free(o);
+}
+
+/* The table rows' losses of a run's output, in order, into v (at most n); returns how many. */
+static int row_losses(const char *o, double *v, int n) {
+    int k = 0;
+    for (const char *p = o; p && k < n && (p = strchr(p, '\n')); p++) {
+        long step, ep;
+        double rate, loss, lr;
+        if (sscanf(p + 1, "%ld %ld %lf %lf %lf", &step, &ep, &rate, &loss, &lr) == 5) v[k++] = loss;
+    }
+    return k;
+}
+
+/* --eval_every_epochs: a line per evaluation while training, in metrics.csv too; the training itself
+ * is the same as without it (the evaluations share the net and, on the GPU, the staging slots);
+ * --target_top1 stops at the first evaluation that reaches it, with a checkpoint whose --eval gives
+ * the same accuracy. On the CPU, and on the GPU backend where there is one (the emulated device in
+ * make test). */
+static void eval_while_training(const char *device) {
+    char dir[600], cmd[2000], *plain = NULL, *with = NULL, *o = NULL;
+    snprintf(dir, sizeof dir, "%s/eval-during-%s", th_tmpdir(), device);
+    mkdir(dir, 0755);
+    CHECK(write_images(dir, "train-00000-of-00001", 200, 200) == 0);
+    CHECK(write_images(dir, "validation-00000-of-00001", 40, 40) == 0);
+    const char *common = "./nvcnn --model=lenet --num_classes=10 --batch_size=20 --num_epochs=3 --display_every=1 --learning_rate=0.05 "
+                         "--crop_area_min=1 --nstep_burnin=0";
+    snprintf(cmd, sizeof cmd, "%s --device=%s --data_dir=%s", common, device, dir);
+    int rc = th_run(cmd, &plain);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, plain);
+    snprintf(cmd, sizeof cmd, "%s --device=%s --data_dir=%s --eval_every_epochs=1 --log_dir=%s/logs", common, device, dir, dir);
+    rc = th_run(cmd, &with);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, with);
+    /* 10 steps an epoch: evaluations after steps 10 and 20; step 30 is the run's end (the usual pass) */
+    CHECK_MSG(with && strstr(with, "\nValidation at step 10 (epoch 1.00): top-1 ") && strstr(with, "\nValidation at step 20 (epoch 2.00): top-1 ") &&
+                  !strstr(with, "Validation at step 30") && strstr(with, "Evaluating on 40 validation images"),
+              "%s", with);
+    double a[64], b[64];
+    int na = plain ? row_losses(plain, a, 64) : 0, nb = with ? row_losses(with, b, 64) : 0;
+    CHECK_MSG(na == 30 && nb == 30, "%d and %d rows", na, nb);
+    for (int i = 0; i < na && i < nb; i++) CHECK_MSG(a[i] == b[i], "step %d: loss %.6f without evaluations, %.6f with", i + 1, a[i], b[i]);
+    /* metrics.csv: the evaluations at steps 10, 20 and 30, with the accuracy the lines print */
+    char csv[700];
+    snprintf(csv, sizeof csv, "%s/logs/metrics.csv", dir);
+    char *m = (char *)tu_read_file(csv, NULL);
+    double top1 = -1;
+    const char *line = with ? strstr(with, "Validation at step 20 (epoch 2.00): top-1 ") : NULL;
+    if (line) top1 = atof(line + strlen("Validation at step 20 (epoch 2.00): top-1 "));
+    char want[64];
+    snprintf(want, sizeof want, "\n20,2.000000,,,,,,%.6g,", top1);
+    CHECK_MSG(m && strstr(m, "\n10,1.000000,,,,,,") && strstr(m, want) && strstr(m, "\n30,3.000000,,,,,,"), "want %s in\n%s", want, m);
+    free(m);
+    /* a target that the first evaluation reaches: the run ends there, with its checkpoint */
+    snprintf(cmd, sizeof cmd, "%s --device=%s --data_dir=%s --target_top1=1 --log_dir=%s/target", common, device, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "\nReached --target_top1=1 at step 10 (epoch 1.00): validation top-1 ") &&
+                  strstr(o, "/target/ckpt-10.nvcnn at step 10") && !strstr(o, "\n    11     2 ") && !strstr(o, "Evaluating on"),
+              "exit %d:\n%s", rc, o);
+    const char *at = o ? strstr(o, "Validation at step 10 (epoch 1.00): top-1 ") : NULL;
+    double reached = at ? atof(at + strlen("Validation at step 10 (epoch 1.00): top-1 ")) : -1;
+    free(o);
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --num_classes=10 --batch_size=20 --device=%s --data_dir=%s --eval --log_dir=%s/target",
+             device, dir, dir);
+    rc = th_run(cmd, &o);
+    const char *v = o ? strstr(o, "Validation Top-1: ") : NULL;
+    CHECK_MSG(rc == 0 && v && fabs(atof(v + strlen("Validation Top-1: ")) - reached) < 1e-3, "reached %.3f %%; --eval:\n%s", reached, o);
+    free(o);
+    free(plain);
+    free(with);
+}
+
+TEST(eval_while_training_and_target_top1) { eval_while_training("cpu"); }
+
+TEST(eval_while_training_and_target_top1_gpu) {
+    if (tu_gpus() == 0) return;
+    eval_while_training("gpu");
 }

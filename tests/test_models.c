@@ -140,6 +140,40 @@ TEST(models_parameter_counts) {
     }
 }
 
+/* --image_size: the fully convolutional models are those that end in a global average pool (the
+ * zoo's resnet*, resnext*, googlenet and inception*, as nvcnn.py's); they keep their parameter
+ * counts at any size, and their smallest size is where the first window stops fitting: 75 for
+ * Inception v3 and Inception-ResNet v2, the minimum Keras's InceptionV3 and InceptionResNetV2
+ * document. */
+TEST(models_image_size_smallest_and_fully_convolutional) {
+    int n;
+    const ModelInfo *m = model_list(&n);
+    for (int i = 0; i < n; i++) {
+        const char *name = m[i].name;
+        const int want_fc = strncmp(name, "resnet", 6) == 0 || strncmp(name, "resnext", 7) == 0 ||
+                            strcmp(name, "googlenet") == 0 || strncmp(name, "inception", 9) == 0;
+        CHECK_MSG(model_fully_convolutional(&m[i]) == want_fc, "%s", name);
+        const int lo = model_min_image_size(&m[i]);
+        Net *at = model_build_reduced(&m[i], 2, 10, lo, 1, ACT_RELU);
+        CHECK_MSG(!at->shape_error[0], "%s at its smallest %d: %s", name, lo, at->shape_error);
+        if (want_fc) {
+            Net *full = model_build_net(&m[i], 2, 10);
+            CHECK_MSG(net_num_params(at) == net_num_params(full), "%s: %zu parameters at %d, %zu at %d", name, net_num_params(at),
+                      lo, net_num_params(full), m[i].image_size);
+            net_free(full);
+        }
+        net_free(at);
+        if (lo > 1) {
+            Net *below = model_build_reduced(&m[i], 2, 10, lo - 1, 1, ACT_RELU);
+            CHECK_MSG(below->shape_error[0] && strstr(below->shape_error, "does not fit"), "%s at %d builds", name, lo - 1);
+            net_free(below);
+        }
+    }
+    CHECK(model_min_image_size(model_find("inception3")) == 75 && model_min_image_size(model_find("inception-resnet2")) == 75);
+    /* the sizes the emulated GPU tests reduce alexnet and overfeat to are their smallest */
+    CHECK(model_min_image_size(model_find("alexnet")) == 67 && model_min_image_size(model_find("overfeat")) == 71);
+}
+
 TEST(models_logits_shape_and_loss_last) {
     for (int i = 0; i < NMODELS; i++) {
         Net *net = build(all_names[i], 2, 1000);

@@ -201,8 +201,8 @@ int conv_create_grouped(Net *net, int in, int cout, int kh, int kw, int sh, int 
     c->kw = kw;
     c->sh = sh;
     c->sw = sw;
-    c->oh = conv_out_size(s.h, kh, sh, pad, &c->pt);
-    c->ow = conv_out_size(s.w, kw, sw, pad, &c->pl);
+    c->oh = net_window_out(net, "conv", s.h, kh, sh, pad, &c->pt);
+    c->ow = net_window_out(net, "conv", s.w, kw, sw, pad, &c->pl);
     /* col holds every group's rows: K = cin*kh*kw; each output sums over Kg = K / groups */
     size_t K = (size_t)c->cin * kh * kw, Kg = K / (size_t)groups, per = K * (size_t)c->oh * c->ow;
     size_t chunk = per ? CONV_CHUNK_FLOATS / per : 1;

@@ -110,8 +110,8 @@ int pool_create(Net *net, int in, PoolKind kind, int kh, int kw, int sh, int sw,
     p->sh = sh;
     p->sw = sw;
     p->pad = pad;
-    p->oh = conv_out_size(s.h, kh, sh, pad, &p->pt);
-    p->ow = conv_out_size(s.w, kw, sw, pad, &p->pl);
+    p->oh = net_window_out(net, "pool", s.h, kh, sh, pad, &p->pt);
+    p->ow = net_window_out(net, "pool", s.w, kw, sw, pad, &p->pl);
     Layer *l = net_add_layer(net, kind == POOL_MAX ? &maxpool_ops : &avgpool_ops, &in, 1,
                              shape4(s.n, s.c, p->oh, p->ow), p);
     l->flops = (double)s.n * s.c * p->oh * p->ow * kh * kw;
