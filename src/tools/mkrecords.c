@@ -392,6 +392,7 @@ static void free_items(Item *v, size_t n) {
 }
 
 int main(int argc, char **argv) {
+    util_set_program("nvcnn-mkrecords");
     Opts o;
     parse_args(argc, argv, &o);
     Source s = {.o = &o};
