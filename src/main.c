@@ -256,6 +256,8 @@ static int train(Run *r) {
     const Config *c = &r->cfg;
     Net *net = build_net(r);
     Loader *ld = plan_steps(r);
+    /* looked at now: validation shards that are not one set stop the run before it trains */
+    const int validate = c->data_dir && !c->forward_only && loader_has_subset(c->data_dir, "validation");
     r->base_lr = c->learning_rate > 0 ? c->learning_rate : model_default_lr(r->model, r->total_batch);
     report_header(r, net);
     Trainer tr;
@@ -288,7 +290,7 @@ static int train(Run *r) {
     input_finish(&in, r->nstep);
     if (!c->forward_only) lifecycle_finish(&life, step0);
     report_end(&rep, r->nstep - step0);
-    if (c->data_dir && !life.stopped && !c->forward_only && loader_has_subset(c->data_dir, "validation")) {
+    if (validate && !life.stopped) {
         double t1, t5;
         evaluate(r, &tr, &t1, &t5);
         report_validation(&rep, t1, t5);
