@@ -23,7 +23,7 @@ if [ ! -s "$work/records/train-00000-of-00004" ]; then
   cc -O2 -std=gnu11 -Isrc scripts/bench_gen_images.c build/libnvcnn.a -o "$work/gen" \
     -lopenblas -ljpeg -lpng16 "$protobuf" -lz -lm -fopenmp -lpthread
   rm -rf "$work/images" && "$work/gen" "$work/images" "$images" 10
-  ./nvcnn-mkrecords --input_dir="$work/images" --output_dir="$work/records" --shards=4 >/dev/null
+  ./nvcnn-mkrecords --input_dir="$work/images" --output_dir="$work/records" --shards=4 --overwrite >/dev/null
 fi
 echo "input pipeline: $images JPEGs 500x375 q90 -> 224x224 training crops, batch 64, $cores cores, OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
 [ "${GPU_RATIO_ONLY:-0}" = 1 ] || printf "%8s %12s %18s\n" threads images/sec "per thread"

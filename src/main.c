@@ -311,6 +311,11 @@ static int train(Run *r) {
         net_free(net);
         return 0;
     }
+    /* looked at now: validation shards that are not one set stop the run before it trains */
+    const int validate = c->data_dir && !c->forward_only && loader_has_subset(c->data_dir, "validation");
+    if (c->eval_every_epochs > 0 && !validate && !c->forward_only)
+        die_code(EXIT_USAGE, "--%s: no validation-* shards in --data_dir=%s", c->target_top1 > 0 ? "target_top1" : "eval_every_epochs",
+                 c->data_dir);
     r->base_lr = c->learning_rate > 0 ? c->learning_rate : model_default_lr(r->model, r->total_batch);
     report_header(r, net);
     warn_untimed(r, saved > 0 && !c->forward_only ? saved : 0);
@@ -346,7 +351,7 @@ static int train(Run *r) {
     input_finish(&in, r->nstep);
     if (!c->forward_only) lifecycle_finish(&life, step0);
     report_end(&rep, r->nstep - step0);
-    if (c->data_dir && !life.stopped && !target && !c->forward_only && loader_has_subset(c->data_dir, "validation")) {
+    if (validate && !life.stopped && !target) {
         double t1, t5;
         evaluate(r, &tr, 0, 1, &t1, &t5);
         report_validation(&rep, r->nstep, t1, t5);

@@ -11,9 +11,15 @@
 #include <string.h>
 #include <time.h>
 
+static const char *program = "nvcnn";
+static void (*die_hook)(void);
+
+void util_set_program(const char *name) { program = name; }
+void util_set_die_hook(void (*hook)(void)) { die_hook = hook; }
+
 static void vmsg(const char *kind, const char *fmt, va_list ap) {
     fflush(stdout);
-    fprintf(stderr, "nvcnn: %s: ", kind);
+    fprintf(stderr, "%s: %s: ", program, kind);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     fflush(stderr);
@@ -38,6 +44,7 @@ void die_code(int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vmsg("error", fmt, ap);
     va_end(ap);
+    if (die_hook) die_hook();
     fflush(NULL);
     _exit(code);
 }
@@ -48,6 +55,7 @@ void die(const char *fmt, ...) {
     va_start(ap, fmt);
     vmsg("error", fmt, ap);
     va_end(ap);
+    if (die_hook) die_hook();
     fflush(NULL);
     _exit(EXIT_FAILURE_GENERIC);
 }

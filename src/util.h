@@ -1,7 +1,8 @@
 /* util.h: errors, checked allocation and files, a seeded RNG, a wall clock.
  *
- * Every fatal error goes through die()/die_code(): one line "nvcnn: error: ..." on stderr and a
- * non-zero exit. Exit codes are part of the command-line contract (see EXIT_* below).
+ * Every fatal error goes through die()/die_code(): one line "<program>: error: ..." on stderr
+ * (the program is nvcnn unless util_set_program() names another) and a non-zero exit. Exit codes
+ * are part of the command-line contract (see EXIT_* below).
  */
 #ifndef NVCNN_UTIL_H
 #define NVCNN_UTIL_H
@@ -19,11 +20,17 @@ enum {
     EXIT_DATA = 4             /* corrupt or truncated input records */
 };
 
-/* Prints "nvcnn: error: <fmt>" and exits with `code`. */
+/* The name that begins every error and warning line (default "nvcnn"); `name` must outlive the
+ * process's messages (a string literal, argv[0]). */
+void util_set_program(const char *name);
+/* Called by die()/die_code() after the error line and before the process exits (NULL: none):
+ * a program's last cleanup, such as removing a half-written file. One hook per process. */
+void util_set_die_hook(void (*hook)(void));
+/* Prints "<program>: error: <fmt>" and exits with `code`. */
 void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* die_code(EXIT_FAILURE_GENERIC, ...). */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-/* Prints "nvcnn: warning: <fmt>" on stderr. */
+/* Prints "<program>: warning: <fmt>" on stderr. */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void *xmalloc(size_t n);

@@ -155,3 +155,37 @@ TEST(badinput_label_out_of_range) {
     expect(arg, 4, "label 0");
     free(jpg);
 }
+
+/* Shards of two conversions in one folder, or an incomplete validation set: one line naming the
+ * files, exit 4, before any training (a broken validation set would otherwise end a long run). */
+TEST(badinput_shards_not_one_set) {
+    char *d = mkdir_case("two-sets");
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    write_shard(d, "train-00000-of-00002", 3, jpg, len, 1);
+    write_shard(d, "train-00001-of-00002", 3, jpg, len, 1);
+    write_shard(d, "train-00000-of-00001", 3, jpg, len, 1);
+    char arg[700], want[900];
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want,
+             "nvcnn: error: --data_dir=%s: train-* holds two sets of shards: train-00000-of-00001 ... (1 file) and "
+             "train-00000-of-00002 ... (2 files): remove one set\n",
+             d);
+    expect(arg, 4, want);
+
+    d = mkdir_case("val-incomplete");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    write_shard(d, "validation-00001-of-00003", 2, jpg, len, 1);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want,
+             "--data_dir=%s: validation-00000-of-00003 and validation-00002-of-00003 are missing (1 of the 3 shards of "
+             "validation-*-of-00003 is here)",
+             d);
+    expect(arg, 4, want);
+    char cmd[1024], *o = NULL;
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 %s", arg);
+    th_run(cmd, &o);
+    CHECK_MSG(o && !strstr(o, "Training"), "trained before refusing validation-*:\n%s", o);
+    free(o);
+    free(jpg);
+}

@@ -425,3 +425,71 @@ TEST(loader_corrupt_record_exit_or_skip) {
     CHECK(loader_skipped(l) == 1);
     loader_close(l);
 }
+
+/* Two conversions into one folder, or a shard gone: the loader refuses the folder, naming the
+ * files, instead of reading whatever is there; freely named files are read as before. */
+TEST(loader_refuses_mixed_or_incomplete_sets) {
+    char dir[600], path[800], to[800];
+    const int two[] = {3, 4}, three[] = {2, 2, 2};
+    snprintf(dir, sizeof dir, "%s/mixed", th_tmpdir());
+    make_dataset(dir, "train", two, 2, 0, label_id);
+    LoaderConfig c = base_cfg(dir);
+    Loader *l = loader_open(&c);
+    CHECK(loader_num_records(l) == 7);
+    loader_close(l);
+    make_dataset(dir, "train", three, 3, 0, label_id);
+    Child r = in_child(&c);
+    char want[1200];
+    snprintf(want, sizeof want,
+             "error: --data_dir=%s: train-* holds two sets of shards: train-00000-of-00002 ... (2 files) and "
+             "train-00000-of-00003 ... (3 files): remove one set\n",
+             dir);
+    CHECK_MSG(r.status == EXIT_DATA && strstr(r.msg, want), "status %d: %s", r.status, r.msg);
+
+    /* the older set removed, one shard of the newer one lost */
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/train-%05d-of-00002", dir, k);
+        CHECK(unlink(path) == 0);
+    }
+    snprintf(path, sizeof path, "%s/train-00001-of-00003", dir);
+    CHECK(unlink(path) == 0);
+    r = in_child(&c);
+    snprintf(want, sizeof want, "--data_dir=%s: train-00001-of-00003 is missing (2 of the 3 shards", dir);
+    CHECK_MSG(r.status == EXIT_DATA && strstr(r.msg, want), "status %d: %s", r.status, r.msg);
+
+    /* validation-* is checked by loader_has_subset too (nvcnn asks it before training) */
+    snprintf(dir, sizeof dir, "%s/mixed-val", th_tmpdir());
+    make_dataset(dir, "validation", two, 2, 0, label_id);
+    CHECK(loader_has_subset(dir, "validation"));
+    snprintf(path, sizeof path, "%s/validation-00000-of-00002", dir);
+    CHECK(unlink(path) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(99);
+        _exit(loader_has_subset(dir, "validation") ? 0 : 1);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_DATA, "loader_has_subset on a broken set: status %d", st);
+
+    /* files named outside the pattern are read as they always were, every record once */
+    snprintf(dir, sizeof dir, "%s/free-names", th_tmpdir());
+    make_dataset(dir, "train", two, 2, 0, label_id);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/train-%05d-of-00002", dir, k);
+        snprintf(to, sizeof to, "%s/train-%d.tfrecord", dir, k);
+        CHECK(rename(path, to) == 0);
+    }
+    c = base_cfg(dir);
+    l = loader_open(&c);
+    int ids[16];
+    CHECK(drain(l, ids, 16, NULL, NULL) == 7);
+    for (int i = 0; i < 7; i++) CHECK(ids[i] == i);
+    loader_close(l);
+    /* ... but a shard-named file among them is ambiguous */
+    make_dataset(dir, "train", three, 1, 0, label_id);
+    r = in_child(&c);
+    CHECK_MSG(r.status == EXIT_DATA && strstr(r.msg, "train-0.tfrecord and train-1.tfrecord are not named as shards"),
+              "status %d: %s", r.status, r.msg);
+}

@@ -2,9 +2,13 @@
  * shards, read back with the TFRecord reader and the Example parser, compared with the input
  * (labels 1-based, pixels, bytes of copied files); determinism; errors. Runs the binary
  * ./nvcnn-mkrecords built by `make` (or $NVCNN_MKRECORDS). */
+#include <dirent.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "harness.h"
@@ -287,12 +291,13 @@ TEST(mkrecords_folder_tree_and_validation) {
     snprintf(args, sizeof args, "--input_dir=%s --validation_dir=%s --output_dir=%s/x", root, val, out);
     CHECK(mk(args, &o) == 2 && strstr(o, "mango"));
     free(o);
-    snprintf(sub, sizeof sub, "%s/kiwi/notes.txt", root);
+    /* a file with an image's extension that is not an image: exit 4 naming it */
+    snprintf(sub, sizeof sub, "%s/kiwi/notes.png", root);
     FILE *f = xfopen(sub, "w");
     fputs("not an image\n", f);
     fclose(f);
     snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s/y --shards=1", root, out);
-    CHECK(mk(args, &o) == 4 && strstr(o, "notes.txt: not a JPEG or PNG image"));
+    CHECK(mk(args, &o) == 4 && strstr(o, "notes.png: not a JPEG or PNG image"));
     free(o);
 }
 
@@ -303,7 +308,9 @@ TEST(mkrecords_errors_and_help) {
                            "--idx_labels", "--shards", "--format", "--quality", "--subset", "--seed"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) CHECK_MSG(strstr(o, flags[i]), "--help lacks %s", flags[i]);
     free(o);
-    CHECK(mk("--input_dir=/tmp", &o) == 2 && strstr(o, "--output_dir is required"));
+    /* the tool's errors are its own: one line beginning with its name */
+    CHECK(mk("--input_dir=/tmp", &o) == 2);
+    CHECK_MSG(o && strcmp(o, "nvcnn-mkrecords: error: --output_dir is required (see --help)\n") == 0, "got: %s", o);
     free(o);
     CHECK(mk("--output_dir=/tmp/x --format=gif --input_dir=/tmp", &o) == 2 && strstr(o, "--format=gif"));
     free(o);
@@ -338,4 +345,424 @@ TEST(mkrecords_errors_and_help) {
     snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s/o --shards=24", img, lab, dir);
     CHECK(mk(args, &o) == 2 && strstr(o, "24 shards"));
     free(o);
+}
+
+/* ---- the output folder, failures, signals, flags ------------------------------------------- */
+
+/* The names in dir, hidden ones included, sorted and joined by spaces ("" when dir is missing). */
+static char *listing(const char *dir) {
+    char **v = NULL;
+    int n = 0;
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            v = realloc(v, (size_t)(n + 1) * sizeof *v);
+            v[n++] = strdup(e->d_name);
+        }
+        closedir(d);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (strcmp(v[j], v[i]) < 0) {
+                char *t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+            }
+    size_t len = 1;
+    for (int i = 0; i < n; i++) len += strlen(v[i]) + 1;
+    char *s = calloc(1, len);
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(s, " ");
+        strcat(s, v[i]);
+        free(v[i]);
+    }
+    free(v);
+    return s;
+}
+
+/* "<subset>-00000-of-0000N ... <subset>-0000(N-1)-of-0000N" as listing() shows a set. */
+static void set_names(char *buf, size_t len, const char *subset, int n) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int k = 0; k < n; k++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s-%05d-of-%05d", k ? " " : "", subset, k, n);
+}
+
+/* 1 if s is one line ending in a newline. */
+static int one_line(const char *s) {
+    const char *nl = strchr(s, '\n');
+    return nl && nl[1] == 0;
+}
+
+/* 1 if the files a and b hold the same bytes. */
+static int same_file(const char *a, const char *b) {
+    size_t la, lb;
+    uint8_t *x = tu_read_file(a, &la), *y = tu_read_file(b, &lb);
+    int same = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static void count_record(const ExampleMsg *m, void *arg) {
+    (void)m;
+    (*(int *)arg)++;
+}
+
+/* A tree of 3 classes x 4 images under <tmp>/<name>. */
+static void small_tree(char *root, size_t len, const char *name) {
+    snprintf(root, len, "%s/%s", th_tmpdir(), name);
+    mkdir(root, 0755);
+    const char *cls[] = {"apple", "kiwi", "pear"};
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 4; i++) {
+            char f[32];
+            snprintf(f, sizeof f, "i%d.%s", i, i % 2 ? "jpg" : "png");
+            tree_file(root, cls[c], f, 4 * c + i, i % 2);
+        }
+}
+
+/* The report's case: a conversion with a split, then the default one into the same folder. The
+ * second is refused, naming what is there; --overwrite replaces the whole earlier set, the old
+ * validation-* included, so that no validation image is trained on. */
+TEST(mkrecords_refuses_earlier_shards_and_overwrite_replaces_them) {
+    char root[600], out[700], args[3000], want[3000], names[2000], *o;
+    small_tree(root, sizeof root, "mk-sets-tree");
+    snprintf(out, sizeof out, "%s/mk-sets-out", th_tmpdir());
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=2 --validation_split=0.25", root, out);
+    CHECK(mk(args, NULL) == 0);
+    char *before = listing(out);
+    CHECK_MSG(!strcmp(before, "train-00000-of-00002 train-00001-of-00002 validation-00000-of-00002 "
+                              "validation-00001-of-00002"),
+              "got: %s", before);
+    snprintf(want, sizeof want,
+             "nvcnn-mkrecords: error: --output_dir=%s holds the shards of an earlier conversion: train-00000-of-00002 "
+             "... (2 files) and validation-00000-of-00002 ... (2 files); --overwrite replaces them, or choose another "
+             "--output_dir\n",
+             out);
+    const char *again[] = {"", "--shards=2 --validation_split=0.25"}; /* another set, and the same one again */
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s %s", root, out, again[k]);
+        int rc = mk(args, &o);
+        CHECK_MSG(rc == 2 && o && !strcmp(o, want), "rc %d: %s", rc, o);
+        free(o);
+        char *now = listing(out);
+        CHECK_MSG(!strcmp(now, before), "the refused run changed the folder: %s", now);
+        free(now);
+    }
+    snprintf(args, sizeof args, "--input_dir %s --output_dir %s --overwrite", root, out);
+    int rc = mk(args, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "wrote 12 records to ") && strstr(o, "removed 4 shards of the earlier "
+                                                                               "conversion (--overwrite)"),
+              "rc %d: %s", rc, o);
+    free(o);
+    char *after = listing(out);
+    set_names(names, sizeof names, "train", 8);
+    CHECK_MSG(!strcmp(after, names), "got: %s", after);
+    int n = 0;
+    CHECK(read_shards(out, "train", 8, NULL, count_record, &n) == 12);
+    free(before);
+    free(after);
+
+    /* a file named like a shard but not one: refused even with --overwrite, and left alone */
+    char stray[800];
+    snprintf(stray, sizeof stray, "%s/train-notes.txt", out);
+    FILE *f = xfopen(stray, "w");
+    fputs("notes\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --overwrite", root, out);
+    rc = mk(args, &o);
+    snprintf(want, sizeof want,
+             "nvcnn-mkrecords: error: --output_dir=%s holds train-notes.txt, not a shard but named like one: nvcnn "
+             "would read it with the shards; move it away\n",
+             out);
+    CHECK_MSG(rc == 2 && o && !strcmp(o, want), "rc %d: %s", rc, o);
+    free(o);
+    CHECK(access(stray, F_OK) == 0);
+}
+
+/* An IDX run owns its --subset only: the training pair and the test pair go into one folder in two
+ * runs (as make data does), and --overwrite of one leaves the other alone. */
+TEST(mkrecords_idx_runs_own_their_subset) {
+    char dir[600], img[700], lab[700], out[700], args[3000], want[2000], *o;
+    snprintf(dir, sizeof dir, "%s/mk-own", th_tmpdir());
+    mkdir(dir, 0755);
+    write_idx(dir, img, lab, sizeof img);
+    snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s --shards=2", img, lab, out);
+    CHECK(mk(args, NULL) == 0);
+    snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s --shards=1 --subset=validation", img,
+             lab, out);
+    CHECK(mk(args, NULL) == 0);
+    char val[800], keep[800];
+    snprintf(val, sizeof val, "%s/validation-00000-of-00001", out);
+    snprintf(keep, sizeof keep, "%s/kept", dir);
+    size_t len;
+    uint8_t *b = tu_read_file(val, &len);
+    FILE *f = xfopen(keep, "wb");
+    fwrite(b, 1, len, f);
+    fclose(f);
+    free(b);
+
+    snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s --shards=3", img, lab, out);
+    int rc = mk(args, &o);
+    snprintf(want, sizeof want,
+             "nvcnn-mkrecords: error: --output_dir=%s holds the shards of an earlier conversion: train-00000-of-00002 "
+             "... (2 files); --overwrite replaces them, or choose another --output_dir\n",
+             out);
+    CHECK_MSG(rc == 2 && o && !strcmp(o, want), "rc %d: %s", rc, o);
+    free(o);
+    snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s --shards=3 --overwrite", img, lab, out);
+    CHECK(mk(args, NULL) == 0);
+    char *now = listing(out);
+    CHECK_MSG(!strcmp(now, "train-00000-of-00003 train-00001-of-00003 train-00002-of-00003 validation-00000-of-00001"),
+              "got: %s", now);
+    free(now);
+    CHECK(same_file(val, keep));
+}
+
+/* An image that does not decode halfway through: exit 4 naming it, and no shard of the run and no
+ * temporary file left; over an earlier set with --overwrite, that set is left as it was. */
+TEST(mkrecords_failure_leaves_the_folder_as_it_was) {
+    char root[600], out[700], args[3000], bad[800], want[1200], *o;
+    small_tree(root, sizeof root, "mk-fail-tree");
+    snprintf(bad, sizeof bad, "%s/kiwi/zz-broken.jpg", root);
+    FILE *f = xfopen(bad, "wb");
+    fputs("\xff\xd8 this is not really a JPEG\n", f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/mk-fail-out", th_tmpdir());
+    /* one image per shard: in the default seed's order the broken image is in shard 1 of 13, so
+     * shard 0 is complete (and a temporary file open) when it fails */
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=13", root, out);
+    int rc = mk(args, &o);
+    snprintf(want, sizeof want, "nvcnn-mkrecords: error: %s: ", bad);
+    CHECK_MSG(rc == 4 && o && !strncmp(o, want, strlen(want)) && one_line(o), "rc %d: %s", rc, o);
+    free(o);
+    char *now = listing(out);
+    CHECK_MSG(!strcmp(now, ""), "left behind: %s", now);
+    free(now);
+
+    /* the same failure with --overwrite over a complete earlier set */
+    unlink(bad);
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=2 --validation_split=0.25", root, out);
+    CHECK(mk(args, NULL) == 0);
+    char copy[800], cmd[2000];
+    snprintf(copy, sizeof copy, "%s/mk-fail-copy", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "cp -r %s %s", out, copy);
+    CHECK(th_run(cmd, NULL) == 0);
+    f = xfopen(bad, "wb");
+    fputs("\xff\xd8 this is not really a JPEG\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=13 --overwrite", root, out);
+    CHECK(mk(args, NULL) == 4);
+    char *a = listing(out), *b = listing(copy);
+    CHECK_MSG(!strcmp(a, b) && !strcmp(a, "train-00000-of-00002 train-00001-of-00002 validation-00000-of-00002 "
+                                          "validation-00001-of-00002"),
+              "now: %s, before: %s", a, b);
+    free(a);
+    free(b);
+    const char *names[] = {"train-00000-of-00002", "train-00001-of-00002", "validation-00000-of-00002",
+                           "validation-00001-of-00002"};
+    for (int k = 0; k < 4; k++) {
+        char p1[900], p2[900];
+        snprintf(p1, sizeof p1, "%s/%s", out, names[k]);
+        snprintf(p2, sizeof p2, "%s/%s", copy, names[k]);
+        CHECK_MSG(same_file(p1, p2), "%s changed", p1);
+    }
+    unlink(bad);
+}
+
+/* n noisy 28x28 images (PNG compresses noise slowly: a conversion that takes a while) and labels. */
+static void write_big_idx(const char *img, const char *lab, int n) {
+    uint8_t hdr[16];
+    be32(hdr, 0x803);
+    be32(hdr + 4, (uint32_t)n);
+    be32(hdr + 8, 28);
+    be32(hdr + 12, 28);
+    FILE *f = xfopen(img, "wb");
+    fwrite(hdr, 1, 16, f);
+    Rng r;
+    rng_seed(&r, 7);
+    uint8_t px[28 * 28];
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 28 * 28; k++) px[k] = (uint8_t)rng_u64(&r);
+        fwrite(px, 1, sizeof px, f);
+    }
+    fclose(f);
+    f = xfopen(lab, "wb");
+    be32(hdr, 0x801);
+    be32(hdr + 4, (uint32_t)n);
+    fwrite(hdr, 1, 8, f);
+    for (int i = 0; i < n; i++) fputc(i % 10, f);
+    fclose(f);
+}
+
+/* 1 if dir holds a file whose name ends in ".tmp". */
+static int has_tmp(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l > 4 && !strcmp(e->d_name + l - 4, ".tmp")) found = 1;
+    }
+    closedir(d);
+    return found;
+}
+
+/* Starts the tool on the IDX pair into out (with `extra`, "" or one flag), waits until its first
+ * temporary shard exists, sends `sig` and returns the wait status. */
+static int convert_and_signal(const char *img, const char *lab, const char *out, const char *extra, int sig) {
+    char a1[800], a2[800], a3[800];
+    snprintf(a1, sizeof a1, "--idx_images=%s", img);
+    snprintf(a2, sizeof a2, "--idx_labels=%s", lab);
+    snprintf(a3, sizeof a3, "--output_dir=%s", out);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
+        if (*extra)
+            execl(tool(), tool(), a1, a2, a3, "--shards=2", extra, (char *)NULL);
+        else
+            execl(tool(), tool(), a1, a2, a3, "--shards=2", (char *)NULL);
+        _exit(98);
+    }
+    int st = 0, seen = 0;
+    for (int i = 0; i < 20000 && !seen; i++) { /* up to 20 s */
+        if (waitpid(pid, &st, WNOHANG) == pid) return st; /* ended before it was signalled */
+        seen = has_tmp(out);
+        if (!seen) usleep(1000);
+    }
+    kill(pid, seen ? sig : SIGKILL);
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+/* SIGTERM or SIGINT during a conversion: the process ends by the signal, its temporary file is
+ * removed, and the folder holds what it held before (nothing, or the earlier set with --overwrite). */
+TEST(mkrecords_signal_removes_temporary_files) {
+    char dir[600], img[700], lab[700], out[700], args[3000];
+    snprintf(dir, sizeof dir, "%s/mk-signal", th_tmpdir());
+    mkdir(dir, 0755);
+    snprintf(img, sizeof img, "%s/big-idx3-ubyte", dir);
+    snprintf(lab, sizeof lab, "%s/big-idx1-ubyte", dir);
+    write_big_idx(img, lab, 40000);
+    snprintf(out, sizeof out, "%s/out-term", dir);
+    int st = convert_and_signal(img, lab, out, "", SIGTERM);
+    CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "not ended by SIGTERM mid-run: status %#x", st);
+    char *now = listing(out);
+    CHECK_MSG(!strcmp(now, ""), "left behind: %s", now);
+    free(now);
+
+    /* an earlier set, then an interrupted --overwrite: the earlier set stays, whole */
+    char small_img[700], small_lab[700];
+    write_idx(dir, small_img, small_lab, sizeof small_img);
+    snprintf(out, sizeof out, "%s/out-int", dir);
+    snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s --shards=2", small_img, small_lab, out);
+    CHECK(mk(args, NULL) == 0);
+    char p0[800], p1[800], c0[800], c1[800];
+    snprintf(p0, sizeof p0, "%s/train-00000-of-00002", out);
+    snprintf(p1, sizeof p1, "%s/train-00001-of-00002", out);
+    snprintf(c0, sizeof c0, "%s/copy0", dir);
+    snprintf(c1, sizeof c1, "%s/copy1", dir);
+    char cmd[4000];
+    snprintf(cmd, sizeof cmd, "cp %s %s && cp %s %s", p0, c0, p1, c1);
+    CHECK(th_run(cmd, NULL) == 0);
+    st = convert_and_signal(img, lab, out, "--overwrite", SIGINT);
+    CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "not ended by SIGINT mid-run: status %#x", st);
+    now = listing(out);
+    CHECK_MSG(!strcmp(now, "train-00000-of-00002 train-00001-of-00002"), "got: %s", now);
+    free(now);
+    CHECK(same_file(p0, c0) && same_file(p1, c1));
+}
+
+/* Both flag forms (--flag=value and --flag value) give the same shards; switches take no value. */
+TEST(mkrecords_flag_forms) {
+    char dir[600], img[700], lab[700], args[3000], want[1000], *o, *h;
+    snprintf(dir, sizeof dir, "%s/mk-forms", th_tmpdir());
+    mkdir(dir, 0755);
+    write_idx(dir, img, lab, sizeof img);
+    snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s/eq --shards=3 --format=jpeg --seed=9",
+             img, lab, dir);
+    CHECK(mk(args, NULL) == 0);
+    snprintf(args, sizeof args, "--idx_images %s --idx_labels %s --output_dir %s/sp --shards 3 --format jpeg --seed 9",
+             img, lab, dir);
+    int rc = mk(args, &o);
+    CHECK_MSG(rc == 0, "rc %d: %s", rc, o);
+    free(o);
+    for (int k = 0; k < 3; k++) {
+        char a[900], b[900];
+        snprintf(a, sizeof a, "%s/eq/train-%05d-of-00003", dir, k);
+        snprintf(b, sizeof b, "%s/sp/train-%05d-of-00003", dir, k);
+        CHECK_MSG(same_file(a, b), "%s and %s differ", a, b);
+    }
+    CHECK(mk("-h", &h) == 0 && mk("--help", &o) == 0 && h && o && !strcmp(h, o) && strstr(o, "--overwrite") &&
+          strstr(o, "--strict") && strstr(o, "--flag value"));
+    free(h);
+    free(o);
+    snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s/x --shards", img, lab, dir);
+    rc = mk(args, &o);
+    CHECK_MSG(rc == 2 && o && !strcmp(o, "nvcnn-mkrecords: error: --shards needs a value: --shards=... or --shards ... "
+                                         "(see --help)\n"),
+              "rc %d: %s", rc, o);
+    free(o);
+    snprintf(args, sizeof args, "--output_dir %s/x --idx_images --idx_labels=%s", dir, lab);
+    CHECK(mk(args, &o) == 2 && o && strstr(o, "--idx_images needs a value"));
+    free(o);
+    CHECK(mk("--output_dir /tmp/x --overwrite=yes", &o) == 2 && o &&
+          !strcmp(o, "nvcnn-mkrecords: error: --overwrite takes no value (got --overwrite=yes)\n"));
+    free(o);
+    CHECK(mk("--output_dir /tmp/x --bogus 1", &o) == 2 && o && strstr(o, "unknown flag --bogus"));
+    free(o);
+    snprintf(want, sizeof want, "nvcnn-mkrecords: error: --shards=0: expected an integer in [1, 99999]\n");
+    CHECK(mk("--output_dir /tmp/x --shards 0", &o) == 2 && o && !strcmp(o, want));
+    free(o);
+}
+
+/* Files of a folder tree without an image extension are skipped and counted; --strict refuses
+ * them; extensions in any case count; hidden files are not looked at. */
+TEST(mkrecords_skips_non_image_files) {
+    char root[600], out[700], args[3000], want[2000], p[900], *o;
+    snprintf(root, sizeof root, "%s/mk-skip", th_tmpdir());
+    mkdir(root, 0755);
+    tree_file(root, "ant", "a0.png", 1, 0);
+    tree_file(root, "ant", "a1.jpeg", 2, 1);
+    tree_file(root, "bee", "B0.JPG", 3, 1);
+    tree_file(root, "bee", "b1.Png", 4, 0);
+    const char *junk[] = {"ant/README.txt", "bee/notes.TXT", "bee/.DS_Store"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(p, sizeof p, "%s/%s", root, junk[k]);
+        FILE *f = xfopen(p, "w");
+        fputs("not an image\n", f);
+        fclose(f);
+    }
+    snprintf(out, sizeof out, "%s/mk-skip-out", th_tmpdir());
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=1", root, out);
+    int rc = mk(args, &o);
+    snprintf(want, sizeof want,
+             "wrote 4 records to %s/train-*-of-00001 (1 shard)\nskipped 2 non-image files (by extension: not .jpg, "
+             ".jpeg or .png; --strict refuses them): %s/ant/README.txt ...\n",
+             out, root);
+    CHECK_MSG(rc == 0 && o && !strcmp(o, want), "rc %d: %s", rc, o);
+    free(o);
+    int n = 0;
+    CHECK(read_shards(out, "train", 1, NULL, count_record, &n) == 4);
+
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s-strict --shards=1 --strict", root, out);
+    rc = mk(args, &o);
+    snprintf(want, sizeof want,
+             "nvcnn-mkrecords: error: %s/ant/README.txt: not a .jpg, .jpeg or .png file (--strict; without it, it is "
+             "skipped)\n",
+             root);
+    CHECK_MSG(rc == 4 && o && !strcmp(o, want), "rc %d: %s", rc, o);
+    free(o);
+    snprintf(p, sizeof p, "%s-strict", out);
+    char *now = listing(p);
+    CHECK_MSG(!strcmp(now, ""), "left behind: %s", now);
+    free(now);
 }

@@ -1,6 +1,8 @@
 /* loader.c: see loader.h.
  *
- * Opening. The shards <data_dir>/<subset>-* are sorted by name and their framing is scanned
+ * Opening. The shards <data_dir>/<subset>-* must form one set (shards.h: not two conversions side
+ * by side, none missing), or carry names outside the shard pattern altogether (train-0.tfrecord,
+ * ...: nothing to check). They are sorted by name and their framing is scanned
  * (headers only, several files at once) into an index of (file, offset, length). The records in
  * that order, file after file, form the global order; record g goes to rank g % nranks. Every
  * record is thus read by exactly one rank, the ranks' counts differ by at most one, and a rank
@@ -48,6 +50,7 @@
 
 #include "io/augment.h"
 #include "io/example.h"
+#include "io/shards.h"
 #include "io/tfrecord.h"
 #include "util.h"
 
@@ -108,6 +111,17 @@ struct Loader {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* The sorted paths dir/<subset>-* must be one set of shards (shards.h): two sets side by side,
+ * a missing shard or a stray file among the shards exit 4 naming the files. */
+static void check_set(const char *dir, const char *subset, char **paths, int n) {
+    size_t skip = strlen(dir) + 1;
+    char **names = xmalloc((size_t)n * sizeof *names);
+    for (int i = 0; i < n; i++) names[i] = paths[i] + skip;
+    char err[2048];
+    if (shard_set_check(names, n, subset, err, sizeof err) != 0) die_code(EXIT_DATA, "--data_dir=%s: %s", dir, err);
+    free(names);
+}
+
 static int list_matching(const char *dir, const char *subset, char ***paths, int die_on_missing) {
     DIR *d = opendir(dir);
     if (!d) {
@@ -136,6 +150,7 @@ static int list_matching(const char *dir, const char *subset, char ***paths, int
     }
     closedir(d);
     if (n) qsort(v, (size_t)n, sizeof *v, cmp_str);
+    if (n) check_set(dir, subset, v, n);
     if (paths)
         *paths = v;
     else {

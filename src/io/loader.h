@@ -58,9 +58,10 @@ size_t loader_skipped(const Loader *l);
 void loader_close(Loader *l);
 
 /* Lists <dir>/<subset>-* sorted; returns the count (0 if none), *paths malloc'd. Dies if dir is
- * missing or not a directory. */
+ * missing or not a directory (exit 2), or if the files are not one set of shards (exit 4: two
+ * sets, a missing shard, a stray file among the shards; see shards.h). */
 int loader_list_shards(const char *dir, const char *subset, char ***paths);
-/* 1 if <dir>/<subset>-* files exist. */
+/* 1 if <dir>/<subset>-* files exist; dies as loader_list_shards() if they are not one set. */
 int loader_has_subset(const char *dir, const char *subset);
 
 #endif

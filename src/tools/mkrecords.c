@@ -1,50 +1,82 @@
 /* mkrecords.c: nvcnn-mkrecords, writes TFRecord shards of tf.train.Example in the layout of
  * TensorFlow's build_imagenet_data.py (<subset>-00000-of-0000N, labels 1-based) from
  *   - an ImageNet-style folder tree: one subfolder per class; class folders sorted by name get
- *     labels 1..K and image/class/text = image/class/synset = the folder name; JPEG/PNG files are
- *     stored as they are;
+ *     labels 1..K and image/class/text = image/class/synset = the folder name; JPEG/PNG files
+ *     (.jpg, .jpeg, .png in any case) are stored as they are, other files skipped and counted
+ *     (--strict: refused);
  *   - an IDX pair (MNIST, Fashion-MNIST): idx3-ubyte images and idx1-ubyte labels, plain or
  *     gzip-compressed; the images are encoded as PNG (lossless) or JPEG.
  * Images are assigned to shards in a shuffled order fixed by --seed: the shuffled list is cut into
- * --shards consecutive ranges of equal size (up to one). Each shard is written under a hidden
- * temporary name and renamed when complete, so an interrupted run leaves no partial shard.
+ * --shards consecutive ranges of equal size (up to one).
+ *
+ * The output folder holds one set per subset. A run writes the subsets it owns: a folder tree's
+ * run --subset (train) and validation-* (whether or not it writes validation this time: an old
+ * split left beside new training shards would be trained on), an IDX run --subset alone (the test
+ * pair goes into the same folder by a second run). Shards of those subsets already in the folder
+ * stop the run before it reads anything, unless --overwrite; a file named <subset>-* that is not a
+ * shard always does (nvcnn would read it with the shards; the converter never removes it).
+ *
+ * Every shard is written under a hidden temporary name (.train-00000-of-00008.tmp). Only when all
+ * of the run's shards are complete are the old shards removed (--overwrite) and the new ones
+ * renamed into place, with SIGINT/SIGTERM/SIGHUP held off meanwhile. An error or one of those
+ * signals before that removes the temporary files and leaves the folder as it was, old shards
+ * included; one inside the renames removes the new shards renamed so far. So the folder holds the
+ * old set or the new one, never parts of both (short of SIGKILL or a crash in the renames, after
+ * which nvcnn finds the set incomplete and says so).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "io/example.h"
 #include "io/image.h"
+#include "io/shards.h"
 #include "io/tfrecord.h"
 #include "util.h"
 
 static const char *usage_text =
     "usage: nvcnn-mkrecords --output_dir=DIR (--input_dir=DIR | --idx_images=FILE --idx_labels=FILE) [options]\n"
     "Writes TFRecord shards of tf.train.Example (<subset>-00000-of-0000N) as build_imagenet_data.py does.\n"
+    "Flags take their value as --flag=value or --flag value.\n"
     "\n"
     "Sources:\n"
     "  --input_dir=DIR          folder tree with one subfolder per class; sorted folder names get\n"
-    "                           labels 1..K; JPEG/PNG files are copied as they are\n"
+    "                           labels 1..K; .jpg, .jpeg and .png files (any case) are copied as they\n"
+    "                           are; other files are skipped and counted (hidden ones ignored)\n"
     "  --validation_dir=DIR     a second folder tree (same class folders) written as validation-*\n"
     "  --validation_split=F     hold out a fraction F (0 <= F < 1) of --input_dir as validation-*\n"
     "                           (default: 0)\n"
     "  --idx_images=FILE        IDX images (idx3-ubyte, optionally .gz), e.g. MNIST, Fashion-MNIST\n"
     "  --idx_labels=FILE        IDX labels (idx1-ubyte, optionally .gz), written 1-based\n"
+    "  --strict                 a file of a folder tree that is not .jpg, .jpeg or .png is an error\n"
+    "                           (exit 4) instead of skipped\n"
     "Output:\n"
     "  --output_dir=DIR         where the shards go (created if missing)\n"
     "  --subset=NAME            name of the shards from --input_dir or the IDX pair (default: train)\n"
     "  --shards=N               shards for that subset (default: 8)\n"
     "  --validation_shards=N    shards for validation-* (default: --shards)\n"
+    "  --overwrite              replace the shards of an earlier conversion in --output_dir (below)\n"
     "  --format=png|jpeg        encoding of IDX images (default: png)\n"
     "  --quality=Q              JPEG quality 1..100 (default: 95)\n"
     "  --class_names=A,B,...    image/class/text for IDX labels 1, 2, ... (default: the label number)\n"
     "  --seed=N                 seed of the shuffled assignment to shards (default: 12345)\n"
-    "  --help                   this text\n"
+    "  -h, --help               this text\n"
+    "\n"
+    "A folder tree's run owns --subset and validation-* in --output_dir (also when it writes no\n"
+    "validation); an IDX run owns --subset only, so the test pair can follow with --subset=validation.\n"
+    "Shards of an owned subset already there (any shard count, the same conversion again included)\n"
+    "stop the run (exit 2) unless --overwrite, which removes them once every new shard is complete.\n"
+    "A file named <subset>-* that is not a shard (<subset>-NNNNN-of-NNNNN) always stops it: move it.\n"
+    "Shards are written under hidden temporary names and renamed when all are complete: an error or\n"
+    "SIGINT/SIGTERM leaves --output_dir as it was.\n"
     "Exit codes: 0 success, 1 I/O error, 2 bad usage, 4 bad input data.\n";
 
 typedef struct Item {
@@ -56,7 +88,7 @@ typedef struct Item {
 typedef struct Opts {
     const char *output_dir, *input_dir, *validation_dir, *idx_images, *idx_labels, *subset, *class_names;
     double validation_split;
-    int shards, validation_shards, quality, png;
+    int shards, validation_shards, quality, png, overwrite, strict;
     uint64_t seed;
 } Opts;
 
@@ -71,6 +103,12 @@ static long parse_long(const char *flag, const char *v, long lo, long hi) {
     return x;
 }
 
+/* Flags with a value (--flag=value or --flag value); the switches are --overwrite and --strict. */
+static const char *const valued_flags[] = {"output_dir", "input_dir",  "validation_dir",    "validation_split",
+                                           "idx_images", "idx_labels", "subset",            "class_names",
+                                           "shards",     "quality",    "validation_shards", "seed",
+                                           "format",     NULL};
+
 static void parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     o->subset = "train";
@@ -84,15 +122,29 @@ static void parse_args(int argc, char **argv, Opts *o) {
             fputs(usage_text, stdout);
             exit(0);
         }
-        if (strncmp(a, "--", 2) != 0) die_code(EXIT_USAGE, "unexpected argument '%s' (see --help)", a);
+        if (strncmp(a, "--", 2) != 0 || !a[2]) die_code(EXIT_USAGE, "unexpected argument '%s' (see --help)", a);
         const char *eq = strchr(a, '=');
-        if (!eq) die_code(EXIT_USAGE, "%s needs a value: %s=... (see --help)", a, a);
-        size_t kl = (size_t)(eq - a - 2);
+        size_t kl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         char key[64];
-        if (kl >= sizeof key) die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)(eq - a), a);
+        if (kl >= sizeof key) die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)(kl + 2), a);
         memcpy(key, a + 2, kl);
         key[kl] = 0;
-        const char *v = eq + 1;
+        if (!strcmp(key, "overwrite") || !strcmp(key, "strict")) {
+            if (eq) die_code(EXIT_USAGE, "--%s takes no value (got %s)", key, a);
+            if (!strcmp(key, "overwrite")) o->overwrite = 1;
+            else o->strict = 1;
+            continue;
+        }
+        int known = 0;
+        for (int k = 0; valued_flags[k]; k++) known |= !strcmp(key, valued_flags[k]);
+        if (!known) die_code(EXIT_USAGE, "unknown flag --%s (see --help)", key);
+        const char *v;
+        if (eq)
+            v = eq + 1;
+        else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+            v = argv[++i];
+        else
+            die_code(EXIT_USAGE, "--%s needs a value: --%s=... or --%s ... (see --help)", key, key, key);
         if (!*v) die_code(EXIT_USAGE, "--%s needs a value", key);
         if (!strcmp(key, "output_dir")) o->output_dir = v;
         else if (!strcmp(key, "input_dir")) o->input_dir = v;
@@ -109,13 +161,12 @@ static void parse_args(int argc, char **argv, Opts *o) {
             if (!strcmp(v, "png")) o->png = 1;
             else if (!strcmp(v, "jpeg") || !strcmp(v, "jpg")) o->png = 0;
             else die_code(EXIT_USAGE, "--format=%s: expected png or jpeg", v);
-        } else if (!strcmp(key, "validation_split")) {
+        } else { /* validation_split */
             char *end;
             o->validation_split = strtod(v, &end);
             if (end == v || *end || !(o->validation_split >= 0 && o->validation_split < 1))
                 die_code(EXIT_USAGE, "--validation_split=%s: expected a fraction in [0, 1)", v);
-        } else
-            die_code(EXIT_USAGE, "unknown flag --%s (see --help)", key);
+        }
     }
     if (!o->output_dir) die_code(EXIT_USAGE, "--output_dir is required (see --help)");
     int tree = o->input_dir != NULL, idx = o->idx_images || o->idx_labels;
@@ -124,9 +175,14 @@ static void parse_args(int argc, char **argv, Opts *o) {
     if (idx && (o->validation_dir || o->validation_split > 0))
         die_code(EXIT_USAGE, "--validation_dir and --validation_split apply to --input_dir; convert the test IDX pair "
                              "with --subset=validation");
+    if (idx && o->strict) die_code(EXIT_USAGE, "--strict applies to --input_dir (an IDX file holds images only)");
     if (o->validation_dir && o->validation_split > 0)
         die_code(EXIT_USAGE, "--validation_dir and --validation_split exclude each other");
-    if (strchr(o->subset, '/') || !o->subset[0]) die_code(EXIT_USAGE, "--subset=%s: not a file name prefix", o->subset);
+    if (strchr(o->subset, '/') || !o->subset[0])
+        die_code(EXIT_USAGE, "--subset=%s: not a file name prefix", o->subset);
+    if (!strcmp(o->subset, "validation") && (o->validation_dir || o->validation_split > 0))
+        die_code(EXIT_USAGE, "--subset=validation with --%s would write validation-* twice",
+                 o->validation_dir ? "validation_dir" : "validation_split");
     if (!o->validation_shards) o->validation_shards = o->shards;
 }
 
@@ -324,34 +380,225 @@ static uint8_t *build_record(const Source *s, const Item *it, size_t *len) {
     return out;
 }
 
-static void write_shards(const Source *s, const char *subset, Item *items, size_t n, int shards) {
+/* ---- temporary files, signals --------------------------------------------------------------
+ * tmp_path[0, ntmp): the run's temporary shards, which may exist on disk; done_path[0, ndone):
+ * final shards renamed into place by commit() so far. Both arrays are allocated before the first
+ * file is created and an entry is filled before its count grows, so the handler below (unlink(),
+ * signal() and raise() only: async-signal-safe) and the die hook always see whole paths. */
+static char **tmp_path, **done_path;
+static volatile sig_atomic_t ntmp, ndone;
+
+static void remove_partial(void) {
+    for (sig_atomic_t i = 0; i < ntmp; i++) unlink(tmp_path[i]);
+    for (sig_atomic_t i = 0; i < ndone; i++) unlink(done_path[i]);
+}
+
+static void on_signal(int sig) {
+    remove_partial();
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered on return: the process ends by the signal, as it would have */
+}
+
+static const int caught_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+static void catch_signals(int total_shards) {
+    tmp_path = xcalloc((size_t)total_shards, sizeof *tmp_path);
+    done_path = xcalloc((size_t)total_shards, sizeof *done_path);
+    util_set_die_hook(remove_partial);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigfillset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++) {
+        struct sigaction was;
+        /* a signal ignored from the start (nohup, a background job) stays ignored */
+        if (sigaction(caught_signals[i], NULL, &was) == 0 && was.sa_handler == SIG_IGN) continue;
+        sigaction(caught_signals[i], &sa, NULL);
+    }
+}
+
+static void hold_signals(int hold, sigset_t *old) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof caught_signals / sizeof caught_signals[0]; i++) sigaddset(&set, caught_signals[i]);
+    sigprocmask(hold ? SIG_BLOCK : SIG_SETMASK, hold ? &set : old, hold ? old : NULL);
+}
+
+/* ---- the output folder --------------------------------------------------------------------- */
+
+/* Subsets that a run owns in --output_dir (see the top of the file). */
+typedef struct Owned {
+    const char *name[2];
+    int n;
+} Owned;
+
+static Owned owned_subsets(const Opts *o) {
+    Owned w = {{o->subset, NULL}, 1};
+    if (o->input_dir && strcmp(o->subset, "validation") != 0) w.name[w.n++] = "validation";
+    return w;
+}
+
+/* Files of the owned subsets in --output_dir, sorted: shards (<subset>-NNNNN-of-NNNNN...) and
+ * others named <subset>-*. A missing folder holds none. */
+typedef struct Found {
+    char **shard, **other;
+    int nshard, nother;
+    int per_subset[2]; /* shards of owned subset k */
+    char *first[2];    /* its first shard */
+} Found;
+
+static void find_owned(const Opts *o, const Owned *w, Found *f) {
+    memset(f, 0, sizeof *f);
+    DIR *d = opendir(o->output_dir);
+    if (!d) {
+        if (errno == ENOENT) return;
+        die_code(EXIT_USAGE, "--output_dir=%s: %s", o->output_dir, strerror(errno));
+    }
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int k = -1;
+        for (int j = 0; j < w->n; j++) {
+            size_t pl = strlen(w->name[j]);
+            if (strncmp(e->d_name, w->name[j], pl) == 0 && e->d_name[pl] == '-') k = j;
+        }
+        if (k < 0) continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", o->output_dir, e->d_name);
+        struct stat st;
+        if (stat(p, &st) != 0 || S_ISDIR(st.st_mode)) continue;
+        int is_shard = shard_name_parse(e->d_name, w->name[k], NULL, NULL, NULL);
+        if (f->nshard + f->nother == cap) {
+            cap = cap ? 2 * cap : 64;
+            f->shard = xrealloc(f->shard, (size_t)cap * sizeof *f->shard);
+            f->other = xrealloc(f->other, (size_t)cap * sizeof *f->other);
+        }
+        if (is_shard) {
+            f->shard[f->nshard++] = xstrdup(e->d_name);
+            f->per_subset[k]++;
+            if (!f->first[k] || strcmp(e->d_name, f->first[k]) < 0) f->first[k] = f->shard[f->nshard - 1];
+        } else
+            f->other[f->nother++] = xstrdup(e->d_name);
+    }
+    closedir(d);
+    if (f->nshard) qsort(f->shard, (size_t)f->nshard, sizeof *f->shard, cmp_str);
+    if (f->nother) qsort(f->other, (size_t)f->nother, sizeof *f->other, cmp_str);
+}
+
+static void free_found(Found *f) {
+    for (int i = 0; i < f->nshard; i++) free(f->shard[i]);
+    for (int i = 0; i < f->nother; i++) free(f->other[i]);
+    free(f->shard);
+    free(f->other);
+}
+
+/* "train-00000-of-00002 ... (2 files) and validation-00000-of-00002 ... (2 files)" */
+static void describe_found(const Owned *w, const Found *f, char *buf, size_t len) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int k = 0; k < w->n; k++) {
+        if (!f->per_subset[k]) continue;
+        at += (size_t)snprintf(buf + at, len - at, "%s%s%s (%d file%s)", at ? " and " : "", f->first[k],
+                               f->per_subset[k] > 1 ? " ..." : "", f->per_subset[k], f->per_subset[k] > 1 ? "s" : "");
+        if (at >= len) break;
+    }
+}
+
+/* Stops the run when --output_dir holds what it must not touch: files named <subset>-* that are
+ * not shards (always), shards of an owned subset (unless --overwrite). */
+static void check_output(const Opts *o, const Owned *w, Found *f) {
+    find_owned(o, w, f);
+    if (f->nother)
+        die_code(EXIT_USAGE,
+                 "--output_dir=%s holds %s%s, not a shard but named like one: nvcnn would read it with the shards; "
+                 "move it away",
+                 o->output_dir, f->other[0], f->nother > 1 ? " (and more)" : "");
+    if (f->nshard && !o->overwrite) {
+        char what[2048];
+        describe_found(w, f, what, sizeof what);
+        die_code(EXIT_USAGE,
+                 "--output_dir=%s holds the shards of an earlier conversion: %s; --overwrite replaces them, or choose "
+                 "another --output_dir",
+                 o->output_dir, what);
+    }
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+typedef struct Job {
+    const char *subset;
+    Item *items;
+    size_t n;
+    int shards;
+} Job;
+
+/* Writes the job's shards under their temporary names. */
+static void write_shards(const Source *s, const Job *j) {
     const Opts *o = s->o;
-    if ((size_t)shards > n && n > 0)
-        die_code(EXIT_USAGE, "%d shards for %zu %s images: use --%sshards=%zu or fewer", shards, n, subset,
-                 strcmp(subset, "validation") == 0 && o->input_dir ? "validation_" : "", n);
-    if (n == 0) die_code(EXIT_USAGE, "no images for %s", subset);
-    for (int sh = 0; sh < shards; sh++) {
-        size_t lo = n * (size_t)sh / (size_t)shards, hi = n * (size_t)(sh + 1) / (size_t)shards;
+    for (int sh = 0; sh < j->shards; sh++) {
+        size_t lo = j->n * (size_t)sh / (size_t)j->shards, hi = j->n * (size_t)(sh + 1) / (size_t)j->shards;
         char final[4096], tmp[4200], err[512];
-        snprintf(final, sizeof final, "%s/%s-%05d-of-%05d", o->output_dir, subset, sh, shards);
-        snprintf(tmp, sizeof tmp, "%s/.%s-%05d-of-%05d.tmp", o->output_dir, subset, sh, shards);
+        snprintf(final, sizeof final, "%s/%s-%05d-of-%05d", o->output_dir, j->subset, sh, j->shards);
+        snprintf(tmp, sizeof tmp, "%s/.%s-%05d-of-%05d.tmp", o->output_dir, j->subset, sh, j->shards);
+        done_path[ntmp] = xstrdup(final);
+        tmp_path[ntmp] = xstrdup(tmp);
+        ntmp++;
         TfrWriter *w = tfr_writer_open(tmp, err, sizeof err);
         if (!w) die("%s", err);
         for (size_t i = lo; i < hi; i++) {
             size_t len;
-            uint8_t *rec = build_record(s, &items[i], &len);
+            uint8_t *rec = build_record(s, &j->items[i], &len);
             if (tfr_write(w, rec, len) != 0) die("write error on %s: %s", tmp, strerror(errno));
             free(rec);
         }
         if (tfr_writer_close(w) != 0) die("write error on %s: %s", tmp, strerror(errno));
-        if (rename(tmp, final) != 0) die("cannot rename %s to %s: %s", tmp, final, strerror(errno));
     }
-    printf("wrote %zu records to %s/%s-*-of-%05d (%d shard%s)\n", n, o->output_dir, subset, shards, shards,
-           shards == 1 ? "" : "s");
 }
 
-/* Items of a folder tree; labels from the class list `classes` (sorted). */
-static Item *tree_items(const char *dir, char **classes, int nclasses, size_t *n_out) {
+/* Every shard is complete: the old shards of the owned subsets go (--overwrite; looked for again,
+ * the folder may have changed during the run), the new ones take their names. Returns the number
+ * of old shards removed. done_path[] holds the final names in the order of tmp_path[]; ndone
+ * counts the renamed ones, which an error here removes again. */
+static int commit(const Opts *o, const Owned *w) {
+    sigset_t old;
+    hold_signals(1, &old);
+    Found f;
+    check_output(o, w, &f);
+    for (int i = 0; i < f.nshard; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", o->output_dir, f.shard[i]);
+        if (unlink(p) != 0 && errno != ENOENT) die("cannot remove %s: %s", p, strerror(errno));
+    }
+    int removed = f.nshard;
+    free_found(&f);
+    int n = ntmp;
+    for (int i = 0; i < n; i++) {
+        if (rename(tmp_path[i], done_path[i]) != 0)
+            die("cannot rename %s to %s: %s", tmp_path[i], done_path[i], strerror(errno));
+        ndone = i + 1;
+    }
+    ntmp = 0;
+    ndone = 0;
+    hold_signals(0, &old);
+    return removed;
+}
+
+/* ---- folder trees -------------------------------------------------------------------------- */
+
+/* Files of a folder tree that are images by their extension: .jpg, .jpeg, .png, any case. */
+static int image_extension(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
+}
+
+typedef struct Skipped {
+    size_t n;
+    char *first; /* the first skipped file's path */
+} Skipped;
+
+/* Items of a folder tree; labels from the class list `classes` (sorted). Files without an image
+ * extension are skipped and counted in *sk, or with --strict refused. */
+static Item *tree_items(const Opts *o, const char *dir, char **classes, int nclasses, size_t *n_out, Skipped *sk) {
     char **sub;
     int nsub = list_dir(dir, 1, &sub);
     if (nsub == 0) die_code(EXIT_USAGE, "%s has no class subfolders", dir);
@@ -366,17 +613,29 @@ static Item *tree_items(const char *dir, char **classes, int nclasses, size_t *n
         char **files;
         int nf = list_dir(cdir, 0, &files);
         for (int i = 0; i < nf; i++) {
+            size_t pl = strlen(cdir) + strlen(files[i]) + 2;
+            char *path = xmalloc(pl);
+            snprintf(path, pl, "%s/%s", cdir, files[i]);
+            free(files[i]);
+            if (!image_extension(path)) {
+                if (o->strict)
+                    die_code(EXIT_DATA, "%s: not a .jpg, .jpeg or .png file (--strict; without it, it is skipped)",
+                             path);
+                if (!sk->first)
+                    sk->first = path;
+                else
+                    free(path);
+                sk->n++;
+                continue;
+            }
             if (n == cap) {
                 cap = cap ? 2 * cap : 1024;
                 v = xrealloc(v, cap * sizeof *v);
             }
-            size_t pl = strlen(cdir) + strlen(files[i]) + 2;
-            v[n].path = xmalloc(pl);
-            snprintf(v[n].path, pl, "%s/%s", cdir, files[i]);
+            v[n].path = path;
             v[n].index = n;
             v[n].label = label;
             n++;
-            free(files[i]);
         }
         free(files);
         free(sub[c]);
@@ -391,33 +650,48 @@ static void free_items(Item *v, size_t n) {
     free(v);
 }
 
+/* A job of n items into `shards` shards; refuses more shards than images. */
+static Job make_job(const Opts *o, const char *subset, Item *items, size_t n, int shards) {
+    if (n == 0) die_code(EXIT_USAGE, "no images for %s", subset);
+    if ((size_t)shards > n)
+        die_code(EXIT_USAGE, "%d shards for %zu %s images: use --%sshards=%zu or fewer", shards, n, subset,
+                 strcmp(subset, "validation") == 0 && o->input_dir ? "validation_" : "", n);
+    Job j = {subset, items, n, shards};
+    return j;
+}
+
 int main(int argc, char **argv) {
+    util_set_program("nvcnn-mkrecords");
     Opts o;
     parse_args(argc, argv, &o);
+    Owned owned = owned_subsets(&o);
+    Found before;
+    check_output(&o, &owned, &before); /* before reading anything: the same check again in commit() */
+    free_found(&before);
+
     Source s = {.o = &o};
+    Job job[2];
+    int njob = 0;
+    Item *all = NULL, *val = NULL;
+    size_t nall = 0, nval_dir = 0;
+    Skipped sk = {0, NULL};
     if (o.input_dir) {
         s.nclasses = list_dir(o.input_dir, 1, &s.classes);
         if (s.nclasses == 0) die_code(EXIT_USAGE, "%s has no class subfolders", o.input_dir);
-        size_t n;
-        Item *items = tree_items(o.input_dir, s.classes, s.nclasses, &n);
-        if (n == 0) die_code(EXIT_USAGE, "%s: no image files in its class subfolders", o.input_dir);
-        mkdir_p(o.output_dir);
-        shuffle_items(items, n, o.seed);
-        size_t nval = (size_t)((double)n * o.validation_split + 0.5);
-        if (o.validation_split > 0 && (nval == 0 || nval >= n))
-            die_code(EXIT_USAGE, "--validation_split=%g of %zu images leaves an empty subset", o.validation_split, n);
-        write_shards(&s, o.subset, items, n - nval, o.shards);
-        if (nval) write_shards(&s, "validation", items + (n - nval), nval, o.validation_shards);
-        free_items(items, n);
+        all = tree_items(&o, o.input_dir, s.classes, s.nclasses, &nall, &sk);
+        if (nall == 0) die_code(EXIT_USAGE, "%s: no image files in its class subfolders", o.input_dir);
+        shuffle_items(all, nall, o.seed);
+        size_t nval = (size_t)((double)nall * o.validation_split + 0.5);
+        if (o.validation_split > 0 && (nval == 0 || nval >= nall))
+            die_code(EXIT_USAGE, "--validation_split=%g of %zu images leaves an empty subset", o.validation_split, nall);
+        job[njob++] = make_job(&o, o.subset, all, nall - nval, o.shards);
+        if (nval) job[njob++] = make_job(&o, "validation", all + (nall - nval), nval, o.validation_shards);
         if (o.validation_dir) {
-            Item *vi = tree_items(o.validation_dir, s.classes, s.nclasses, &n);
-            if (n == 0) die_code(EXIT_USAGE, "%s: no image files in its class subfolders", o.validation_dir);
-            shuffle_items(vi, n, o.seed + 1);
-            write_shards(&s, "validation", vi, n, o.validation_shards);
-            free_items(vi, n);
+            val = tree_items(&o, o.validation_dir, s.classes, s.nclasses, &nval_dir, &sk);
+            if (nval_dir == 0) die_code(EXIT_USAGE, "%s: no image files in its class subfolders", o.validation_dir);
+            shuffle_items(val, nval_dir, o.seed + 1);
+            job[njob++] = make_job(&o, "validation", val, nval_dir, o.validation_shards);
         }
-        for (int i = 0; i < s.nclasses; i++) free(s.classes[i]);
-        free(s.classes);
     } else {
         idx_read(o.idx_images, 3, &s.images);
         idx_read(o.idx_labels, 1, &s.labels);
@@ -432,23 +706,50 @@ int main(int argc, char **argv) {
             }
             free(names);
         }
-        size_t n = s.images.n;
-        Item *items = xcalloc(n ? n : 1, sizeof *items);
-        for (size_t i = 0; i < n; i++) {
-            items[i].index = i;
-            items[i].label = (int)s.labels.body[i] + 1;
-            if (s.classes && items[i].label > s.nclasses)
+        nall = s.images.n;
+        all = xcalloc(nall ? nall : 1, sizeof *all);
+        for (size_t i = 0; i < nall; i++) {
+            all[i].index = i;
+            all[i].label = (int)s.labels.body[i] + 1;
+            if (s.classes && all[i].label > s.nclasses)
                 die_code(EXIT_DATA, "%s: label %d at byte offset %zu has no name in --class_names (%d names)",
-                         o.idx_labels, items[i].label - 1, (size_t)(s.labels.body - s.labels.data) + i, s.nclasses);
+                         o.idx_labels, all[i].label - 1, (size_t)(s.labels.body - s.labels.data) + i, s.nclasses);
         }
-        mkdir_p(o.output_dir);
-        shuffle_items(items, n, o.seed);
-        write_shards(&s, o.subset, items, n, o.shards);
-        free(items);
+        shuffle_items(all, nall, o.seed);
+        job[njob++] = make_job(&o, o.subset, all, nall, o.shards);
+    }
+
+    mkdir_p(o.output_dir);
+    int total = 0;
+    for (int k = 0; k < njob; k++) total += job[k].shards;
+    catch_signals(total);
+    for (int k = 0; k < njob; k++) write_shards(&s, &job[k]);
+    int removed = commit(&o, &owned);
+
+    for (int k = 0; k < njob; k++)
+        printf("wrote %zu records to %s/%s-*-of-%05d (%d shard%s)\n", job[k].n, o.output_dir, job[k].subset,
+               job[k].shards, job[k].shards, job[k].shards == 1 ? "" : "s");
+    if (sk.n)
+        printf("skipped %zu non-image file%s (by extension: not .jpg, .jpeg or .png; --strict refuses them): %s%s\n", sk.n,
+               sk.n == 1 ? "" : "s", sk.first, sk.n > 1 ? " ..." : "");
+    if (removed) printf("removed %d shard%s of the earlier conversion (--overwrite)\n", removed, removed == 1 ? "" : "s");
+
+    for (int i = 0; i < total; i++) {
+        free(tmp_path[i]);
+        free(done_path[i]);
+    }
+    free(tmp_path);
+    free(done_path);
+    free(sk.first);
+    if (o.input_dir) {
+        free_items(all, nall);
+        if (val) free_items(val, nval_dir);
+    } else {
+        free(all);
         free(s.images.data);
         free(s.labels.data);
-        for (int i = 0; i < s.nclasses; i++) free(s.classes[i]);
-        free(s.classes);
     }
+    for (int i = 0; i < s.nclasses; i++) free(s.classes[i]);
+    free(s.classes);
     return 0;
 }
