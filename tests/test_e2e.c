@@ -40,7 +40,7 @@ static void fashion_two_epochs(const char *device) {
     CHECK(o && strstr(o, "Num images:  60000\n") != NULL);
     /* each setting once in the echo of the flags: the script's row interval, not a second one */
     const char *d1 = o ? strstr(o, "  --display_every=100\n") : NULL;
-    CHECK_MSG(d1 && !strstr(d1 + 1, "--display_every"), "%s", o);
+    CHECK_MSG(d1 && !strstr(d1 + strlen("  --display_every=100\n"), "--display_every"), "%s", o);
     CHECK(o && strstr(o, "Validation Top-5: ") != NULL);
     /* --eval of the checkpoint the run left gives the same accuracy */
     char *e = NULL;
