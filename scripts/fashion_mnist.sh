@@ -4,6 +4,7 @@
 # the recipe lives: `make run` (scripts/run-default.sh) and the end-to-end test use it.
 #   scripts/fashion_mnist.sh [MODEL] [EPOCHS] [more nvcnn flags...]     (default: lenet 2)
 #   DATA_DIR=dir: shards elsewhere than data/fashion-mnist (a slice of it, in the tests)
+#   PRINT_RECIPE=1: print the flags of MODEL's recipe for EPOCHS epochs and exit
 # Recipe (nvcnn's augmentation is made for ImageNet's large photos; on 28x28 images crops of at
 # least 75% of the area and a linear decay train best in 1-2 epochs; evaluation uses nvcnn's
 # central 87.5% crop): batch 64, learning rate 0.05, --lr_poly_power=1, --crop_area_min=0.75.
@@ -17,6 +18,11 @@ case "$model" in
   lenet) recipe=(--batch_size=64 --learning_rate=0.05 --lr_poly_power=1 --crop_area_min=0.75) ;;
   *) recipe=(--batch_size=64 --crop_area_min=0.75) ;;
 esac
+# the recipe's flags, one a line (scripts/bench_tta.sh gives the same ones to the PyTorch peer)
+if [ -n "${PRINT_RECIPE:-}" ]; then
+  printf '%s\n' "${recipe[@]}" --num_epochs="$epochs"
+  exit 0
+fi
 data=${DATA_DIR:-data/fashion-mnist}
 if ! ls "$data"/train-* >/dev/null 2>&1; then
   echo "fashion_mnist.sh: $data holds no train-* shards: run \`make data\`" >&2

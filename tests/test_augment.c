@@ -40,6 +40,49 @@ TEST(augment_crop_stays_inside_and_respects_ranges) {
     CHECK_MSG(amin < 0.12 && asp_lo < 0.82 && asp_hi > 1.22, "area from %g, aspect %g-%g", amin, asp_lo, asp_hi);
 }
 
+/* Every position of a crop is equally likely: for each crop width w < W, the offsets 0 .. W - w
+ * are each drawn with frequency 1 / (W - w + 1), within 5 binomial standard deviations (the same
+ * for heights). TensorFlow's sampler never draws W - w: a crop one pixel narrower than a 28-pixel
+ * image would always sit at x = 0, and the right column and bottom row would be cut more often. */
+TEST(augment_crop_offsets_uniform_over_every_position) {
+    const int sizes[][2] = {{28, 28}, {40, 30}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int W = sizes[s][0], H = sizes[s][1];
+        static long cx[41][41], cy[41][41]; /* [size][offset] */
+        static long nx[41], ny[41];
+        memset(cx, 0, sizeof cx);
+        memset(cy, 0, sizeof cy);
+        memset(nx, 0, sizeof nx);
+        memset(ny, 0, sizeof ny);
+        Rng r;
+        rng_seed(&r, 2024 + s);
+        for (int i = 0; i < 200000; i++) {
+            CropBox c = sample_distorted_crop(W, H, NULL, 0, 0.6f, &r);
+            cx[c.w][c.x]++;
+            nx[c.w]++;
+            cy[c.h][c.y]++;
+            ny[c.h]++;
+        }
+        int checked = 0;
+        for (int axis = 0; axis < 2; axis++) {
+            const int D = axis ? H : W;
+            for (int w = 1; w < D; w++) {
+                long n = axis ? ny[w] : nx[w];
+                if (n < 2000) continue;
+                const int k = D - w + 1; /* positions */
+                const double p = 1.0 / k, sd = sqrt(n * p * (1 - p));
+                for (int o = 0; o < k; o++) {
+                    long got = axis ? cy[w][o] : cx[w][o];
+                    CHECK_MSG(fabs(got - n * p) <= 5 * sd, "%dx%d, %s %d: offset %d drawn %ld times of %ld (expected %.0f)", W, H,
+                              axis ? "height" : "width", w, o, got, n, n * p);
+                }
+                checked++;
+            }
+        }
+        CHECK_MSG(checked >= 6, "%dx%d: only %d crop sizes drawn often enough", W, H, checked);
+    }
+}
+
 TEST(augment_crop_honours_min_object_covered) {
     Rng r;
     rng_seed(&r, 5);

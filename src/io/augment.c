@@ -15,7 +15,10 @@
 static float uniformf(Rng *r, float lo, float hi) { return lo + (hi - lo) * (float)rng_uniform(r); }
 
 /* One candidate crop of the given aspect ratio with an area in [min_area, max_area] pixels,
- * following TensorFlow's GenerateRandomCrop. 0 if none fits. */
+ * following TensorFlow's GenerateRandomCrop, except for the position: TensorFlow draws the offset
+ * from [0, W - w - 1], so that a crop never touches the right and bottom edges and one a pixel
+ * smaller than the image always sits in its top-left corner (on 28x28 images, a crop in four);
+ * here every position [0, W - w] is equally likely. 0 if none fits. */
 static int random_crop(int W, int H, float min_rel, float max_rel, float aspect, Rng *rng, CropBox *out) {
     const float min_area = min_rel * (float)W * (float)H, max_area = max_rel * (float)W * (float)H;
     int height = (int)lrintf(sqrtf(min_area / aspect));
@@ -41,8 +44,8 @@ static int random_crop(int W, int H, float min_rel, float max_rel, float aspect,
         area = (float)width * (float)height;
     }
     if (area < min_area || area > max_area || width > W || height > H || width <= 0 || height <= 0) return 0;
-    out->y = height < H ? (int)rng_below(rng, (uint32_t)(H - height)) : 0;
-    out->x = width < W ? (int)rng_below(rng, (uint32_t)(W - width)) : 0;
+    out->y = height < H ? (int)rng_below(rng, (uint32_t)(H - height + 1)) : 0;
+    out->x = width < W ? (int)rng_below(rng, (uint32_t)(W - width + 1)) : 0;
     out->w = width;
     out->h = height;
     return 1;

@@ -11,7 +11,8 @@ typedef struct CropBox {
 } CropBox;
 
 /* TensorFlow's sample_distorted_bounding_box as nvcnn calls it: min_object_covered 0.1, aspect
- * ratio [3/4, 4/3], area [0.05, 1], 100 attempts, the whole image if none fits. With no boxes
+ * ratio [0.8, 1.25], area [min_area, 1], 100 attempts, the whole image if none fits; the offset
+ * uniform over [0, W - w] (TensorFlow's leaves out W - w: augment.c). With no boxes
  * the whole image is the box. */
 CropBox sample_distorted_crop(int W, int H, const BBox *boxes, int nbox, float min_area, Rng *rng);
 /* TensorFlow's central_crop(image, 0.875). */

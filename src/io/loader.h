@@ -20,7 +20,7 @@ typedef struct LoaderConfig {
     int height, width;      /* output image size */
     int training;           /* 1: distorted crop + flip (+ color); 0: central crop 87.5% */
     int distort_color;
-    float crop_area_min;    /* training crops: smallest area fraction; 0: nvcnn's 0.05 */
+    float crop_area_min;    /* training crops: smallest area fraction; 0: nvcnn's 0.1 */
     int repeat;             /* 1: endless epochs (training); 0: one pass, then NULL */
     uint64_t start_sample;  /* resume: samples of this rank's stream already consumed */
     int rank, nranks;
