@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "watchdog.h"
 
 #ifdef NVCNN_MPI
 void mpi_check(int err, const char *what, const char *file, int line) {
@@ -38,37 +39,48 @@ void dist_init(Dist *d, int *argc, char ***argv) {
 
 void dist_finalize(Dist *d) {
     if (d->mpi) {
+        watchdog_enter(WD_FINALIZE, 0, 0);
         MPI_Finalize();
+        watchdog_leave();
         d->mpi = 0;
     }
 }
 
 void dist_allreduce_mean(Dist *d, float *buf, size_t n) {
     if (d->size == 1) return;
+    watchdog_enter(WD_ALLREDUCE, (long)n, 0);
     for (size_t off = 0; off < n; off += (size_t)INT_MAX / 2) {
         size_t k = n - off < (size_t)INT_MAX / 2 ? n - off : (size_t)INT_MAX / 2;
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     }
+    watchdog_leave();
     const float inv = 1.0f / (float)d->size;
     for (size_t i = 0; i < n; i++) buf[i] *= inv;
 }
 
 void dist_allreduce_sum_d(Dist *d, double *buf, size_t n) {
     if (d->size == 1) return;
+    watchdog_enter(WD_ALLREDUCE, (long)n, 0);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    watchdog_leave();
 }
 
 void dist_bcast(Dist *d, void *buf, size_t bytes) {
     if (d->size == 1) return;
     char *p = buf;
+    watchdog_enter(WD_BCAST, (long)bytes, 0);
     for (size_t off = 0; off < bytes; off += (size_t)INT_MAX / 2) {
         size_t k = bytes - off < (size_t)INT_MAX / 2 ? bytes - off : (size_t)INT_MAX / 2;
         MPI_CHECK(MPI_Bcast(p + off, (int)k, MPI_BYTE, 0, MPI_COMM_WORLD));
     }
+    watchdog_leave();
 }
 
 void dist_barrier(Dist *d) {
-    if (d->size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (d->size == 1) return;
+    watchdog_enter(WD_BARRIER, 0, 0);
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    watchdog_leave();
 }
 
 void dist_allgather(Dist *d, const void *mine, void *all, size_t bytes) {
@@ -77,7 +89,9 @@ void dist_allgather(Dist *d, const void *mine, void *all, size_t bytes) {
         memmove(all, mine, bytes);
         return;
     }
+    watchdog_enter(WD_ALLGATHER, (long)bytes, 0);
     MPI_CHECK(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
+    watchdog_leave();
 }
 #endif
 
@@ -148,7 +162,12 @@ void gradsync_finish(GradSync *g) {
     if (g->d->size == 1) return;
     while (g->next < g->nb) launch(g, g->next++);
 #ifdef NVCNN_MPI
-    MPI_CHECK(MPI_Waitall(g->nb, g->req, MPI_STATUSES_IGNORE));
+    /* in the order they were launched, each a phase of its own for the watchdog */
+    for (int i = 0; i < g->nb; i++) {
+        watchdog_enter(WD_BUCKET, i + 1, g->nb);
+        MPI_CHECK(MPI_Wait(&g->req[i], MPI_STATUS_IGNORE));
+    }
+    watchdog_leave();
 #endif
     /* a division, not a multiplication by 1/size: exact whenever the mean is representable */
     const float size = (float)g->d->size;

@@ -27,6 +27,7 @@
 #include "run.h"
 #include "train.h"
 #include "util.h"
+#include "watchdog.h"
 
 extern void openblas_set_num_threads(int);
 
@@ -306,6 +307,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     dist_init(&r.dist, &argc, &argv);
     config_parse(&r.cfg, argc, argv);
+    watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */
     if (r.dist.rank != 0 && !r.cfg.verbose) {
         if (!freopen("/dev/null", "w", stdout)) die("cannot silence rank %d's output", r.dist.rank);
     }

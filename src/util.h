@@ -16,7 +16,8 @@ enum {
     EXIT_FAILURE_GENERIC = 1, /* an I/O error, a library error */
     EXIT_USAGE = 2,           /* bad flag, bad value, unknown model, no GPU for --device=gpu */
     EXIT_OOM = 3,             /* the batch does not fit in device memory */
-    EXIT_DATA = 4             /* corrupt or truncated input records */
+    EXIT_DATA = 4,            /* corrupt or truncated input records */
+    EXIT_STALLED = 5          /* a rank waited --step_timeout seconds in one phase (a lost peer) */
 };
 
 /* Prints "nvcnn: error: <fmt>" and exits with `code`. */
