@@ -115,14 +115,17 @@ static void choose_allreduce(Run *r) {
 }
 
 /* Threads per rank: OMP_NUM_THREADS where the user set it; else the CPUs this process may run on
- * when a launcher bound it to some (Slurm's --cpus-per-task, mpirun's binding), or the node's
- * online CPUs shared by its ranks. */
+ * when a launcher bound it to some (mpirun's binding, Slurm's task binding), or the CPUs Slurm
+ * gave the task (--cpus-per-task) where it did not bind it, or the node's online CPUs shared by
+ * its ranks. */
 static int default_threads(int local_size) {
     const char *omp_env = getenv("OMP_NUM_THREADS");
     if (omp_env && atoi(omp_env) > 0) return atoi(omp_env);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 && CPU_COUNT(&set) < online) return CPU_COUNT(&set);
+    const char *slurm_cpus = getenv("SLURM_CPUS_PER_TASK");
+    if (slurm_cpus && atoi(slurm_cpus) > 0 && atoi(slurm_cpus) < online) return atoi(slurm_cpus);
     long t = online / (local_size > 0 ? local_size : 1);
     return t > 0 ? (int)t : 1;
 }
