@@ -15,7 +15,9 @@
 #   hosts_crash K       host K dies: its link goes down, every process in it is killed (SIGKILL),
 #                       its node-local state ($HS_DIR/local/NAME) is wiped; hosts_mend K brings it
 #                       back (the caller restarts its daemons)
-#   hosts_shape RATE    both ends of the link shaped to RATE (tc tbf: 10gbit, 25gbit...); "" clears
+#   hosts_shape RATE [DELAY]   both ends of the link shaped to RATE (tc tbf: 10gbit, 25gbit...;
+#                       "" for none) and, with DELAY (5ms), delayed (tc netem, which some kernels
+#                       lack); no RATE and no DELAY: the bare link
 #   hosts_link_bytes K  bytes host K has sent over the link
 #   hosts_stop          kills every process in both hosts (SIGTERM, then SIGKILL after 5 s), then
 #                       the holders, which deletes the namespaces and the link; removes HS_DIR
@@ -153,15 +155,17 @@ hosts_crash() {
 }
 
 hosts_shape() {
-  local rate=$1 k
+  local rate=$1 delay=${2:-} k bps burst
   for k in 0 1; do
     hosts_run "$k" tc qdisc del dev "${HS_IF[$k]}" root 2>/dev/null || true
-    [ -n "$rate" ] || continue
-    # tbf: a burst of 10 ms at the rate (at least 256 KiB: a GSO packet must fit)
-    local bps burst
-    bps=$(tc_rate_bytes "$rate") || return 1
-    burst=$((bps / 100 > 262144 ? bps / 100 : 262144))
-    hosts_run "$k" tc qdisc add dev "${HS_IF[$k]}" root tbf rate "$rate" burst "$burst" latency 100ms || return 1
+    if [ -n "$delay" ]; then
+      hosts_run "$k" tc qdisc add dev "${HS_IF[$k]}" root netem delay "$delay" ${rate:+rate "$rate"} || return 1
+    elif [ -n "$rate" ]; then
+      # tbf: a burst of 10 ms at the rate (at least 256 KiB: a GSO packet must fit)
+      bps=$(tc_rate_bytes "$rate") || return 1
+      burst=$((bps / 100 > 262144 ? bps / 100 : 262144))
+      hosts_run "$k" tc qdisc add dev "${HS_IF[$k]}" root tbf rate "$rate" burst "$burst" latency 100ms || return 1
+    fi
   done
 }
 
