@@ -80,13 +80,12 @@ for rate in "${rates[@]}"; do
   if [ -z "$rate" ]; then
     [ -n "$host_gbps" ] || host_gbps=$(awk -v g="$grad_mb" -v t="$whole" 'BEGIN { printf "%.3g", g / t }')
     m=("-" "-")
-    c=($(model "$host_gbps" "$cpu_cont"))
+    read -r -a c < <(model "$host_gbps" "$cpu_cont")
   else
     gbps=$(awk -v b="$(tc_rate_bytes "$rate")" 'BEGIN { printf "%g", b / 1e9 }')
-    m=($(model "$gbps" 0.1))
+    read -r -a m < <(model "$gbps" 0.1)
     c=("-" "-")
-    # shellcheck disable=SC2207
-    [ -z "$host_gbps" ] || c=($(model "$(awk -v a="$gbps" -v b="$host_gbps" 'BEGIN { print (a < b ? a : b) }')" "$cpu_cont"))
+    [ -z "$host_gbps" ] || read -r -a c < <(model "$(awk -v a="$gbps" -v b="$host_gbps" 'BEGIN { print (a < b ? a : b) }')" "$cpu_cont")
   fi
   echo "| ${rate:-unshaped}${LATENCY:+ + $LATENCY} | $bwd0 | $whole_b / $whole / ${m[0]} / ${c[0]} | $exposed_b / $exposed / ${m[1]} / ${c[1]} |"
 done

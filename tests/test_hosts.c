@@ -172,7 +172,12 @@ TEST_LIMIT(hosts_slurm_two_node_jobs_equal_one_host, 300) {
     char *t = sc_slurp(dir, "cpt1.out");
     CHECK_MSG(sc_job_is(o, "cpt1", "COMPLETED", "0:0", 0) && sc_count(t, "Devices:     2 x cpu (1 thread each)\n") == 2,
               "--cpus-per-task=1:\n%s\n%s", o, t);
-    printf("    srun and mpirun across the two nodes: final loss %s, checkpoint equal to one host's\n", lref);
+    const char *ts = strstr(o, "time srun: "), *tm = strstr(o, "time mpirun: ");
+    double one = -1;
+    run_rc(o, "one2", &one, NULL);
+    printf("    srun and mpirun across the two nodes: final loss %s, checkpoint equal to one host's\n"
+           "    one host (mpirun) %.1f s; %.*s; %.*s\n",
+           lref, one, ts ? (int)strcspn(ts, "\n") : 0, ts ? ts : "", tm ? (int)strcspn(tm, "\n") : 0, tm ? tm : "");
     free(t);
     free(ref);
     free(o);

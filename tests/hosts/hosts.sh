@@ -134,8 +134,8 @@ hosts_mend() {
 
 # Kills every process of host K with SIGKILL until none is left (daemons fork as they die).
 hs_kill_all() {
-  local k=$1 round pids
-  for round in 1 2 3 4 5 6 7 8 9 10; do
+  local k=$1 pids
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
     pids=$(hosts_procs "$k")
     [ -n "$pids" ] || return 0
     # shellcheck disable=SC2086

@@ -107,10 +107,14 @@ case $scenario in
     common=("${NV[@]}" --batch_size=32 --num_batches=10 --display_every=5 --verbose)
     run one2 hosts_run 0 mpirun -np 2 --bind-to none -x OMP_NUM_THREADS=2 ./nvcnn "${common[@]}" --log_dir="$out/one2"
     slurm_start
+    t0=$EPOCHREALTIME
     jid=$(submit srun "${common[@]}" --log_dir="$out/srun")
     job_wait "$jid" srun
+    echo "time srun: $(since "$t0") s from sbatch to the end"
+    t0=$EPOCHREALTIME
     jid=$(LAUNCHER=mpirun submit mpirun "${common[@]}" --log_dir="$out/mpirun")
     job_wait "$jid" mpirun
+    echo "time mpirun: $(since "$t0") s from sbatch to the end"
     # one CPU per task, which Slurm does not bind to a CPU here (TaskPlugin=task/none)
     JOB_SHAPE=(--nodes=2 --ntasks-per-node=1 --cpus-per-task=1)
     jid=$(submit cpt1 "${NV[@]}" --batch_size=32 --num_batches=2 --verbose)

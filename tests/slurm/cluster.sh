@@ -29,7 +29,6 @@
 
 CL_DIR=""
 CL_PIDS=()   # munged slurmctld slurmd..., in start order
-CL_SLURMD=() # the slurmd of each node
 CL_NODE=""
 CL_NODES=()
 CL_ADDRS=()
@@ -97,7 +96,6 @@ cl_slurmd_start() {
     slurmd -D -f "$SLURM_CONF" -N "$node" >>"$CL_DIR/log/slurmd.out" 2>&1 &
   fi
   CL_PIDS+=($!)
-  CL_SLURMD[k]=$!
 }
 
 cluster_start() {

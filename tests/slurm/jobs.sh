@@ -31,6 +31,7 @@ job_wait() {
 submit() {
   local name=$1
   shift
+  : "${out:?jobs.sh: out must name the directory of the job outputs}"
   cl_cmd sbatch --parsable "${JOB_SHAPE[@]}" --job-name="$name" --output="$out/$name.out" scripts/slurm/nvcnn.sbatch "$@"
 }
 
