@@ -37,11 +37,23 @@ int main(int argc, char **argv) {
         }
         gradsync_free(gs);
     }
+    /* the value dist.c left in Open MPI's choice of algorithm after the last (ring-sized) bucket:
+     * 1 (ring); -1 where the MPI has no such variable */
+    int alg = -1, idx, count, provided;
+    MPI_T_cvar_handle h;
+    if (MPI_T_init_thread(MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS) {
+        if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &idx) == MPI_SUCCESS &&
+            MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+            MPI_CHECK(MPI_T_cvar_read(h, &alg));
+            MPI_CHECK(MPI_T_cvar_handle_free(&h));
+        }
+        MPI_CHECK(MPI_T_finalize());
+    }
     double e = (double)errors;
     dist_allreduce_sum_d(&d, &e, 1);
     if (d.rank == 0)
-        printf("avg ranks %d errors %.0f buckets %d %d %d %d %d %d %d %d\n", d.size, e, nbuckets[0], nbuckets[1], nbuckets[2],
-               nbuckets[3], nbuckets[4], nbuckets[5], nbuckets[6], nbuckets[7]);
+        printf("avg ranks %d errors %.0f buckets %d %d %d %d %d %d %d %d algorithm %d\n", d.size, e, nbuckets[0], nbuckets[1],
+               nbuckets[2], nbuckets[3], nbuckets[4], nbuckets[5], nbuckets[6], nbuckets[7], alg);
     free(g);
     dist_finalize(&d);
     return 0;
