@@ -7,9 +7,11 @@
 # process in one host can see and enter the other. Source it, then
 #   hosts_start         the two hosts; sets HS_DIR, HS_NAME[0..1], HS_ADDR[0..1], HS_NET, HS_IF[0..1]
 #   hosts_run K CMD...  runs CMD in host K (0 or 1) in the current directory
+#   hosts_bg K CMD...   the same in the background; HS_BG is then CMD's own pid (nsenter execs it)
 #   hosts_mpirun N ARGS...  Open MPI's mpirun in host 0 with N ranks on each host (ARGS: more of
 #                       mpirun's options, then the program): the hostfile of the two, rsh.sh as
-#                       the remote shell, TCP on the link's subnet for its daemons and the ranks
+#                       the remote shell, TCP on the link's subnet for its daemons and the ranks;
+#                       its command line is in HS_MPIRUN after hs_mpirun_cmd N (for hosts_bg)
 #   hosts_procs K       the pids of every process in host K but its holder
 #   hosts_cut K / hosts_mend K      link of host K down / up
 #   hosts_crash K       host K dies: its link goes down, every process in it is killed (SIGKILL),
@@ -34,6 +36,8 @@ HS_ADDR=()
 HS_IF=()
 HS_PID=()   # the holder of each host
 HS_NET=""
+HS_BG=""
+HS_MPIRUN=()
 HS_RSH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/rsh.sh"
 
 hs_log() { echo "hosts: $*" >&2; }
@@ -69,6 +73,15 @@ hosts_run() {
   local k=$1
   shift
   nsenter -t "${HS_PID[$k]}" -n -u -m --wd="$PWD" -- "$@"
+}
+
+# Not hosts_run ... &: that would put a subshell between $! and the command.
+hosts_bg() {
+  local k=$1
+  shift
+  nsenter -t "${HS_PID[$k]}" -n -u -m --wd="$PWD" -- "$@" &
+  # shellcheck disable=SC2034 # for the caller
+  HS_BG=$!
 }
 
 hosts_start() {
@@ -115,11 +128,15 @@ hosts_start() {
   hs_log "${HS_NAME[0]} ${HS_ADDR[0]} and ${HS_NAME[1]} ${HS_ADDR[1]} on ${HS_IF[0]}/${HS_IF[1]} ($HS_DIR)"
 }
 
+hs_mpirun_cmd() {
+  HS_MPIRUN=(mpirun -np $((2 * $1)) --hostfile "$HS_DIR/hostfile" --map-by "ppr:$1:node" --mca plm_rsh_agent "$HS_RSH"
+             --mca btl_tcp_if_include "$HS_NET.0/24" --mca oob_tcp_if_include "$HS_NET.0/24")
+}
+
 hosts_mpirun() {
-  local per=$1
+  hs_mpirun_cmd "$1"
   shift
-  hosts_run 0 mpirun -np $((2 * per)) --hostfile "$HS_DIR/hostfile" --map-by "ppr:$per:node" \
-    --mca plm_rsh_agent "$HS_RSH" --mca btl_tcp_if_include "$HS_NET.0/24" --mca oob_tcp_if_include "$HS_NET.0/24" "$@"
+  hosts_run 0 "${HS_MPIRUN[@]}" "$@"
 }
 
 hosts_cut() {

@@ -134,10 +134,11 @@ case $scenario in
     # retries, takes about 15 minutes): the time mpirun waits for host 1's daemon once rank 0
     # has ended. It must be longer than --step_timeout, or TCP would end the allreduce first.
     hosts_run 0 sysctl -q -w net.ipv4.tcp_retries2=5
-    hosts_mpirun 1 --bind-to none --mca btl tcp,self -x OMP_NUM_THREADS=1 ./nvcnn --model=lenet --num_classes=10 --batch_size=256 \
-      --num_batches=200 --display_every=1 --save_interval=1 --step_timeout=5 --log_dir="$out/deadpeer" \
-      >"$out/deadpeer.out" 2>&1 &
-    mr=$!
+    hs_mpirun_cmd 1
+    hosts_bg 0 "${HS_MPIRUN[@]}" --bind-to none --mca btl tcp,self -x OMP_NUM_THREADS=1 ./nvcnn --model=lenet \
+      --num_classes=10 --batch_size=256 --num_batches=200 --display_every=1 --save_interval=1 --step_timeout=5 \
+      --log_dir="$out/deadpeer" >"$out/deadpeer.out" 2>&1
+    mr=$HS_BG
     wait_line "$out/deadpeer.out" '^Checkpoint written to .* at step [0-9]+$'
     hosts_crash 1
     t0=$EPOCHREALTIME

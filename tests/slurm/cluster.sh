@@ -91,11 +91,23 @@ cl_slurmd_start() {
   local k=$1 node=${CL_NODES[$1]}
   if [ -n "${CL_HOSTS:-}" ]; then
     mkdir -p "$HS_DIR/local/$node/spool" "$HS_DIR/local/$node/pmix"
-    hosts_run "$k" slurmd -D -f "$CL_DIR/etc/$node/slurm.conf" -N "$node" >>"$CL_DIR/log/slurmd-$node.out" 2>&1 &
+    hosts_bg "$k" slurmd -D -f "$CL_DIR/etc/$node/slurm.conf" -N "$node" >>"$CL_DIR/log/slurmd-$node.out" 2>&1
+    CL_PIDS+=("$HS_BG")
   else
     slurmd -D -f "$SLURM_CONF" -N "$node" >>"$CL_DIR/log/slurmd.out" 2>&1 &
+    CL_PIDS+=($!)
   fi
-  CL_PIDS+=($!)
+}
+
+# Starts a daemon (the command line): in host 0 when the nodes are hosts; its pid into CL_PIDS.
+cl_daemon() {
+  if [ -n "${CL_HOSTS:-}" ]; then
+    hosts_bg 0 "$@"
+    CL_PIDS+=("$HS_BG")
+  else
+    "$@" &
+    CL_PIDS+=($!)
+  fi
 }
 
 cluster_start() {
@@ -186,12 +198,9 @@ EOF
     echo "GresTypes=gpu" >>"$SLURM_CONF"
     echo "Name=gpu File=$(IFS=,; echo "${devs[*]:0:$CL_GPUS}")" >"$CL_DIR/gres.conf"
   fi
-  local run_in=()
-  [ -z "${CL_HOSTS:-}" ] || run_in=(hosts_run 0)
-  "${run_in[@]}" munged -F --key-file="$CL_DIR/munge/munge.key" --socket="$CL_DIR/run/munge.socket" \
+  cl_daemon munged -F --key-file="$CL_DIR/munge/munge.key" --socket="$CL_DIR/run/munge.socket" \
          --pid-file="$CL_DIR/run/munged.pid" --seed-file="$CL_DIR/munge/munged.seed" \
-         >"$CL_DIR/log/munged.log" 2>&1 &
-  CL_PIDS+=($!)
+         >"$CL_DIR/log/munged.log" 2>&1
   local i=0
   while [ ! -S "$CL_DIR/run/munge.socket" ]; do
     sleep 0.1
@@ -202,8 +211,7 @@ EOF
       return 1
     fi
   done
-  "${run_in[@]}" slurmctld -D -c -i -f "$SLURM_CONF" >"$CL_DIR/log/slurmctld.out" 2>&1 &
-  CL_PIDS+=($!)
+  cl_daemon slurmctld -D -c -i -f "$SLURM_CONF" >"$CL_DIR/log/slurmctld.out" 2>&1
   if [ -n "${CL_HOSTS:-}" ]; then
     # each slurmd its own configuration directory: the same slurm.conf (and gres.conf), and an
     # mpi.conf that gives PMIx's client directories a place in the node's local directory
@@ -253,9 +261,6 @@ cluster_stop() {
   fi
   CL_DIR=""
   # then the hosts: whatever is left in them (the jobs' processes) ends with them
-  if [ -n "${CL_HOSTS:-}" ]; then
-    (exit "$rc")
-    hosts_stop
-  fi
+  if [ -n "${CL_HOSTS:-}" ]; then hosts_stop || true; fi
   return "$rc"
 }
