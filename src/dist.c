@@ -118,12 +118,12 @@ static void nbc_open(void) {
     /* not found: another MPI, or an Open MPI without libnbc; the library's choice stands */
     if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &idx) != MPI_SUCCESS ||
         MPI_T_cvar_handle_alloc(idx, NULL, &nbc.h, &count) != MPI_SUCCESS) {
-        MPI_T_finalize();
+        MPI_CHECK(MPI_T_finalize());
         return;
     }
     if (count != 1 || MPI_T_cvar_read(nbc.h, &v) != MPI_SUCCESS || v != NBC_AUTO) { /* the user's choice */
-        MPI_T_cvar_handle_free(&nbc.h);
-        MPI_T_finalize();
+        MPI_CHECK(MPI_T_cvar_handle_free(&nbc.h));
+        MPI_CHECK(MPI_T_finalize());
         return;
     }
     nbc.ready = 1;
