@@ -3,10 +3,11 @@
 # are present. Needs root (or sudo) only when something must be installed.
 set -euo pipefail
 # slurmctld, slurmd, slurm-client and munge: the tests run scripts/slurm/nvcnn.sbatch on a
-# one-node cluster of their own (tests/slurm/cluster.sh).
+# one-node cluster of their own (tests/slurm/cluster.sh). iproute2 (ip, tc) and procps (pgrep,
+# sysctl): the tests' two hosts on this machine (tests/hosts/hosts.sh) and their link.
 pkgs=(build-essential libopenblas-dev libopenblas-openmp-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
       libprotobuf-c-dev protobuf-c-compiler libopenmpi-dev openmpi-bin dataset-fashion-mnist
-      clang libclang-rt-14-dev libdnnl-dev slurmctld slurmd slurm-client munge)
+      clang libclang-rt-14-dev libdnnl-dev slurmctld slurmd slurm-client munge iproute2 procps)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scaling-efficiency model for data-parallel training with bucketed, overlapped ring allreduce.
-# Usage: scripts/scaling_model.sh [step_ms] [backward_ms] [grad_MB] [bucket_MB] [intra_GBps] [inter_GBps] [gpus_per_node] [latency_us] [contention]
+# Usage: scripts/scaling_model.sh [step_ms] [backward_ms] [grad_MB] [bucket_MB] [intra_GBps] [inter_GBps] [gpus_per_node] [latency_us] [contention] [GPU counts]
 # Defaults: resnet50 fp16 batch 256 per H100 (the PyTorch peer's 4,622 img/s -> 55.4 ms/step,
 # backward 2/3 of it), fp32 gradients of 25,557,032 parameters (102.2 MB), 25 MB buckets, NCCL
 # bus bandwidth 370 GB/s inside a node (NVLink/NVSwitch) and 45 GB/s per GPU across nodes
@@ -10,11 +10,12 @@
 # left exposed after backward is max(0, T_all - backward) plus the last bucket (the first layers'
 # gradients, ready only when backward ends), plus a contention cost for the overlapped part: the
 # NCCL kernels share the SMs and memory with backward, taken as `contention` (default 0.1) of the
-# overlapped time. Efficiency = step / (step + exposed).
+# overlapped time. Efficiency = step / (step + exposed). The last argument lists the GPU counts
+# (default "8 64 512").
 step=${1:-55.4}; bwd=${2:-36.9}; grad=${3:-102.2}; bucket=${4:-25}; intra=${5:-370}; inter=${6:-45}
-per_node=${7:-8}; lat=${8:-10}; cont=${9:-0.1}
+per_node=${7:-8}; lat=${8:-10}; cont=${9:-0.1}; counts=${10:-8 64 512}
 printf "%6s %10s %12s %12s %12s %10s\n" GPUs "busbw" "T_all (ms)" "last (ms)" "exposed" efficiency
-for n in 8 64 512; do
+for n in $counts; do
   awk -v n="$n" -v step="$step" -v bwd="$bwd" -v grad="$grad" -v bucket="$bucket" -v intra="$intra" \
       -v inter="$inter" -v pn="$per_node" -v lat="$lat" -v cont="$cont" 'BEGIN {
     bw = (n <= pn) ? intra : inter
@@ -26,6 +27,6 @@ for n in 8 64 512; do
     over = tall - bwd; if (over < 0) over = 0
     hidden = tall - last - over; if (hidden < 0) hidden = 0
     exposed = over + last + cont * hidden
-    printf "%6d %7d GB/s %12.2f %12.2f %9.2f ms %9.1f%%\n", n, bw, tall, last, exposed, 100 * step / (step + exposed)
+    printf "%6d %7g GB/s %12.2f %12.2f %9.2f ms %9.1f%%\n", n, bw, tall, last, exposed, 100 * step / (step + exposed)
   }'
 done

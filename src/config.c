@@ -129,6 +129,9 @@ static const Flag flags[] = {
      .help = "GPU backend: cuDNN's workspace at most this many MiB (each convolution takes the fastest algorithm within it "
              "and the memory free), room left for cuBLAS and NCCL"},
     {"save_interval", 0, INT(save_interval, 1, 1 << 30), .init = "43200", .help = "seconds between checkpoints"},
+    {"step_timeout", 0, NUM(step_timeout, 0, 1e9), .init = "600",
+     .help = "seconds a rank may wait in one phase of a step (a collective, the input) before it exits 5 with a line "
+             "naming the phase and the rank (a lost peer); 0: no limit"},
     {"summary_interval", 0, INT(summary_interval, 0, 1 << 30), .init = "3600",
      .help = "seconds between TensorBoard summaries (also written at the first and last step)"},
     {"verbose", 0, ON(verbose), .help = "every rank prints"},

@@ -62,6 +62,7 @@ typedef struct Config {
     double bucket_mb;
     double cudnn_workspace_mb; /* GPU backend: the cap of cuDNN's workspace */
     int save_interval;         /* seconds */
+    double step_timeout;       /* seconds a rank may wait in one phase (watchdog.h); 0: forever */
     int verbose;
     int print_layers;
     int forward_only;          /* inference benchmark: no backward, no update */

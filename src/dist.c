@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "watchdog.h"
 
 #ifdef NVCNN_MPI
 void mpi_check(int err, const char *what, const char *file, int line) {
@@ -38,37 +39,48 @@ void dist_init(Dist *d, int *argc, char ***argv) {
 
 void dist_finalize(Dist *d) {
     if (d->mpi) {
+        watchdog_enter(WD_FINALIZE, 0, 0);
         MPI_Finalize();
+        watchdog_leave();
         d->mpi = 0;
     }
 }
 
 void dist_allreduce_mean(Dist *d, float *buf, size_t n) {
     if (d->size == 1) return;
+    watchdog_enter(WD_ALLREDUCE, (long)n, 0);
     for (size_t off = 0; off < n; off += (size_t)INT_MAX / 2) {
         size_t k = n - off < (size_t)INT_MAX / 2 ? n - off : (size_t)INT_MAX / 2;
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     }
+    watchdog_leave();
     const float inv = 1.0f / (float)d->size;
     for (size_t i = 0; i < n; i++) buf[i] *= inv;
 }
 
 void dist_allreduce_sum_d(Dist *d, double *buf, size_t n) {
     if (d->size == 1) return;
+    watchdog_enter(WD_ALLREDUCE, (long)n, 0);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    watchdog_leave();
 }
 
 void dist_bcast(Dist *d, void *buf, size_t bytes) {
     if (d->size == 1) return;
     char *p = buf;
+    watchdog_enter(WD_BCAST, (long)bytes, 0);
     for (size_t off = 0; off < bytes; off += (size_t)INT_MAX / 2) {
         size_t k = bytes - off < (size_t)INT_MAX / 2 ? bytes - off : (size_t)INT_MAX / 2;
         MPI_CHECK(MPI_Bcast(p + off, (int)k, MPI_BYTE, 0, MPI_COMM_WORLD));
     }
+    watchdog_leave();
 }
 
 void dist_barrier(Dist *d) {
-    if (d->size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (d->size == 1) return;
+    watchdog_enter(WD_BARRIER, 0, 0);
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    watchdog_leave();
 }
 
 void dist_allgather(Dist *d, const void *mine, void *all, size_t bytes) {
@@ -77,11 +89,55 @@ void dist_allgather(Dist *d, const void *mine, void *all, size_t bytes) {
         memmove(all, mine, bytes);
         return;
     }
+    watchdog_enter(WD_ALLGATHER, (long)bytes, 0);
     MPI_CHECK(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
+    watchdog_leave();
 }
 #endif
 
 /* ---- bucketed allreduce ---- */
+
+#ifdef NVCNN_MPI
+/* Open MPI's non-blocking allreduce (coll/libnbc) takes a binomial tree, a reduce to rank 0 then a
+ * broadcast, for in-place buffers (the buckets are) and for fewer than 4 ranks: over a network
+ * that is twice the ring's time at 2 ranks, and it grows with log2 of the ranks, where the ring's
+ * stays at 2 (N-1)/N of a bucket per link (measured in docs/scaling.md). Its control variable
+ * coll_libnbc_iallreduce_algorithm, written through MPI_T before each launch, sends buckets of at
+ * least 64 KiB (libnbc's own bound for small messages) by the ring and leaves smaller ones to
+ * libnbc. Not where the MPI has no such variable, nor where the user set it (mpirun --mca). */
+enum { NBC_AUTO = 0, NBC_RING = 1 };
+static struct {
+    int ready;          /* the variable is ours to set */
+    int value;          /* its value now */
+    MPI_T_cvar_handle h;
+} nbc;
+
+static void nbc_open(void) {
+    int provided, idx, count, v = -1;
+    if (nbc.ready || MPI_T_init_thread(MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return;
+    /* not found: another MPI, or an Open MPI without libnbc; the library's choice stands */
+    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &idx) != MPI_SUCCESS ||
+        MPI_T_cvar_handle_alloc(idx, NULL, &nbc.h, &count) != MPI_SUCCESS) {
+        MPI_CHECK(MPI_T_finalize());
+        return;
+    }
+    if (count != 1 || MPI_T_cvar_read(nbc.h, &v) != MPI_SUCCESS || v != NBC_AUTO) { /* the user's choice */
+        MPI_CHECK(MPI_T_cvar_handle_free(&nbc.h));
+        MPI_CHECK(MPI_T_finalize());
+        return;
+    }
+    nbc.ready = 1;
+    nbc.value = NBC_AUTO;
+}
+
+static void nbc_choose(size_t bytes) {
+    int want = bytes >= 65536 ? NBC_RING : NBC_AUTO;
+    if (!nbc.ready || want == nbc.value) return;
+    MPI_CHECK(MPI_T_cvar_write(nbc.h, &want));
+    nbc.value = want;
+}
+#endif
+
 struct GradSync {
     Dist *d;
     float *buf;
@@ -113,7 +169,10 @@ GradSync *gradsync_new(Dist *d, float *buf, size_t n, size_t bucket_bytes) {
 #ifdef NVCNN_MPI
     g->req = xmalloc((size_t)(g->nb ? g->nb : 1) * sizeof *g->req);
     for (int i = 0; i < g->nb; i++) g->req[i] = MPI_REQUEST_NULL;
-    if (d->size > 1) MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g->comm));
+    if (d->size > 1) {
+        MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g->comm));
+        nbc_open();
+    }
 #endif
     return g;
 }
@@ -124,6 +183,7 @@ void gradsync_begin(GradSync *g) { g->next = 0; }
 
 static void launch(GradSync *g, int i) {
 #ifdef NVCNN_MPI
+    nbc_choose((g->hi[i] - g->lo[i]) * sizeof(float));
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g->buf + g->lo[i], (int)(g->hi[i] - g->lo[i]), MPI_FLOAT, MPI_SUM, g->comm,
                              &g->req[i]));
 #else
@@ -148,7 +208,12 @@ void gradsync_finish(GradSync *g) {
     if (g->d->size == 1) return;
     while (g->next < g->nb) launch(g, g->next++);
 #ifdef NVCNN_MPI
-    MPI_CHECK(MPI_Waitall(g->nb, g->req, MPI_STATUSES_IGNORE));
+    /* in the order they were launched, each a phase of its own for the watchdog */
+    for (int i = 0; i < g->nb; i++) {
+        watchdog_enter(WD_BUCKET, i + 1, g->nb);
+        MPI_CHECK(MPI_Wait(&g->req[i], MPI_STATUS_IGNORE));
+    }
+    watchdog_leave();
 #endif
     /* a division, not a multiplication by 1/size: exact whenever the mean is representable */
     const float size = (float)g->d->size;

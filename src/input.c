@@ -6,6 +6,7 @@
 
 #include "gpu.h"
 #include "util.h"
+#include "watchdog.h"
 
 Loader *input_open_loader(const Run *r, const char *subset, int training, uint64_t start) {
     const Config *c = &r->cfg;
@@ -66,6 +67,14 @@ void input_start(Input *in, Run *r, Trainer *tr, Loader *ld, long step0) {
     }
 }
 
+/* The loader's next batch: a phase of its own for the watchdog. */
+static LoaderBatch *fetch(Input *in) {
+    watchdog_enter(WD_INPUT, 0, 0);
+    LoaderBatch *b = loader_next(in->ld);
+    watchdog_leave();
+    return b;
+}
+
 /* --skip_corrupt: the corrupt records skipped so far, once per epoch (every rank takes part) */
 static void report_skipped(Input *in, long epoch) {
     double sk = (double)loader_skipped(in->ld);
@@ -74,6 +83,7 @@ static void report_skipped(Input *in, long epoch) {
 }
 
 const int32_t *input_next(Input *in, long step) {
+    watchdog_step(step); /* the step begins here */
     if (!in->ld) return in->labels;
     const Run *r = in->r;
     long epoch = (long)((double)step * r->total_batch / (double)r->nrecord);
@@ -86,7 +96,7 @@ const int32_t *input_next(Input *in, long step) {
     if (g) {
         int k = in->cur;
         if (!in->staged[k]) { /* the first step (later ones were prefetched) */
-            in->staged[k] = loader_next(in->ld);
+            in->staged[k] = fetch(in);
             gpunet_stage_batch(g, k, in->staged[k]->images, in->staged[k]->labels);
         }
         gpunet_use_batch(g, k);
@@ -95,7 +105,7 @@ const int32_t *input_next(Input *in, long step) {
     }
     Net *net = in->tr->net;
     Node *x = net_node(net, net->input);
-    LoaderBatch *b = loader_next(in->ld);
+    LoaderBatch *b = fetch(in);
     input_from_u8_nhwc(x->data, b->images, n, 3, x->shape.h, x->shape.w);
     memcpy(in->labels, b->labels, (size_t)n * sizeof *in->labels);
     loader_release(in->ld, b);
@@ -111,7 +121,7 @@ void input_prefetch(Input *in, int more) {
     loader_release(in->ld, in->staged[k]);
     in->staged[k] = NULL;
     if (more) {
-        in->staged[1 - k] = loader_next(in->ld);
+        in->staged[1 - k] = fetch(in);
         gpunet_stage_batch(g, 1 - k, in->staged[1 - k]->images, in->staged[1 - k]->labels);
     }
     in->cur = 1 - k;

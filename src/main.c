@@ -27,6 +27,7 @@
 #include "run.h"
 #include "train.h"
 #include "util.h"
+#include "watchdog.h"
 
 extern void openblas_set_num_threads(int);
 
@@ -117,14 +118,17 @@ static void choose_allreduce(Run *r) {
 }
 
 /* Threads per rank: OMP_NUM_THREADS where the user set it; else the CPUs this process may run on
- * when a launcher bound it to some (Slurm's --cpus-per-task, mpirun's binding), or the node's
- * online CPUs shared by its ranks. */
+ * when a launcher bound it to some (mpirun's binding, Slurm's task binding), or the CPUs Slurm
+ * gave the task (--cpus-per-task) where it did not bind it, or the node's online CPUs shared by
+ * its ranks. */
 static int default_threads(int local_size) {
     const char *omp_env = getenv("OMP_NUM_THREADS");
     if (omp_env && atoi(omp_env) > 0) return atoi(omp_env);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 && CPU_COUNT(&set) < online) return CPU_COUNT(&set);
+    const char *slurm_cpus = getenv("SLURM_CPUS_PER_TASK");
+    if (slurm_cpus && atoi(slurm_cpus) > 0 && atoi(slurm_cpus) < online) return atoi(slurm_cpus);
     long t = online / (local_size > 0 ? local_size : 1);
     return t > 0 ? (int)t : 1;
 }
@@ -369,6 +373,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     dist_init(&r.dist, &argc, &argv);
     config_parse(&r.cfg, argc, argv);
+    watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */
     if (r.dist.rank != 0 && !r.cfg.verbose) {
         if (!freopen("/dev/null", "w", stdout)) die("cannot silence rank %d's output", r.dist.rank);
     }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "watchdog.h"
+
 static void on_grad_ready(void *ctx, size_t final_from) { gradsync_ready(ctx, final_from); }
 
 void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c, GpuNet *gpu) {
@@ -109,7 +111,9 @@ static double gpu_end(Trainer *t, double lr) {
     if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));
     double loss, l2;
     int finite;
+    if (t->nccl) watchdog_enter(WD_NCCL, 0, 0); /* the step's one synchronisation waits for NCCL */
     gpunet_read_stats(g, &loss, &l2, &finite);
+    watchdog_leave();
     double bms, ems;
     gpunet_backward_ms(g, &bms, &ems);
     t->backward_seconds += bms * 1e-3;

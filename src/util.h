@@ -17,7 +17,8 @@ enum {
     EXIT_FAILURE_GENERIC = 1, /* an I/O error, a library error */
     EXIT_USAGE = 2,           /* bad flag, bad value, unknown model, no GPU for --device=gpu */
     EXIT_OOM = 3,             /* the batch does not fit in device memory */
-    EXIT_DATA = 4             /* corrupt or truncated input records */
+    EXIT_DATA = 4,            /* corrupt or truncated input records */
+    EXIT_STALLED = 5          /* a rank waited --step_timeout seconds in one phase (a lost peer) */
 };
 
 /* The name that begins every error and warning line (default "nvcnn"); `name` must outlive the

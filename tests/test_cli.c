@@ -364,4 +364,10 @@ TEST(cli_threads_follow_omp_num_threads_and_cpu_binding) {
     CHECK(th_run("taskset -c 0 ./nvcnn --model=trivial --batch_size=2 --num_batches=1", &o) == 0);
     CHECK_MSG(o && strstr(o, "Devices:     cpu (1 thread)\n"), "%s", o);
     free(o);
+    /* a Slurm task that Slurm did not bind: the CPUs it was given (--cpus-per-task) */
+    if (sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+        CHECK(th_run("env -u OMP_NUM_THREADS SLURM_CPUS_PER_TASK=1 ./nvcnn --model=trivial --batch_size=2 --num_batches=1", &o) == 0);
+        CHECK_MSG(o && strstr(o, "Devices:     cpu (1 thread)\n"), "%s", o);
+        free(o);
+    }
 }

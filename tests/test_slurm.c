@@ -12,80 +12,17 @@
 #include "ckpt.h"
 #include "harness.h"
 #include "models.h"
+#include "scenario.h"
 #include "testutil.h"
-
-/* Why Slurm cannot run here, or NULL. */
-static const char *no_slurm(void) {
-#ifndef NVCNN_MPI
-    return "no MPI in this build";
-#else
-    if (th_run("command -v sbatch && command -v srun && command -v slurmctld && command -v slurmd && command -v munged",
-               NULL) != 0)
-        return "no Slurm: scripts/install-deps.sh installs slurmctld, slurmd, slurm-client and munge";
-    if (geteuid() != 0) return "slurmd must run as root";
-    return NULL;
-#endif
-}
 
 /* Runs tests/slurm/run.sh SCENARIO into th_tmpdir()/slurm-SCENARIO (dir); 0 on success, with its
  * output in *out (malloc'd, never NULL). */
 static int scenario(const char *name, char *dir, size_t n, char **out) {
-    snprintf(dir, n, "%s/slurm-%s", th_tmpdir(), name);
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "timeout 600 bash tests/slurm/run.sh %s %s", name, dir);
-    int rc = th_run(cmd, out);
-    if (!*out) *out = calloc(1, 1);
-    return rc;
-}
-
-/* The file dir/name (never NULL). */
-static char *slurp(const char *dir, const char *name) {
-    char p[1400];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    char *t = (char *)tu_read_file(p, NULL);
-    return t ? t : calloc(1, 1);
-}
-
-/* 1 if run.sh's line "job NAME: ..." has JobState=state ExitCode=code Restarts=restarts. */
-static int job_is(const char *out, const char *name, const char *state, const char *code, int restarts) {
-    char key[64], want[160];
-    snprintf(key, sizeof key, "job %s: ", name);
-    const char *l = strstr(out, key);
-    if (!l) return 0;
-    size_t len = strcspn(l, "\n");
-    char line[512];
-    snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
-    snprintf(want, sizeof want, "JobState=%s ", state);
-    if (!strstr(line, want)) return 0;
-    snprintf(want, sizeof want, "ExitCode=%s ", code);
-    if (!strstr(line, want)) return 0;
-    snprintf(want, sizeof want, "Restarts=%d ", restarts);
-    return strstr(line, want) != NULL;
-}
-
-/* Occurrences of s in t. */
-static int count(const char *t, const char *s) {
-    int k = 0;
-    for (const char *p = strstr(t, s); p; p = strstr(p + 1, s)) k++;
-    return k;
-}
-
-/* The step numbers of nvcnn's table rows ("%6ld %5ld %7.1f %7.3f %7.5f"), in order. */
-static int step_rows(const char *t, long *steps, int max) {
-    int n = 0;
-    for (const char *l = t; *l; l += strcspn(l, "\n"), l += *l == '\n') {
-        long step, epoch;
-        double a, b, c;
-        char tail;
-        if (*l == ' ' && sscanf(l, "%ld %ld %lf %lf %lf%c", &step, &epoch, &a, &b, &c, &tail) == 6 && tail == '\n' &&
-            n < max)
-            steps[n++] = step;
-    }
-    return n;
+    return sc_scenario("tests/slurm/run.sh", "slurm", name, dir, n, out);
 }
 
 TEST(slurm_sbatch_two_tasks_run_to_the_end) {
-    const char *why = no_slurm();
+    const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
         return;
@@ -97,12 +34,12 @@ TEST(slurm_sbatch_two_tasks_run_to_the_end) {
     for (int k = 0; k < 2; k++) {
         char name[32];
         snprintf(name, sizeof name, "%s.out", launcher[k]);
-        char *t = slurp(dir, name);
-        CHECK_MSG(job_is(o, launcher[k], "COMPLETED", "0:0", 0), "%s:\n%s\n%s", launcher[k], o, t);
+        char *t = sc_slurp(dir, name);
+        CHECK_MSG(sc_job_is(o, launcher[k], "COMPLETED", "0:0", 0), "%s:\n%s\n%s", launcher[k], o, t);
         CHECK_MSG(strstr(t, "nvcnn.sbatch: job ") && strstr(t, "tasks: 2,"), "%s", t);
         /* rank 0 alone prints: one header, one summary */
-        CHECK_MSG(count(t, "Num ranks:   2\n") == 1 && count(t, "Num ranks:") == 1, "%s", t);
-        CHECK_MSG(count(t, "\nImages/sec: ") == 1, "%s", t);
+        CHECK_MSG(sc_count(t, "Num ranks:   2\n") == 1 && sc_count(t, "Num ranks:") == 1, "%s", t);
+        CHECK_MSG(sc_count(t, "\nImages/sec: ") == 1, "%s", t);
         CHECK(strstr(t, "allreduce on (mpi)") != NULL);
         free(t);
     }
@@ -110,33 +47,31 @@ TEST(slurm_sbatch_two_tasks_run_to_the_end) {
 }
 
 TEST(slurm_srun_two_tasks_with_the_scripts_pmi) {
-    const char *why = no_slurm();
+    const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
         return;
     }
     char dir[700], *o = NULL;
     int rc = scenario("srun", dir, sizeof dir, &o);
-    char *t = slurp(dir, "srun.out");
+    char *t = sc_slurp(dir, "srun.out");
     CHECK_MSG(rc == 0 && strstr(o, "job srun: JobState=- ExitCode=0:0 "), "run.sh exit %d:\n%s\n%s", rc, o, t);
-    CHECK_MSG(count(t, "Num ranks:   2\n") == 1 && count(t, "\nImages/sec: ") == 1, "%s", t);
+    CHECK_MSG(sc_count(t, "Num ranks:   2\n") == 1 && sc_count(t, "\nImages/sec: ") == 1, "%s", t);
     const char *l = strstr(o, "(srun --mpi=");
     if (l) printf("    %.*s\n", (int)strcspn(l, "\n"), l);
     free(t);
     free(o);
 }
 
-/* Loads dir/ckpt-16.nvcnn into a lenet net; 0 on success. */
-static int load_final(const char *dir, Net *net, float *velocity, CkptMeta *m) {
-    char p[1400], err[1024] = "";
+/* Loads dir/ckpt-16.nvcnn (see sc_load_lenet); 0 on success. */
+static int load_final(const char *dir, uint64_t seed, Net **net, float **velocity, CkptMeta *m) {
+    char p[1400];
     snprintf(p, sizeof p, "%s/ckpt-16.nvcnn", dir);
-    int rc = ckpt_load(p, "lenet", net, velocity, m, err, sizeof err);
-    if (rc) printf("    %s: %s\n", p, err);
-    return rc;
+    return sc_load_lenet(p, seed, net, velocity, m);
 }
 
 TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
-    const char *why = no_slurm();
+    const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
         return;
@@ -146,29 +81,34 @@ TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
     int rc = scenario("preempt", dir, sizeof dir, &o);
     CHECK_MSG(rc == 0, "run.sh exit %d:\n%s", rc, o);
     long rows[64];
-    char *t = slurp(dir, "ref.out");
-    CHECK_MSG(job_is(o, "ref", "COMPLETED", "0:0", 0), "%s\n%s", o, t);
-    int n = step_rows(t, rows, 64);
+    char *t = sc_slurp(dir, "ref.out");
+    CHECK_MSG(sc_job_is(o, "ref", "COMPLETED", "0:0", 0), "%s\n%s", o, t);
+    int n = sc_step_rows(t, rows, NULL, 64);
     CHECK_MSG(n == N && rows[0] == 1 && rows[N - 1] == N, "uninterrupted run: %d rows\n%s", n, t);
     free(t);
 
-    Net *ref = model_build_net(model_find("lenet"), 2, 10);
-    net_finalize(ref, 1);
-    float *ref_v = xcalloc(ref->params_total, sizeof(float));
+    Net *ref = NULL;
+    float *ref_v = NULL;
     CkptMeta ref_m;
     char sub[800];
     snprintf(sub, sizeof sub, "%s/ref", dir);
-    CHECK(load_final(sub, ref, ref_v, &ref_m) == 0 && ref_m.step == N);
+    if (load_final(sub, 1, &ref, &ref_v, &ref_m) != 0 || ref_m.step != N) {
+        CHECK_MSG(0, "the uninterrupted run has no final checkpoint at step %d", N);
+        net_free(ref);
+        free(ref_v);
+        free(o);
+        return;
+    }
 
     /* scancel --signal=TERM, scontrol requeue, preemption by a job of a higher partition */
     const char *how[] = {"scancel", "requeue", "preempt"};
-    CHECK_MSG(job_is(o, "high", "COMPLETED", "0:0", 0), "the preempting job:\n%s", o);
+    CHECK_MSG(sc_job_is(o, "high", "COMPLETED", "0:0", 0), "the preempting job:\n%s", o);
     for (int k = 0; k < 3; k++) {
         char name[32], want[1200];
         snprintf(name, sizeof name, "%s.out", how[k]);
-        t = slurp(dir, name);
+        t = sc_slurp(dir, name);
         /* Slurm ran the job twice: the second time it ended with exit 0 */
-        CHECK_MSG(job_is(o, how[k], "COMPLETED", "0:0", 1), "%s: %s\n%s", how[k], o, t);
+        CHECK_MSG(sc_job_is(o, how[k], "COMPLETED", "0:0", 1), "%s: %s\n%s", how[k], o, t);
         CHECK_MSG(strstr(t, ", restart 0,") && strstr(t, ", restart 1,"), "%s", t);
         /* the first run stopped on SIGTERM with a checkpoint at step s, the second resumed from it */
         snprintf(want, sizeof want, "Received SIGTERM: checkpoint written to %s/%s/ckpt-", dir, how[k]);
@@ -179,7 +119,7 @@ TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
         const char *resume = strstr(t, want);
         CHECK_MSG(resume && resume > stop, "%s: want '%s' after the stop:\n%s", how[k], want, t);
         /* together the two runs trained steps 1..N, each once, in order */
-        n = step_rows(t, rows, 64);
+        n = sc_step_rows(t, rows, NULL, 64);
         int in_order = n == N;
         for (int i = 0; i < n && in_order; i++) in_order = rows[i] == i + 1;
         CHECK_MSG(in_order, "%s: %d step rows, not 1..%d once each:\n%s", how[k], n, N, t);
@@ -189,12 +129,11 @@ TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
 
         /* the final checkpoint: the parameters, the momentum and the data position of the
          * uninterrupted run, bit for bit */
-        Net *net = model_build_net(model_find("lenet"), 2, 10);
-        net_finalize(net, 2);
-        float *v = xcalloc(net->params_total, sizeof(float));
+        Net *net = NULL;
+        float *v = NULL;
         CkptMeta m;
         snprintf(sub, sizeof sub, "%s/%s", dir, how[k]);
-        if (load_final(sub, net, v, &m) == 0) {
+        if (load_final(sub, 2, &net, &v, &m) == 0) {
             CHECK(m.step == N && m.data_position == ref_m.data_position);
             CHECK_MSG(memcmp(net->params, ref->params, ref->params_total * sizeof(float)) == 0,
                       "%s: final parameters differ from the uninterrupted run's", how[k]);
@@ -213,28 +152,28 @@ TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
 }
 
 TEST(slurm_gpu_job_with_more_tasks_than_gpus_is_refused) {
-    const char *why = no_slurm();
+    const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
         return;
     }
     char dir[700], host[256] = "", want[512], *o = NULL;
     int rc = scenario("gpus", dir, sizeof dir, &o);
-    char *t = slurp(dir, "gpus.out");
-    CHECK_MSG(rc == 0 && job_is(o, "gpus", "FAILED", "2:0", 0), "run.sh exit %d:\n%s\n%s", rc, o, t);
+    char *t = sc_slurp(dir, "gpus.out");
+    CHECK_MSG(rc == 0 && sc_job_is(o, "gpus", "FAILED", "2:0", 0), "run.sh exit %d:\n%s\n%s", rc, o, t);
     gethostname(host, sizeof host - 1);
     host[strcspn(host, ".")] = 0; /* hostname -s: the node's name */
     snprintf(want, sizeof want, "nvcnn.sbatch: error: node %s: 2 tasks but 1 GPU(s) for them: start one task per GPU "
              "(--ntasks-per-node=1 with --gres=gpu:1), or pass --allreduce=mpi", host);
     CHECK_MSG(strstr(t, want), "want '%s' in:\n%s", want, t);
-    CHECK_MSG(count(t, "error") == 1 && !strstr(t, "Num ranks"), "launched anyway:\n%s", t);
+    CHECK_MSG(sc_count(t, "error") == 1 && !strstr(t, "Num ranks"), "launched anyway:\n%s", t);
     free(t);
     /* --allreduce=mpi: sharing on purpose, so the script launches nvcnn, which runs (a GPU here)
      * or finds none (no GPU: exit 2 with its own line) */
-    t = slurp(dir, "shared.out");
+    t = sc_slurp(dir, "shared.out");
     CHECK_MSG(!strstr(t, "nvcnn.sbatch: error") &&
-                  ((job_is(o, "shared", "FAILED", "2:0", 0) && strstr(t, "nvcnn: error: --device=gpu: no usable GPU")) ||
-                   (job_is(o, "shared", "COMPLETED", "0:0", 0) && strstr(t, "Num ranks:   2\n"))),
+                  ((sc_job_is(o, "shared", "FAILED", "2:0", 0) && strstr(t, "nvcnn: error: --device=gpu: no usable GPU")) ||
+                   (sc_job_is(o, "shared", "COMPLETED", "0:0", 0) && strstr(t, "Num ranks:   2\n"))),
               "--allreduce=mpi:\n%s\n%s", o, t);
     free(t);
     free(o);

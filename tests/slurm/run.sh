@@ -29,40 +29,8 @@ cluster_start
 
 NV=(--model=lenet --device=cpu --num_classes=10)
 
-# Waits (up to 300 s) until job $1 has ended (through any requeue), then prints its line.
-job_wait() {
-  local jid=$1 name=$2 i=0 st
-  while :; do
-    # an answer with no line: the job has left the queue (a failed squeue is asked again)
-    if st=$(squeue -h -j "$jid" -o %T 2>/dev/null) && [ -z "$st" ]; then break; fi
-    i=$((i + 1))
-    if [ $i -gt 1500 ]; then
-      echo "run.sh: job $name ($jid) still in the queue after 300 s" >&2
-      scontrol show job "$jid" >&2 || true
-      cluster_logs
-      return 1
-    fi
-    sleep 0.2
-  done
-  echo "job $name: $(scontrol show job "$jid" | grep -oE '(JobState|ExitCode|Restarts)=[^ ]+' | tr '\n' ' ')"
-}
-
-# Submits the batch script as job NAME with two tasks on the node; prints the job id.
-submit() {
-  local name=$1
-  shift
-  sbatch --parsable --nodes=1 --ntasks=2 --job-name="$name" --output="$out/$name.out" scripts/slurm/nvcnn.sbatch "$@"
-}
-
-# Waits (up to 120 s) until file $1 has a line matching $2.
-wait_line() {
-  local i=0
-  until grep -Eq "$2" "$1" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -le 600 ] || { echo "run.sh: no line '$2' in $1 after 120 s" >&2; return 1; }
-    sleep 0.2
-  done
-}
+# shellcheck source=tests/slurm/jobs.sh
+source tests/slurm/jobs.sh
 
 case $scenario in
   sbatch)
