@@ -367,8 +367,26 @@ static int train(Run *r) {
     return 0;
 }
 
+/* OpenMP's threads wait for the next parallel region by spinning, and libgomp's default spin
+ * (300,000 rounds, about 0.2-0.5 ms) is longer than the gaps between most of a step's layers, so on
+ * a machine that others share they hold their cores while they have nothing to do, and the step
+ * stalls behind whoever wants those cores (docs/performance.md: lenet at a fraction of its speed
+ * beside one busy process). A shorter spin costs nothing measurable on an idle machine. libgomp
+ * reads its settings once, when it is loaded, before main: so where the user set neither
+ * OMP_WAIT_POLICY nor GOMP_SPINCOUNT, nvcnn sets GOMP_SPINCOUNT and runs itself again (the same
+ * process: exec keeps the pid that mpirun and Slurm know). If that fails it carries on with
+ * libgomp's default. */
+#define NVCNN_GOMP_SPINCOUNT "1000"
+static void default_omp_wait(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("GOMP_SPINCOUNT", NVCNN_GOMP_SPINCOUNT, 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("GOMP_SPINCOUNT"); /* exec failed: libgomp already runs with its default */
+}
+
 int main(int argc, char **argv) {
     Run r;
+    default_omp_wait(argv);
     memset(&r, 0, sizeof r);
     setvbuf(stdout, NULL, _IOLBF, 0);
     dist_init(&r.dist, &argc, &argv);

@@ -30,10 +30,16 @@ void report_header(const Run *r, const Net *net) {
             printf("Devices:     gpu: %s\n", desc);
         else
             printf("Devices:     %d x gpu: %s\n", r->dist.size, desc);
-    } else if (r->dist.size == 1) {
-        printf("Devices:     cpu (%d thread%s)\n", r->threads, r->threads == 1 ? "" : "s");
     } else {
-        printf("Devices:     %d x cpu (%d thread%s each)\n", r->dist.size, r->threads, r->threads == 1 ? "" : "s");
+        /* how OpenMP's idle threads wait: the user's setting, or nvcnn's default (main.c) */
+        char wait[96] = "";
+        const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+        if (policy) snprintf(wait, sizeof wait, ", OMP_WAIT_POLICY=%.60s", policy);
+        else if (spin) snprintf(wait, sizeof wait, ", GOMP_SPINCOUNT=%.60s", spin);
+        if (r->dist.size == 1)
+            printf("Devices:     cpu (%d thread%s%s)\n", r->threads, r->threads == 1 ? "" : "s", wait);
+        else
+            printf("Devices:     %d x cpu (%d thread%s each%s)\n", r->dist.size, r->threads, r->threads == 1 ? "" : "s", wait);
     }
     if (!r->gpu) printf("CPU layers:  %s\n", r->cpu_layers);
     printf("Data format: NCHW\n");
