@@ -38,8 +38,20 @@ static const char *no_hosts(char *reason, size_t n) {
 #endif
 }
 
-static int scenario(const char *name, char *dir, size_t n, char **out) {
-    return sc_scenario("tests/hosts/run.sh", "hosts", name, dir, n, out);
+/* Runs scenario NAME of tests/hosts/run.sh (its folder into dir, its output into *out) and checks
+ * that the script ended well; 0 with the test skipped, and nothing run, where the machine cannot
+ * make the two hosts (or has no Slurm, when the scenario needs it). */
+static int host_scenario(const char *name, int needs_slurm, char *dir, size_t n, char **out) {
+    char reason[300];
+    const char *why = no_hosts(reason, sizeof reason);
+    if (!why && needs_slurm) why = sc_no_slurm();
+    if (why) {
+        th_skip(why);
+        return 0;
+    }
+    int rc = sc_scenario("tests/hosts/run.sh", "hosts", name, dir, n, out);
+    CHECK_MSG(rc == 0, "run.sh exit %d:\n%s", rc, *out);
+    return 1;
 }
 
 /* The script's line "run NAME: rc=R seconds=S link=B": R (or -1 when missing); S and B into
@@ -90,15 +102,8 @@ static double lenet_grad_bytes(void) {
 
 /* Item: mpirun over TCP across the two hosts gives the bits of the same run on one host. */
 TEST_LIMIT(hosts_mpirun_over_tcp_equals_one_host, 300) {
-    char reason[300];
-    const char *why = no_hosts(reason, sizeof reason);
-    if (why) {
-        th_skip(why);
-        return;
-    }
     char dir[700], *o = NULL;
-    int rc = scenario("tcp", dir, sizeof dir, &o);
-    CHECK_MSG(rc == 0, "run.sh exit %d:\n%s", rc, o);
+    if (!host_scenario("tcp", 0, dir, sizeof dir, &o)) return;
     const double grads = lenet_grad_bytes(), steps = 10;
     const char *two[] = {"tcp2", "tcp4"}, *one[] = {"one2", "one4"};
     const int ranks[] = {2, 4};
@@ -140,16 +145,8 @@ TEST_LIMIT(hosts_mpirun_over_tcp_equals_one_host, 300) {
 /* Item: a two-node Slurm job, through srun (PMIx) and through mpirun, equals the one-host run;
  * the threads per rank follow --cpus-per-task. */
 TEST_LIMIT(hosts_slurm_two_node_jobs_equal_one_host, 300) {
-    char reason[300];
-    const char *why = no_hosts(reason, sizeof reason);
-    if (!why) why = sc_no_slurm();
-    if (why) {
-        th_skip(why);
-        return;
-    }
     char dir[700], *o = NULL;
-    int rc = scenario("slurm", dir, sizeof dir, &o);
-    CHECK_MSG(rc == 0, "run.sh exit %d:\n%s", rc, o);
+    if (!host_scenario("slurm", 1, dir, sizeof dir, &o)) return;
     char *ref = sc_slurp(dir, "one2.out"), lref[16];
     CHECK_MSG(run_rc(o, "one2", NULL, NULL) == 0, "%s\n%s", o, ref);
     last_loss(ref, lref);
@@ -204,17 +201,9 @@ static int empty_dir(const char *path) {
  * which resumes from the last checkpoint and ends with the uninterrupted run's checkpoint; what
  * the first run wrote is still there, and nothing is left in the job's TMPDIR. */
 TEST_LIMIT(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run, 400) {
-    char reason[300];
-    const char *why = no_hosts(reason, sizeof reason);
-    if (!why) why = sc_no_slurm();
-    if (why) {
-        th_skip(why);
-        return;
-    }
     const long N = 16;
     char dir[700], *o = NULL;
-    int rc = scenario("nodeloss", dir, sizeof dir, &o);
-    CHECK_MSG(rc == 0, "run.sh exit %d:\n%s", rc, o);
+    if (!host_scenario("nodeloss", 1, dir, sizeof dir, &o)) return;
     CHECK_MSG(run_rc(o, "ref", NULL, NULL) == 0, "the uninterrupted run:\n%s", o);
     const char *jobs[] = {"lost", "lostwd"};
     for (int k = 0; k < 2; k++) {
@@ -278,15 +267,8 @@ TEST_LIMIT(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run, 40
  * ends the run with one line naming the phase and the rank, mpirun exits 5, and the last
  * checkpoint is whole. */
 TEST_LIMIT(hosts_mpirun_dead_peer_ends_rank_0_with_exit_5, 300) {
-    char reason[300];
-    const char *why = no_hosts(reason, sizeof reason);
-    if (why) {
-        th_skip(why);
-        return;
-    }
     char dir[700], *o = NULL;
-    int rc = scenario("deadpeer", dir, sizeof dir, &o);
-    CHECK_MSG(rc == 0, "run.sh exit %d:\n%s", rc, o);
+    if (!host_scenario("deadpeer", 0, dir, sizeof dir, &o)) return;
     double seconds = -1;
     int mrc = run_rc(o, "deadpeer", &seconds, NULL);
     char *t = sc_slurp(dir, "deadpeer.out");
