@@ -9,6 +9,7 @@
 # ratio PyTorch / nvcnn; then the medians. The runs alternate (nvcnn, PyTorch, nvcnn, ...) so that
 # other load on a shared machine hits both alike; the load average is printed with each run.
 #   scripts/bench_tta.sh [ROUNDS]      (default 3; round k uses --seed=k on both sides)
+#   FIRST=K          start at round (seed) K instead of 1: FIRST=3 scripts/bench_tta.sh 1 runs seed 3
 #   MODEL=lenet      (the peer has lenet only)
 #   TARGET=91.6      validation top-1 to reach, %
 #   EPOCHS=15        the recipe's length: the learning rate decays to 0 over EPOCHS epochs; a run
@@ -20,6 +21,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 rounds=${1:-3}
 case $rounds in '' | *[!0-9]* | 0) echo "bench_tta.sh: rounds must be a positive integer, got '$rounds'" >&2; exit 2 ;; esac
+FIRST=${FIRST:-1}
+case $FIRST in '' | *[!0-9]* | 0) echo "bench_tta.sh: FIRST must be a positive integer, got '$FIRST'" >&2; exit 2 ;; esac
 MODEL=${MODEL:-lenet}
 TARGET=${TARGET:-91.6}
 EPOCHS=${EPOCHS:-15}
@@ -44,7 +47,7 @@ echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 now() { date +%s.%N; }
 load() { cut -d' ' -f1 /proc/loadavg; }
 ratios=() nv_walls=() pt_walls=()
-for k in $(seq 1 "$rounds"); do
+for k in $(seq "$FIRST" $((FIRST + rounds - 1))); do
   l0=$(load)
   s=$(now)
   OMP_NUM_THREADS=$THREADS scripts/fashion_mnist.sh "$MODEL" "$EPOCHS" --target_top1="$TARGET" --seed="$k" \
