@@ -12,8 +12,9 @@
 # CUDA runtime, cuDNN, cuBLAS and NCCL of tests/emu/ instead of NVIDIA's libraries. Its programs
 # stay in that folder ($(BUILD)/nvcnn, ...); $(BUILD)/root is a view of the repository whose ./nvcnn
 # is the emulated one, where the emulated tests run. The nvcnn at the top is never emulated.
-# Parallel by default, on every core (make -j1 builds one file at a time).
-ifeq ($(filter -j%,$(MAKEFLAGS)),)
+# Parallel by default, on every core (make -j1 builds one file at a time). Only the top-level make
+# sets it: the recursive ones (make data, make test) share its job slots.
+ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS)),0)
   MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 endif
 
