@@ -328,8 +328,11 @@ int ckpt_load(const char *path, const char *model, Net *net, float *velocity, Ck
         snprintf(err, errlen, "%s is a checkpoint of model %s, not %s", path, m.model, model);
         goto out;
     }
+    /* The input's height and width may differ (a fully convolutional model trained at one
+     * --image_size, evaluated or trained on at another): every tensor's size is checked below,
+     * which a model whose weights depend on the input size fails. */
     Shape in = net->node[net->input].shape;
-    if (m.in_c != in.c || m.in_h != in.h || m.in_w != in.w) {
+    if (m.in_c != in.c) {
         snprintf(err, errlen, "%s: input %dx%dx%d, this net's is %dx%dx%d", path, m.in_c, m.in_h, m.in_w, in.c, in.h, in.w);
         goto out;
     }

@@ -69,6 +69,10 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     memcpy(net->rng.s, m.rng, sizeof m.rng);
     trainer_sync_device(tr);
     printf("Restored from checkpoint %s at step %lld\n", path, (long long)m.step);
+    const Shape in = net->node[net->input].shape;
+    if (m.in_h != in.h || m.in_w != in.w)
+        printf("(saved at %dx%d, now %dx%d: the weights of a fully convolutional model serve any input size)\n", m.in_h,
+               m.in_w, in.h, in.w);
     if (m.world_size != r->dist.size)
         printf("(saved with %d rank(s), resumed with %d: the data order continues from image %llu)\n", m.world_size,
                r->dist.size, (unsigned long long)m.data_position);
@@ -84,7 +88,7 @@ long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen) {
     if (r->cfg.log_dir && r->dist.rank == 0 && ckpt_latest(r->cfg.log_dir, path, plen)) {
         step = -2;
         if (ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) == 0 &&
-            m.num_classes == r->cfg.num_classes && m.in_c == in.c && m.in_h == in.h && m.in_w == in.w)
+            m.num_classes == r->cfg.num_classes && m.in_c == in.c)
             step = (double)m.step;
     }
     dist_bcast(&r->dist, &step, sizeof step);

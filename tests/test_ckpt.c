@@ -18,8 +18,8 @@
 #include "train.h"
 
 /* A small net with batch norm and dropout: conv-bn-relu, pool, flatten, fc-relu, dropout, fc. */
-static Net *small_net(int classes) {
-    Net *nb = net_new(4, 3, 12, 12);
+static Net *small_net_sized(int classes, int size) {
+    Net *nb = net_new(4, 3, size, size);
     NbT x = nb_conv(nb, nb_input(nb), 6, 3, 3, 1, 1, PAD_SAME);
     x = nb_pool(nb, x, POOL_MAX, 2, 2, 2, 2, PAD_VALID);
     x = nb_flatten(nb, x);
@@ -28,6 +28,8 @@ static Net *small_net(int classes) {
     nb_softmax_xent(nb, nb_fc(nb, x, classes, ACT_LINEAR));
     return nb;
 }
+
+static Net *small_net(int classes) { return small_net_sized(classes, 12); }
 
 static void batch_for(Net *net, long step, int32_t *labels) {
     Rng r;
@@ -134,10 +136,19 @@ TEST(ckpt_refuses_other_models_shapes_and_corruption) {
     Net *n7 = small_net(7);
     net_finalize(n7, 1);
     CHECK(ckpt_load(path, "small", n7, NULL, NULL, err, sizeof err) == -1 && strstr(err, "elements"));
-    /* another shape: a lenet */
+    /* another model: a lenet (its tensors differ) */
     Net *le = model_build_net(model_find("lenet"), 2, 10);
     net_finalize(le, 1);
-    CHECK(ckpt_load(path, NULL, le, NULL, NULL, err, sizeof err) == -1 && strstr(err, "input"));
+    CHECK_MSG(ckpt_load(path, NULL, le, NULL, NULL, err, sizeof err) == -1 && strstr(err, "parameter tensors"), "%s", err);
+    /* the same layers on 16x16 inputs: the first fully connected layer's weights are another size */
+    Net *n16 = small_net_sized(5, 16);
+    net_finalize(n16, 1);
+    CHECK_MSG(ckpt_load(path, "small", n16, NULL, NULL, err, sizeof err) == -1 && strstr(err, "elements"), "%s", err);
+    /* one input channel against three */
+    Net *g = net_new(4, 1, 12, 12);
+    nb_softmax_xent(g, nb_fc(g, nb_flatten(g, nb_input(g)), 5, ACT_LINEAR));
+    net_finalize(g, 1);
+    CHECK_MSG(ckpt_load(path, NULL, g, NULL, NULL, err, sizeof err) == -1 && strstr(err, "input 3x12x12, this net's is 1x12x12"), "%s", err);
     /* corruption: one flipped byte anywhere is caught by the checksum */
     FILE *f = fopen(path, "r+b");
     fseek(f, 0, SEEK_END);
@@ -174,6 +185,52 @@ TEST(ckpt_refuses_other_models_shapes_and_corruption) {
     net_free(n5);
     net_free(n7);
     net_free(le);
+    net_free(n16);
+    net_free(g);
+}
+
+/* A fully convolutional net (convolutions, batch norm, a global average, the classifier) saved at
+ * 12x12 loads into the same layers built for 20x20: every weight, batch-norm statistic and
+ * momentum value arrives unchanged, and the header keeps the size it was saved at. */
+static Net *conv_net_sized(int size) {
+    Net *nb = net_new(4, 3, size, size);
+    NbT x = nb_conv_ex(nb, nb_input(nb), 6, 3, 3, 2, 2, PAD_SAME, ACT_RELU, 1);
+    x = nb_conv_ex(nb, x, 8, 3, 3, 1, 1, PAD_SAME, ACT_RELU, 1);
+    nb_softmax_xent(nb, nb_fc(nb, nb_spatial_avg(nb, x), 5, ACT_LINEAR));
+    return nb;
+}
+
+TEST(ckpt_fully_convolutional_net_loads_at_another_input_size) {
+    char dir[600], path[4096], err[1024];
+    snprintf(dir, sizeof dir, "%s/resize", th_tmpdir());
+    mkdir(dir, 0755);
+    Net *a = conv_net_sized(12), *b = conv_net_sized(20);
+    net_finalize(a, 3);
+    net_finalize(b, 4); /* other initial weights */
+    Dist d = one_rank();
+    TrainerConfig tc = tcfg();
+    Trainer ta, tb;
+    trainer_init(&ta, a, &d, &tc, NULL);
+    trainer_init(&tb, b, &d, &tc, NULL);
+    int32_t lab[4];
+    for (long s = 0; s < 3; s++) {
+        batch_for(a, s, lab);
+        trainer_step(&ta, lab, 0.05);
+    }
+    trainer_sync_host(&ta);
+    CkptMeta m = meta_for(a, &ta, 3), got;
+    CHECK(ckpt_save(dir, a, ta.opt.velocity, &m, path, sizeof path, err, sizeof err) == 0);
+    CHECK(a->params_total == b->params_total && a->state_total == b->state_total);
+    CHECK(memcmp(a->params, b->params, a->params_total * sizeof(float)) != 0);
+    CHECK_MSG(ckpt_load(path, "small", b, tb.opt.velocity, &got, err, sizeof err) == 0, "%s", err);
+    CHECK(memcmp(a->params, b->params, a->params_total * sizeof(float)) == 0);
+    CHECK(memcmp(a->state, b->state, a->state_total * sizeof(float)) == 0);
+    CHECK(memcmp(ta.opt.velocity, tb.opt.velocity, a->params_total * sizeof(float)) == 0);
+    CHECK(got.in_h == 12 && got.in_w == 12 && got.step == 3);
+    trainer_free(&ta);
+    trainer_free(&tb);
+    net_free(a);
+    net_free(b);
 }
 
 TEST(ckpt_kill_9_while_writing_leaves_a_readable_checkpoint) {

@@ -150,3 +150,39 @@ TEST(eval_while_training_and_target_top1_gpu) {
     if (tu_gpus() == 0) return;
     eval_while_training("gpu");
 }
+
+/* A fully convolutional model trained at one --image_size is evaluated, and trains on, at another:
+ * the header shows the new size, a line says the size it was saved at, and a model whose weights
+ * depend on the size is still refused. */
+TEST(eval_and_resume_at_another_image_size) {
+    char dir[600], cmd[2000], *o = NULL;
+    snprintf(dir, sizeof dir, "%s/eval-resize", th_tmpdir());
+    mkdir(dir, 0755);
+    CHECK(write_images(dir, "train-00000-of-00001", 20, 20) == 0);
+    CHECK(write_images(dir, "validation-00000-of-00001", 10, 10) == 0);
+    const char *common = "./nvcnn --model=resnet18 --device=cpu --num_classes=10 --batch_size=10 --learning_rate=0.01 --crop_area_min=1 "
+                         "--nstep_burnin=0 --display_every=1";
+    snprintf(cmd, sizeof cmd, "%s --image_size=32 --num_epochs=1 --data_dir=%s --log_dir=%s/logs", common, dir, dir);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "/logs/ckpt-2.nvcnn at step 2"), "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s --image_size=48 --eval --data_dir=%s --log_dir=%s/logs", common, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Image size:  48x48 (--image_size)\n") &&
+                  strstr(o, "/logs/ckpt-2.nvcnn at step 2\n(saved at 32x32, now 48x48: ") && strstr(o, "\nValidation Top-1: "),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    /* one more epoch at 40x40, from step 2 */
+    snprintf(cmd, sizeof cmd, "%s --image_size=40 --num_epochs=2 --data_dir=%s --log_dir=%s/logs", common, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "at step 2\n(saved at 32x32, now 40x40: ") && strstr(o, "\n     3     2 ") && !strstr(o, "\n     2     1 ") &&
+                  strstr(o, "/logs/ckpt-4.nvcnn at step 4"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    /* resnet34's layers are not resnet18's */
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=resnet34 --device=cpu --num_classes=10 --batch_size=10 --image_size=32 --eval --data_dir=%s --log_dir=%s/logs",
+             dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 2 && o && strstr(o, "checkpoint of model resnet18, not resnet34"), "exit %d:\n%s", rc, o);
+    free(o);
+}
