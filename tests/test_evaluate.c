@@ -42,14 +42,19 @@ static int write_images(const char *dir, const char *name, int n, int mislabel) 
     return 0;
 }
 
+/* th_tmpdir()/name (into dir) with a train shard of ntrain correctly labelled images and a
+ * validation shard of nval whose records from `mislabel` on are mislabelled. 0 on success. */
+static int band_set(char *dir, size_t dlen, const char *name, int ntrain, int nval, int mislabel) {
+    snprintf(dir, dlen, "%s/%s", th_tmpdir(), name);
+    mkdir(dir, 0755);
+    return write_images(dir, "train-00000-of-00001", ntrain, ntrain) || write_images(dir, "validation-00000-of-00001", nval, mislabel) ? -1 : 0;
+}
+
 /* 10 validation images in batches of 8: steps of 8 and 2 images. The top-1 line is the share of
  * the 10 that are right (a multiple of 10 %), not the mean of the two steps' percentages. */
 TEST(eval_short_last_batch_counts_each_image_once) {
     char dir[600], cmd[1600], *o = NULL;
-    snprintf(dir, sizeof dir, "%s/eval-short", th_tmpdir());
-    mkdir(dir, 0755);
-    CHECK(write_images(dir, "train-00000-of-00001", 40, 40) == 0);
-    CHECK(write_images(dir, "validation-00000-of-00001", 10, 8) == 0); /* the last step's 2: wrong */
+    CHECK(band_set(dir, sizeof dir, "eval-short", 40, 10, 8) == 0); /* the last step's 2: wrong */
     snprintf(cmd, sizeof cmd,
              "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=8 --num_batches=25 --display_every=1 "
              "--learning_rate=0.05 --crop_area_min=1 --data_dir=%s",
@@ -94,10 +99,8 @@ static int row_losses(const char *o, double *v, int n) {
  * make test). */
 static void eval_while_training(const char *device) {
     char dir[600], cmd[2000], *plain = NULL, *with = NULL, *o = NULL;
-    snprintf(dir, sizeof dir, "%s/eval-during-%s", th_tmpdir(), device);
-    mkdir(dir, 0755);
-    CHECK(write_images(dir, "train-00000-of-00001", 200, 200) == 0);
-    CHECK(write_images(dir, "validation-00000-of-00001", 40, 40) == 0);
+    snprintf(cmd, sizeof cmd, "eval-during-%s", device);
+    CHECK(band_set(dir, sizeof dir, cmd, 200, 40, 40) == 0);
     const char *common = "./nvcnn --model=lenet --num_classes=10 --batch_size=20 --num_epochs=3 --display_every=1 --learning_rate=0.05 "
                          "--crop_area_min=1 --nstep_burnin=0";
     snprintf(cmd, sizeof cmd, "%s --device=%s --data_dir=%s", common, device, dir);
@@ -156,10 +159,7 @@ TEST(eval_while_training_and_target_top1_gpu) {
  * depend on the size is still refused. */
 TEST(eval_and_resume_at_another_image_size) {
     char dir[600], cmd[2000], *o = NULL;
-    snprintf(dir, sizeof dir, "%s/eval-resize", th_tmpdir());
-    mkdir(dir, 0755);
-    CHECK(write_images(dir, "train-00000-of-00001", 20, 20) == 0);
-    CHECK(write_images(dir, "validation-00000-of-00001", 10, 10) == 0);
+    CHECK(band_set(dir, sizeof dir, "eval-resize", 20, 10, 10) == 0);
     const char *common = "./nvcnn --model=resnet18 --device=cpu --num_classes=10 --batch_size=10 --learning_rate=0.01 --crop_area_min=1 "
                          "--nstep_burnin=0 --display_every=1";
     snprintf(cmd, sizeof cmd, "%s --image_size=32 --num_epochs=1 --data_dir=%s --log_dir=%s/logs", common, dir, dir);
