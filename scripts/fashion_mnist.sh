@@ -11,6 +11,9 @@
 # The learning rate decays to 0 over EPOCHS, so the length is part of the recipe: lenet reaches
 # about 88.5 % in 2 epochs, 90.5 % in 5 and 92.25 % in 15 (`fashion_mnist.sh lenet 15`, the mean
 # of seeds 1-3; add --eval_every_epochs=1 to follow it, --target_top1=X to stop at X).
+# The ResNets (ImageNet models): the images resized to 64x64, weight decay 5e-4, a linear decay;
+# resnet18 reaches 93.76 % in 18 epochs (47 min on 2 cores; `fashion_mnist.sh resnet18 18`).
+# A flag given on the command line replaces the recipe's.
 # Figures, the seeds and the sweep behind them: docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +22,17 @@ epochs=${2:-2}
 shift $(( $# > 2 ? 2 : $# ))
 case "$model" in
   lenet) recipe=(--batch_size=64 --learning_rate=0.05 --lr_poly_power=1 --crop_area_min=0.75) ;;
+  resnet*) recipe=(--batch_size=64 --crop_area_min=0.75 --image_size=64 --weight_decay=5e-4 --lr_poly_power=1) ;;
   *) recipe=(--batch_size=64 --crop_area_min=0.75) ;;
 esac
+# the caller's flags win: the recipe's flag of the same name is left out
+kept=()
+for f in "${recipe[@]}"; do
+  given=
+  for a in "$@"; do case "$a" in "${f%%=*}" | "${f%%=*}"=*) given=1 ;; esac; done
+  [ -n "$given" ] || kept+=("$f")
+done
+recipe=("${kept[@]}")
 # the recipe's flags, one a line (scripts/bench_tta.sh gives the same ones to the PyTorch peer)
 if [ -n "${PRINT_RECIPE:-}" ]; then
   printf '%s\n' "${recipe[@]}" --num_epochs="$epochs"
