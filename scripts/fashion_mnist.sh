@@ -25,14 +25,20 @@ case "$model" in
   resnet*) recipe=(--batch_size=64 --crop_area_min=0.75 --image_size=64 --weight_decay=5e-4 --lr_poly_power=1) ;;
   *) recipe=(--batch_size=64 --crop_area_min=0.75) ;;
 esac
-# the caller's flags win: the recipe's flag of the same name is left out
-kept=()
-for f in "${recipe[@]}"; do
-  given=
-  for a in "$@"; do case "$a" in "${f%%=*}" | "${f%%=*}"=*) given=1 ;; esac; done
-  [ -n "$given" ] || kept+=("$f")
-done
-recipe=("${kept[@]}")
+# the flags of the named array that the caller does not give (each flag once: the header's
+# "Cmd line args:" lists what was given, and the caller's value is the one that counts)
+not_given() {
+  local -n flags=$1
+  local kept=() f a given
+  for f in "${flags[@]}"; do
+    given=
+    for a in "${args[@]}"; do case "$a" in "${f%%=*}" | "${f%%=*}"=*) given=1 ;; esac; done
+    [ -n "$given" ] || kept+=("$f")
+  done
+  flags=("${kept[@]}")
+}
+args=("$@")
+not_given recipe
 # the recipe's flags, one a line (scripts/bench_tta.sh gives the same ones to the PyTorch peer)
 if [ -n "${PRINT_RECIPE:-}" ]; then
   printf '%s\n' "${recipe[@]}" --num_epochs="$epochs"
@@ -43,10 +49,9 @@ if ! ls "$data"/train-* >/dev/null 2>&1; then
   echo "fashion_mnist.sh: $data holds no train-* shards: run \`make data\`" >&2
   exit 2
 fi
-# a row every 100 steps unless the caller says otherwise (each flag given once: the header's
-# "Cmd line args:" lists what was given)
+# a row every 100 steps unless the caller says otherwise
 rows=(--display_every=100)
-for a in "$@"; do case "$a" in --display_every | --display_every=*) rows=() ;; esac; done
+not_given rows
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 exec ./nvcnn --model="$model" --data_dir="$data" --num_classes=10 --num_epochs="$epochs" \
   "${recipe[@]}" "${rows[@]}" "$@"

@@ -47,8 +47,9 @@ int ckpt_latest(const char *dir, char *path, size_t path_len);
 int ckpt_read_meta(const char *path, CkptMeta *meta, char *err, size_t errlen);
 /* Verifies the file and checks that it matches `net` (model, classes, input channels, every
  * tensor's name and size: the input's height and width may differ, as a fully convolutional
- * model's weights fit any size); then fills params, state, velocity (if not NULL) and meta. Returns 0, or -1 with a
- * one-line reason in err; the net is untouched on failure. `model` is the expected model name. */
+ * model's weights fit any size); then fills params, state, velocity (if not NULL) and meta.
+ * Returns 0, or -1 with a one-line reason in err; the net is untouched on failure. `model` is the
+ * expected model name. */
 int ckpt_load(const char *path, const char *model, Net *net, float *velocity, CkptMeta *meta, char *err,
               size_t errlen);
 
