@@ -269,14 +269,42 @@ static LrSchedule schedule(const Run *r) {
     return s;
 }
 
+/* The flag that sets the run's length, with the smallest value that makes it `steps` steps long:
+ * "--num_epochs=3" when the length came from --num_epochs (which overrides --num_batches; the
+ * epochs rounded up to 3 significant digits), else "--num_batches=30". */
+static void length_flag(const Run *r, long steps, char *buf, size_t n) {
+    if (r->cfg.num_epochs <= 0) {
+        snprintf(buf, n, "--num_batches=%ld", steps);
+        return;
+    }
+    const double per_epoch = (double)r->nrecord / r->total_batch;
+    double e = (double)steps / per_epoch;
+    const int digits = 2 - (int)floor(log10(e)); /* after the point: 3 significant digits */
+    const double unit = pow(10, -digits);
+    e = ceil(e / unit - 1e-9) * unit;
+    char num[64];
+    for (;; e += unit) { /* the printed value, read as plan_steps reads it, gives the steps */
+        snprintf(num, sizeof num, "%.*f", digits > 0 ? digits : 0, e);
+        if ((long)(strtod(num, NULL) * (double)r->nrecord / r->total_batch) >= steps) break;
+    }
+    if (strchr(num, '.')) { /* "3.00" -> "3", "2.50" -> "2.5" */
+        char *z = num + strlen(num) - 1;
+        while (*z == '0') *z-- = 0;
+        if (*z == '.') *z = 0;
+    }
+    snprintf(buf, n, "--num_epochs=%s", num);
+}
+
 /* Before training: a run whose steps all fall in the burn-in times none of them (nvcnn.py's
  * "No results" after the whole run); say so now, with what to pass instead. */
 static void warn_untimed(const Run *r, long step0) {
     const long steps = r->nstep - step0, burnin = r->cfg.nstep_burnin;
     if (steps > burnin) return;
+    char longer[96];
+    length_flag(r, step0 + burnin + 10, longer, sizeof longer);
     printf("Note: this run makes %ld step%s and --nstep_burnin=%ld leaves the first %ld untimed: no speed figure "
-           "(pass --num_batches=%ld or more, or --nstep_burnin=%ld or less)\n",
-           steps, steps == 1 ? "" : "s", burnin, burnin, step0 + burnin + 10, steps > 1 ? steps - 1 : 0);
+           "(pass %s or more, or --nstep_burnin=%ld or less)\n",
+           steps, steps == 1 ? "" : "s", burnin, burnin, longer, steps > 1 ? steps - 1 : 0);
 }
 
 /* --eval_every_epochs: after a step that completes a multiple of N epochs, the validation
@@ -308,9 +336,11 @@ static int train(Run *r) {
     char ck[4096];
     const long saved = lifecycle_saved_step(r, net, ck, sizeof ck);
     if (saved >= r->nstep && !c->forward_only) { /* a finished run, resumed: nothing to do */
-        printf("The checkpoint %s is at step %ld, the last of this run (%ld steps): nothing left to train "
-               "(--eval evaluates it; a larger --num_batches or --num_epochs trains on)\n",
-               ck, saved, r->nstep);
+        char longer[96];
+        length_flag(r, saved + 1, longer, sizeof longer);
+        printf("The checkpoint %s is at step %ld, %s this run (%ld step%s): nothing left to train "
+               "(--eval evaluates it; %s or more trains on from it)\n",
+               ck, saved, saved == r->nstep ? "the last of" : "past the end of", r->nstep, r->nstep == 1 ? "" : "s", longer);
         loader_close(ld);
         net_free(net);
         return 0;

@@ -403,13 +403,21 @@ TEST(ckpt_resuming_a_finished_run_says_so_in_one_line) {
     CHECK(stat(ck, &before) == 0);
     CHECK(th_run(cmd, &o) == 0);
     CHECK_MSG(o && strstr(o, "The checkpoint ") && strstr(o, "ckpt-3.nvcnn is at step 3, the last of this run (3 steps): nothing left "
-                                                          "to train (--eval evaluates it; a larger --num_batches or --num_epochs trains on)\n"),
+                                                          "to train (--eval evaluates it; --num_batches=4 or more trains on from it)\n"),
               "%s", o);
     /* that line only */
     int lines = 0;
     for (const char *p = o; p && (p = strchr(p, '\n')); p++) lines++;
     CHECK_MSG(lines == 1 && !strstr(o, "Training") && !strstr(o, "No results"), "%s", o);
     CHECK(stat(ck, &after) == 0 && after.st_mtime == before.st_mtime && after.st_size == before.st_size);
+    free(o);
+    /* a shorter run than the checkpoint's: past its end, and the number that trains on */
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=trivial --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 0);
+    CHECK_MSG(o && strstr(o, "ckpt-3.nvcnn is at step 3, past the end of this run (2 steps): nothing left to train (--eval evaluates it; "
+                             "--num_batches=4 or more trains on from it)\n") &&
+                  !strstr(o, "the last of") && !strstr(o, "Training"),
+              "%s", o);
     free(o);
     /* a longer run carries on from it */
     snprintf(cmd, sizeof cmd, "./nvcnn --model=trivial --device=cpu --num_classes=10 --batch_size=4 --num_batches=5 --log_dir=%s", d);

@@ -179,6 +179,46 @@ TEST(cli_a_run_inside_the_burn_in_is_told_before_training) {
     free(o);
 }
 
+/* With --num_epochs (which overrides --num_batches) the advice is in epochs, and following it
+ * gives the figure; likewise the line of a finished run resumed with fewer epochs. */
+TEST(cli_burn_in_and_finished_run_advice_with_num_epochs_is_in_epochs) {
+    if (access("data/fashion-mnist/train-00000-of-00008", R_OK) != 0) {
+        th_fail(__FILE__, __LINE__, "data/fashion-mnist is missing: run `make data`");
+        return;
+    }
+    char *o, cmd[900];
+    const char *common = "--model=lenet --num_classes=10 --data_dir=data/fashion-mnist --batch_size=7";
+    /* 60000 images x 0.002 epoch / 7 = 17.1: 17 steps; 25 + 10 steps take 35 x 7 / 60000 = 0.0040833
+     * epochs: 0.00409 in 3 digits (0.00408 makes 34 steps) */
+    snprintf(cmd, sizeof cmd, "%s --num_epochs=0.002 --num_batches=100 --nstep_burnin=25", common);
+    CHECK(nv(cmd, &o) == 0);
+    CHECK_MSG(o && strstr(o, "Note: this run makes 17 steps and --nstep_burnin=25 leaves the first 25 untimed: no speed figure "
+                             "(pass --num_epochs=0.00409 or more, or --nstep_burnin=16 or less)\n") &&
+                  strstr(o, "No results, did not get past burn-in phase (25 steps)\n"),
+              "%s", o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s --num_epochs=0.00409 --nstep_burnin=25", common);
+    CHECK(nv(cmd, &o) == 0);
+    CHECK_MSG(o && !strstr(o, "Note: ") && strstr(o, "\n    35     1 ") && strstr(o, "Images/sec: "), "%s", o);
+    free(o);
+    /* 0.0011 epoch: 9 steps, saved; 0.001 epoch (8 steps) is past it; 10 steps take 70 / 60000 =
+     * 0.0011667 epochs: 0.00117 */
+    char d[400];
+    snprintf(d, sizeof d, "%s/epochs-finished", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s --num_epochs=0.0011 --nstep_burnin=0 --log_dir=%s", common, d);
+    CHECK(nv(cmd, NULL) == 0);
+    snprintf(cmd, sizeof cmd, "%s --num_epochs=0.001 --log_dir=%s", common, d);
+    CHECK(nv(cmd, &o) == 0);
+    CHECK_MSG(o && strstr(o, "ckpt-9.nvcnn is at step 9, past the end of this run (8 steps): nothing left to train (--eval evaluates it; "
+                             "--num_epochs=0.00117 or more trains on from it)\n"),
+              "%s", o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s --num_epochs=0.00117 --nstep_burnin=0 --log_dir=%s", common, d);
+    CHECK(nv(cmd, &o) == 0);
+    CHECK_MSG(o && strstr(o, "Restored from checkpoint ") && strstr(o, "\n    10     1 ") && !strstr(o, "nothing left"), "%s", o);
+    free(o);
+}
+
 /* --image_size: the fully convolutional models at other sizes, said in the header; the others and
  * sizes below a model's smallest are one line and exit 2. */
 TEST(cli_image_size) {
