@@ -766,3 +766,63 @@ TEST(mkrecords_skips_non_image_files) {
     CHECK_MSG(!strcmp(now, ""), "left behind: %s", now);
     free(now);
 }
+
+/* A folder inside a class folder is not read (one class per folder of the top level) and a
+ * symbolic link to nothing cannot be: both are counted and named in the summary, and --strict
+ * refuses each, naming it; a link to an image is read as the image. */
+TEST(mkrecords_nested_folders_and_links_to_nothing_are_counted_or_refused) {
+    char root[600], out[700], args[3000], want[3000], p[900], to[900], *o;
+    snprintf(root, sizeof root, "%s/mk-nested", th_tmpdir());
+    mkdir(root, 0755);
+    tree_file(root, "ant", "a0.png", 1, 0);
+    tree_file(root, "bee", "b0.jpg", 2, 1);
+    tree_file(root, "ant/sub", "a1.png", 3, 0);
+    tree_file(root, "bee/more", "b1.png", 4, 0);
+    snprintf(p, sizeof p, "%s/ant/link.png", root);
+    snprintf(to, sizeof to, "%s/bee/b0.jpg", root);
+    CHECK(symlink(to, p) == 0);
+    snprintf(p, sizeof p, "%s/ant/gone.png", root);
+    snprintf(to, sizeof to, "%s/nowhere.png", root);
+    CHECK(symlink(to, p) == 0);
+    snprintf(p, sizeof p, "%s/cat", root); /* a class folder's link, to nothing */
+    snprintf(to, sizeof to, "%s/no-such-folder", root);
+    CHECK(symlink(to, p) == 0);
+    snprintf(out, sizeof out, "%s/mk-nested-out", th_tmpdir());
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=1", root, out);
+    int rc = mk(args, &o);
+    snprintf(want, sizeof want,
+             "wrote 3 records to %s/train-*-of-00001 (1 shard)\n"
+             "skipped 2 folders inside a class folder (not read: each folder of the tree's top level is one class, its "
+             "images directly inside it; --strict refuses them): %s/ant/sub ...\n"
+             "skipped 2 symbolic links to nothing (target missing; --strict refuses them): %s/cat ...\n",
+             out, root, root);
+    CHECK_MSG(rc == 0 && o && !strcmp(o, want), "rc %d: %s\nwant:\n%s", rc, o, want);
+    free(o);
+    int n = 0;
+    CHECK(read_shards(out, "train", 1, NULL, count_record, &n) == 3); /* a0, b0 and the link to b0 */
+
+    /* --strict: the link at the top level is met first, then (without the links) the folder */
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s-strict --shards=1 --strict", root, out);
+    rc = mk(args, &o);
+    snprintf(want, sizeof want,
+             "nvcnn-mkrecords: error: %s/cat: a symbolic link to %s/no-such-folder, which does not exist (--strict; without "
+             "it, it is skipped)\n",
+             root, root);
+    CHECK_MSG(rc == 4 && o && !strcmp(o, want), "rc %d: %s", rc, o);
+    free(o);
+    snprintf(p, sizeof p, "%s/cat", root);
+    CHECK(unlink(p) == 0);
+    snprintf(p, sizeof p, "%s/ant/gone.png", root);
+    CHECK(unlink(p) == 0);
+    rc = mk(args, &o);
+    snprintf(want, sizeof want,
+             "nvcnn-mkrecords: error: %s/ant/sub: a folder inside a class folder: not read (each folder of the tree's top "
+             "level is one class, its images directly inside it; --strict; without it, it is skipped)\n",
+             root);
+    CHECK_MSG(rc == 4 && o && !strcmp(o, want), "rc %d: %s", rc, o);
+    free(o);
+    snprintf(p, sizeof p, "%s-strict", out);
+    char *now = listing(p);
+    CHECK_MSG(!strcmp(now, ""), "left behind: %s", now);
+    free(now);
+}

@@ -3,7 +3,9 @@
  *   - an ImageNet-style folder tree: one subfolder per class; class folders sorted by name get
  *     labels 1..K and image/class/text = image/class/synset = the folder name; JPEG/PNG files
  *     (.jpg, .jpeg, .png in any case) are stored as they are, other files skipped and counted
- *     (--strict: refused);
+ *     (--strict: refused); so are folders inside a class folder (not read: one class per folder
+ *     of the top level, its images directly inside it, as TensorFlow's image folder layout) and
+ *     symbolic links to nothing;
  *   - an IDX pair (MNIST, Fashion-MNIST): idx3-ubyte images and idx1-ubyte labels, plain or
  *     gzip-compressed; the images are encoded as PNG (lossless) or JPEG.
  * Images are assigned to shards in a shuffled order fixed by --seed: the shuffled list is cut into
@@ -50,14 +52,16 @@ static const char *usage_text =
     "Sources:\n"
     "  --input_dir=DIR          folder tree with one subfolder per class; sorted folder names get\n"
     "                           labels 1..K; .jpg, .jpeg and .png files (any case) are copied as they\n"
-    "                           are; other files are skipped and counted (hidden ones ignored)\n"
+    "                           are; other files are skipped and counted (hidden ones ignored), as\n"
+    "                           are folders inside a class folder (not read) and links to nothing\n"
     "  --validation_dir=DIR     a second folder tree (same class folders) written as validation-*\n"
     "  --validation_split=F     hold out a fraction F (0 <= F < 1) of --input_dir as validation-*\n"
     "                           (default: 0)\n"
     "  --idx_images=FILE        IDX images (idx3-ubyte, optionally .gz), e.g. MNIST, Fashion-MNIST\n"
     "  --idx_labels=FILE        IDX labels (idx1-ubyte, optionally .gz), written 1-based\n"
-    "  --strict                 a file of a folder tree that is not .jpg, .jpeg or .png is an error\n"
-    "                           (exit 4) instead of skipped\n"
+    "  --strict                 a file of a folder tree that is not .jpg, .jpeg or .png, a folder\n"
+    "                           inside a class folder or a link to nothing is an error (exit 4)\n"
+    "                           instead of skipped\n"
     "Output:\n"
     "  --output_dir=DIR         where the shards go (created if missing)\n"
     "  --subset=NAME            name of the shards from --input_dir or the IDX pair (default: train)\n"
@@ -190,9 +194,25 @@ static void parse_args(int argc, char **argv, Opts *o) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Sorted names in dir of entries that are directories (want_dir) or regular files, hidden ones
- * left out. */
-static int list_dir(const char *dir, int want_dir, char ***names) {
+/* What a folder tree's run leaves out, by kind: counted, the first one named in the summary;
+ * --strict refuses each (tree_items). */
+enum { SKIP_NOT_IMAGE, SKIP_SUBFOLDER, SKIP_BROKEN_LINK, SKIP_KINDS };
+typedef struct Skipped {
+    size_t n[SKIP_KINDS];
+    char *first[SKIP_KINDS]; /* the first one's path */
+} Skipped;
+
+static void skip(Skipped *sk, int kind, const char *path) {
+    if (!sk->first[kind]) sk->first[kind] = xstrdup(path);
+    sk->n[kind]++;
+}
+
+/* Sorted names in dir of entries that are directories (want_dir) or regular files (symbolic links
+ * followed), hidden ones left out. With sk (NULL: not looked at), the entries left out that a
+ * user may have meant to be read: symbolic links to nothing (in any folder; --strict refuses
+ * them) and, in a class folder (!want_dir), folders, which are not read (one class per folder of
+ * the tree's top level; --strict refuses them). */
+static int list_dir(const Opts *o, const char *dir, int want_dir, char ***names, Skipped *sk) {
     DIR *d = opendir(dir);
     if (!d) die_code(EXIT_USAGE, "cannot open directory %s: %s", dir, strerror(errno));
     char **v = NULL;
@@ -203,8 +223,32 @@ static int list_dir(const char *dir, int want_dir, char ***names) {
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         struct stat st;
-        if (stat(p, &st) != 0) continue;
-        if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) continue;
+        if (stat(p, &st) != 0) {
+            struct stat ln;
+            const int err = errno;
+            if (lstat(p, &ln) == 0 && S_ISLNK(ln.st_mode) && (err == ENOENT || err == ELOOP || err == ENOTDIR)) {
+                if (!sk) continue;
+                char to[4096];
+                ssize_t k = readlink(p, to, sizeof to - 1);
+                to[k > 0 ? k : 0] = 0;
+                if (o->strict)
+                    die_code(EXIT_DATA, "%s: a symbolic link to %s, which %s (--strict; without it, it is skipped)", p, to,
+                             err == ELOOP ? "is a loop of links" : "does not exist");
+                skip(sk, SKIP_BROKEN_LINK, p);
+                continue;
+            }
+            die_code(EXIT_DATA, "%s: %s", p, strerror(err));
+        }
+        if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+            if (sk && S_ISDIR(st.st_mode)) {
+                if (o->strict)
+                    die_code(EXIT_DATA, "%s: a folder inside a class folder: not read (each folder of the tree's top level is "
+                                        "one class, its images directly inside it; --strict; without it, it is skipped)",
+                             p);
+                skip(sk, SKIP_SUBFOLDER, p);
+            }
+            continue;
+        }
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             v = xrealloc(v, (size_t)cap * sizeof *v);
@@ -591,16 +635,11 @@ static int image_extension(const char *name) {
     return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
 }
 
-typedef struct Skipped {
-    size_t n;
-    char *first; /* the first skipped file's path */
-} Skipped;
-
 /* Items of a folder tree; labels from the class list `classes` (sorted). Files without an image
  * extension are skipped and counted in *sk, or with --strict refused. */
 static Item *tree_items(const Opts *o, const char *dir, char **classes, int nclasses, size_t *n_out, Skipped *sk) {
     char **sub;
-    int nsub = list_dir(dir, 1, &sub);
+    int nsub = list_dir(o, dir, 1, &sub, sk);
     if (nsub == 0) die_code(EXIT_USAGE, "%s has no class subfolders", dir);
     Item *v = NULL;
     size_t n = 0, cap = 0;
@@ -611,7 +650,7 @@ static Item *tree_items(const Opts *o, const char *dir, char **classes, int ncla
         char cdir[4096];
         snprintf(cdir, sizeof cdir, "%s/%s", dir, sub[c]);
         char **files;
-        int nf = list_dir(cdir, 0, &files);
+        int nf = list_dir(o, cdir, 0, &files, sk);
         for (int i = 0; i < nf; i++) {
             size_t pl = strlen(cdir) + strlen(files[i]) + 2;
             char *path = xmalloc(pl);
@@ -621,11 +660,8 @@ static Item *tree_items(const Opts *o, const char *dir, char **classes, int ncla
                 if (o->strict)
                     die_code(EXIT_DATA, "%s: not a .jpg, .jpeg or .png file (--strict; without it, it is skipped)",
                              path);
-                if (!sk->first)
-                    sk->first = path;
-                else
-                    free(path);
-                sk->n++;
+                skip(sk, SKIP_NOT_IMAGE, path);
+                free(path);
                 continue;
             }
             if (n == cap) {
@@ -674,9 +710,9 @@ int main(int argc, char **argv) {
     int njob = 0;
     Item *all = NULL, *val = NULL;
     size_t nall = 0, nval_dir = 0;
-    Skipped sk = {0, NULL};
+    Skipped sk = {{0}, {NULL}};
     if (o.input_dir) {
-        s.nclasses = list_dir(o.input_dir, 1, &s.classes);
+        s.nclasses = list_dir(&o, o.input_dir, 1, &s.classes, NULL); /* tree_items looks at what it leaves out */
         if (s.nclasses == 0) die_code(EXIT_USAGE, "%s has no class subfolders", o.input_dir);
         all = tree_items(&o, o.input_dir, s.classes, s.nclasses, &nall, &sk);
         if (nall == 0) die_code(EXIT_USAGE, "%s: no image files in its class subfolders", o.input_dir);
@@ -729,9 +765,18 @@ int main(int argc, char **argv) {
     for (int k = 0; k < njob; k++)
         printf("wrote %zu records to %s/%s-*-of-%05d (%d shard%s)\n", job[k].n, o.output_dir, job[k].subset,
                job[k].shards, job[k].shards, job[k].shards == 1 ? "" : "s");
-    if (sk.n)
-        printf("skipped %zu non-image file%s (by extension: not .jpg, .jpeg or .png; --strict refuses them): %s%s\n", sk.n,
-               sk.n == 1 ? "" : "s", sk.first, sk.n > 1 ? " ..." : "");
+    static const char *const what[SKIP_KINDS][3] = {
+        {"non-image file", "non-image files", "(by extension: not .jpg, .jpeg or .png; --strict refuses them)"},
+        {"folder inside a class folder", "folders inside a class folder",
+         "(not read: each folder of the tree's top level is one class, its images directly inside it; --strict refuses "
+         "them)"},
+        {"symbolic link to nothing", "symbolic links to nothing", "(target missing; --strict refuses them)"},
+    };
+    for (int k = 0; k < SKIP_KINDS; k++) {
+        if (sk.n[k])
+            printf("skipped %zu %s %s: %s%s\n", sk.n[k], what[k][sk.n[k] > 1], what[k][2], sk.first[k], sk.n[k] > 1 ? " ..." : "");
+        free(sk.first[k]);
+    }
     if (removed) printf("removed %d shard%s of the earlier conversion (--overwrite)\n", removed, removed == 1 ? "" : "s");
 
     for (int i = 0; i < total; i++) {
@@ -740,7 +785,6 @@ int main(int argc, char **argv) {
     }
     free(tmp_path);
     free(done_path);
-    free(sk.first);
     if (o.input_dir) {
         free_items(all, nall);
         if (val) free_items(val, nval_dir);
