@@ -421,6 +421,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     dist_init(&r.dist, &argc, &argv);
     config_parse(&r.cfg, argc, argv);
+    report_clock(); /* an invalid NVCNN_TEST_CLOCK_SCALE stops the run here, before any output */
     watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */
     if (r.dist.rank != 0 && !r.cfg.verbose) {
         if (!freopen("/dev/null", "w", stdout)) die("cannot silence rank %d's output", r.dist.rank);

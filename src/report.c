@@ -59,6 +59,24 @@ void report_header(const Run *r, const Net *net) {
     fflush(stdout);
 }
 
+/* NVCNN_TEST_CLOCK_SCALE (report.h): read once. */
+static double clock_scale(void) {
+    static double scale = 0;
+    if (scale == 0) {
+        const char *v = getenv("NVCNN_TEST_CLOCK_SCALE");
+        scale = 1;
+        if (v) {
+            char *end;
+            scale = strtod(v, &end);
+            if (end == v || *end || !(scale > 0 && isfinite(scale)))
+                die_code(EXIT_USAGE, "NVCNN_TEST_CLOCK_SCALE=%s: expected a number > 0", v);
+        }
+    }
+    return scale;
+}
+
+double report_clock(void) { return now_seconds() * clock_scale(); }
+
 void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     memset(rep, 0, sizeof *rep);
     rep->r = r;
@@ -66,7 +84,8 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     rep->step0 = rep->last_row_step = step0;
     rep->burnin = r->cfg.nstep_burnin; /* nvcnn.py: the first steps of the run, however short */
     rep->rates = xmalloc((size_t)(r->nstep > 0 ? r->nstep : 1) * sizeof *rep->rates);
-    rep->last_summary = rep->last_row = rep->last_eta = now_seconds();
+    rep->last_summary = now_seconds();
+    rep->last_row = rep->last_eta = report_clock();
     rep->row_every = r->cfg.display_every;
     if (r->cfg.log_dir && r->dist.rank == 0) {
         char err[512];
@@ -99,11 +118,10 @@ void report_duration_text(char *buf, size_t n, double secs) {
         snprintf(buf, n, "%ld s", s);
 }
 
-/* A long run's time left, once a minute at a row: "  ETA: 1 h 02 min (step 120 of 5004, 13.1 s/step)". */
-static void print_eta(double secs, long step, long nstep, double per_step) {
+void report_eta_text(char *buf, size_t n, long done, long nstep, double per_step) {
     char left[64];
-    report_duration_text(left, sizeof left, secs);
-    printf("  ETA: %s (step %ld of %ld, %.3g s/step)\n", left, step, nstep, per_step);
+    report_duration_text(left, sizeof left, per_step * (double)(nstep - done));
+    snprintf(buf, n, "  ETA: %s (step %ld of %ld, %.3g s/step)", left, done, nstep, per_step);
 }
 
 void report_step(Report *rep, long step, double loss, double lr, double seconds) {
@@ -124,7 +142,7 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
     const double epoch = (double)(step + 1) * r->total_batch / (double)r->nrecord;
     const double lr_or_none = c->forward_only ? NAN : lr;
     if (row) { /* every rank takes part in the average */
-        const double t = now_seconds();
+        const double t = report_clock();
         /* rank 0's seconds since the last row (the others add 0: every rank gets the same sum) */
         double v[4] = {rep->ema / rep->ema_w, top1, top5, r->dist.rank == 0 ? t - rep->last_row : 0};
         dist_allreduce_sum_d(&r->dist, v, 4);
@@ -137,7 +155,9 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
         const double per_step = v[3] / (double)(step + 1 - rep->last_row_step);
         if (!c->given_display_every) rep->row_every = report_row_interval(per_step, c->display_every);
         if (!last && t - rep->last_eta >= ETA_EVERY) {
-            print_eta(per_step * (double)(r->nstep - step - 1), step + 1, r->nstep, per_step);
+            char eta[160];
+            report_eta_text(eta, sizeof eta, step + 1, r->nstep, per_step);
+            printf("%s\n", eta);
             rep->last_eta = t;
         }
         fflush(stdout);
@@ -165,8 +185,8 @@ void report_validation(Report *rep, long step, double top1, double top5) {
 }
 
 void report_pause(Report *rep, double seconds) {
-    rep->last_row += seconds;
-    rep->last_eta += seconds;
+    rep->last_row += seconds * clock_scale();
+    rep->last_eta += seconds * clock_scale();
 }
 
 /* nvcnn.py's summary: the mean rate of the steps after burn-in, its standard error and jitter. The

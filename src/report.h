@@ -18,10 +18,10 @@ typedef struct Report {
     long nrates;
     double ema, ema_w;    /* nvcnn.py's loss average: decay 0.9, debiased */
     double last_summary;  /* wall clock of the last TensorBoard summary */
-    double last_row;      /* wall clock of the last table row (or of the start) */
+    double last_row;      /* report_clock() at the last table row (or at the start) */
     long last_row_step;   /* the steps done at the last row (or step0) */
     int row_every;        /* steps between rows (--display_every, or by the steps' pace) */
-    double last_eta;      /* wall clock of the last ETA line (or of the start) */
+    double last_eta;      /* report_clock() at the last ETA line (or at the start) */
 } Report;
 
 /* The header lines (and --print_layers' table). */
@@ -31,14 +31,16 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0);
 /* After step `step` (0-based) with this rank's loss, the learning rate and the step's seconds:
  * the row at step 1, every --display_every steps and the last step (values averaged over ranks:
  * every rank takes part; without --display_every rows come every 10 steps or, where steps are slow,
- * about every 10 s, and a run with over a minute left gets an "ETA:" line a minute); a TensorBoard summary on rank 0 at the first and last step and every
- * --summary_interval seconds (rank 0's values, as nvcnn_hvd.py). */
+ * about every 10 s; a run that lasts over a minute gets an "ETA:" line under a row once a minute);
+ * a TensorBoard summary on rank 0 at the first and last step and every --summary_interval seconds
+ * (rank 0's values, as nvcnn_hvd.py). */
 void report_step(Report *rep, long step, double loss, double lr, double seconds);
 /* The end-of-run lines. `steps`: the steps this run made. */
 void report_end(Report *rep, long steps);
 /* A validation accuracy after `step` steps (while training or at its end), into the logs. */
 void report_validation(Report *rep, long step, double top1, double top5);
-/* Work between steps that took `seconds` (an evaluation): left out of the rows' pace. */
+/* Work between steps that took `seconds` (an evaluation; the real clock's seconds): left out of
+ * the rows' pace. */
 void report_pause(Report *rep, double seconds);
 void report_close(Report *rep);
 
@@ -50,5 +52,14 @@ void report_close(Report *rep);
 int report_row_interval(double per_step, int display_every);
 /* A duration as the ETA line says it: "45 s", "3 min 07 s", "2 h 05 min". */
 void report_duration_text(char *buf, size_t n, double secs);
+/* The ETA line after `done` of nstep steps at per_step seconds a step (no newline):
+ * "  ETA: 5 min 26 s (step 35 of 300, 1.23 s/step)". */
+void report_eta_text(char *buf, size_t n, long done, long nstep, double per_step);
+/* The clock of the rows' pace and the ETA lines (training's and evaluation's), in seconds: the
+ * monotonic clock, or, where the environment sets NVCNN_TEST_CLOCK_SCALE=K, that clock running K
+ * times as fast. K is the tests' way to give a run of milliseconds the pace of a long one (rows
+ * every step, ETA lines); the speed figures, the Planning: line and the summaries' interval keep
+ * the real clock. An invalid K is an error (exit 2). */
+double report_clock(void);
 
 #endif

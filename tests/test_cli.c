@@ -164,6 +164,53 @@ TEST(cli_rows_follow_the_pace_without_display_every) {
     free(o);
 }
 
+/* The ETA line: its text from the steps done, the run's steps and the seconds a step (worked by
+ * hand), and a run whose steps look long (NVCNN_TEST_CLOCK_SCALE: its clock a million times
+ * faster, so each step takes well over a minute) prints one under every row but the last, with
+ * the time left that its own s/step gives; the same run on the real clock prints none. */
+TEST(cli_eta_line_on_long_runs) {
+    char t[160];
+    report_eta_text(t, sizeof t, 35, 300, 1.23); /* 265 x 1.23 = 325.95 s */
+    CHECK_MSG(strcmp(t, "  ETA: 5 min 26 s (step 35 of 300, 1.23 s/step)") == 0, "%s", t);
+    report_eta_text(t, sizeof t, 120, 5004, 13.1); /* 4884 x 13.1 = 63980.4 s */
+    CHECK_MSG(strcmp(t, "  ETA: 17 h 46 min (step 120 of 5004, 13.1 s/step)") == 0, "%s", t);
+    report_eta_text(t, sizeof t, 49, 50, 0.4);
+    CHECK_MSG(strcmp(t, "  ETA: 0 s (step 49 of 50, 0.4 s/step)") == 0, "%s", t);
+    char *o;
+    CHECK(th_run("NVCNN_TEST_CLOCK_SCALE=1e6 ./nvcnn --model=trivial --batch_size=2 --num_batches=6 --nstep_burnin=0", &o) == 0);
+    int etas = 0;
+    for (long step = 1; o && step <= 6; step++) {
+        char row[32];
+        snprintf(row, sizeof row, "\n%6ld     1 ", step);
+        const char *r = strstr(o, row), *next = r ? strchr(r + 1, '\n') : NULL;
+        CHECK_MSG(r && next, "no row %ld:\n%s", step, o);
+        if (!next) continue;
+        long at, of;
+        double per = 0, a = 0, b = 0, h = 0, m = 0, sec = 0;
+        char eta[128];
+        if (sscanf(next + 1, "  ETA: %127[^(](step %ld of %ld, %lf s/step)", eta, &at, &of, &per) != 4) continue;
+        etas++;
+        CHECK_MSG(at == step && of == 6 && step < 6, "%s", next + 1);
+        /* the time left: (6 - step) steps at the printed s/step, within its 3 digits */
+        int ok = 1;
+        if (strstr(eta, " h ") && sscanf(eta, "%lf h %lf min", &a, &b) == 2) h = a, m = b;
+        else if (strstr(eta, " min ") && sscanf(eta, "%lf min %lf s", &a, &b) == 2) m = a, sec = b;
+        else if (sscanf(eta, "%lf s", &a) == 1) sec = a;
+        else ok = 0;
+        if (ok) {
+            const double left = 3600 * h + 60 * m + sec, want = per * (double)(6 - step);
+            CHECK_MSG(fabs(left - want) <= 0.005 * want + (h > 0 ? 60 : 1), "%s: want %.0f s", next + 1, want);
+        } else {
+            CHECK_MSG(0, "%s", next + 1);
+        }
+    }
+    CHECK_MSG(etas == 5, "%d ETA lines:\n%s", etas, o);
+    free(o);
+    CHECK(nv("--model=trivial --batch_size=2 --num_batches=6 --nstep_burnin=0", &o) == 0);
+    CHECK_MSG(o && !strstr(o, "ETA") && strstr(o, "\n     6     1 "), "%s", o);
+    free(o);
+}
+
 /* A run whose steps all fall in the burn-in says so before it trains, and what to pass. */
 TEST(cli_a_run_inside_the_burn_in_is_told_before_training) {
     char *o;
