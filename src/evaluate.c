@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "input.h"
+#include "report.h"
 #include "util.h"
 
 /* One accuracy line; the error and jitter need 3 steps, as Images/sec's do. */
@@ -31,6 +32,11 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
     size_t cap = 64, n = 0;
     double total[3] = {0, 0, 0}; /* top-1 and top-5 correct, images: over all steps and ranks */
     double *t1 = xmalloc(cap * sizeof *t1), *t5 = xmalloc(cap * sizeof *t5);
+    /* rows as training's (report.h): at step 1, every --display_every steps and the last step;
+     * without --display_every, every 10 steps or as often as a row about every 10 s needs */
+    int every = c->display_every;
+    long shown = 0;
+    double shown_t = report_clock();
     if (verbose) {
         printf("Evaluating on %zu validation images\n", loader_num_records(ld));
         printf("  Step  Top-1  Top-5\n");
@@ -66,8 +72,14 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
             for (int k = 0; k < 3; k++) total[k] += acc[k];
             t1[n] = 100.0 * acc[0] / acc[2];
             t5[n] = 100.0 * acc[1] / acc[2];
-            if (verbose && (step == 0 || (step + 1) % c->display_every == 0)) printf("%6ld %5.1f%% %5.1f%%\n", step + 1, t1[n], t5[n]);
             n++;
+            if (verbose && (step == 0 || (step + 1) % every == 0)) {
+                printf("%6ld %5.1f%% %5.1f%%\n", step + 1, t1[n - 1], t5[n - 1]);
+                const double t = report_clock();
+                if (!c->given_display_every) every = report_row_interval((t - shown_t) / (double)(step + 1 - shown), c->display_every);
+                shown = step + 1;
+                shown_t = t;
+            }
         }
         if ((int)acc[3] == r->dist.size) break;
     }
@@ -76,7 +88,8 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
         *top1 = 100.0 * total[0] / total[2];
         *top5 = 100.0 * total[1] / total[2];
     }
-    if (verbose) { /* the error and jitter from the per-step figures, as nvcnn.py */
+    if (verbose) { /* the last step's row, then the error and jitter from the per-step figures, as nvcnn.py */
+        if (n > 0 && shown != (long)n) printf("%6zu %5.1f%% %5.1f%%\n", n, t1[n - 1], t5[n - 1]);
         printf("----------------------------------------------------------------\n");
         if (n > 0) {
             Stats s1 = stats_compute(t1, n), s5 = stats_compute(t5, n);

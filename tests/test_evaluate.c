@@ -7,54 +7,13 @@
 #include <sys/stat.h>
 
 #include "harness.h"
-#include "io/example.h"
-#include "io/image.h"
-#include "io/tfrecord.h"
 #include "testutil.h"
-
-/* dir/name with n 28x28 gray PNGs: record k shows a white band at rows 2c+2..2c+5 of class
- * c = k % 10 and is labelled c + 1, except the records from `mislabel` on, labelled (c + 5) % 10 + 1:
- * a model that learnt the bands gets those wrong. */
-static int write_images(const char *dir, const char *name, int n, int mislabel) {
-    char path[600], err[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    TfrWriter *w = tfr_writer_open(path, err, sizeof err);
-    if (!w) return -1;
-    for (int k = 0; k < n; k++) {
-        const int c = k % 10;
-        uint8_t px[28 * 28];
-        for (int i = 0; i < 28 * 28; i++) px[i] = (i / 28 >= 2 * c + 2 && i / 28 < 2 * c + 6) ? 255 : 0;
-        uint8_t *png = NULL;
-        size_t plen = 0;
-        if (image_encode_png(px, 28, 28, 1, &png, &plen) != 0) return -1;
-        int64_t label = k >= mislabel ? (c + 5) % 10 + 1 : c + 1;
-        ExampleBuilder *b = example_builder_new();
-        example_add_bytes(b, "image/encoded", png, plen);
-        example_add_int64s(b, "image/class/label", &label, 1);
-        size_t len;
-        uint8_t *buf = example_serialize(b, &len);
-        tfr_write(w, buf, len);
-        free(buf);
-        free(png);
-        example_builder_free(b);
-    }
-    tfr_writer_close(w);
-    return 0;
-}
-
-/* th_tmpdir()/name (into dir) with a train shard of ntrain correctly labelled images and a
- * validation shard of nval whose records from `mislabel` on are mislabelled. 0 on success. */
-static int band_set(char *dir, size_t dlen, const char *name, int ntrain, int nval, int mislabel) {
-    snprintf(dir, dlen, "%s/%s", th_tmpdir(), name);
-    mkdir(dir, 0755);
-    return write_images(dir, "train-00000-of-00001", ntrain, ntrain) || write_images(dir, "validation-00000-of-00001", nval, mislabel) ? -1 : 0;
-}
 
 /* 10 validation images in batches of 8: steps of 8 and 2 images. The top-1 line is the share of
  * the 10 that are right (a multiple of 10 %), not the mean of the two steps' percentages. */
 TEST(eval_short_last_batch_counts_each_image_once) {
     char dir[600], cmd[1600], *o = NULL;
-    CHECK(band_set(dir, sizeof dir, "eval-short", 40, 10, 8) == 0); /* the last step's 2: wrong */
+    CHECK(tu_band_set(dir, sizeof dir, "eval-short", 40, 10, 8) == 0); /* the last step's 2: wrong */
     snprintf(cmd, sizeof cmd,
              "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=8 --num_batches=25 --display_every=1 "
              "--learning_rate=0.05 --crop_area_min=1 --data_dir=%s",
@@ -100,7 +59,7 @@ static int row_losses(const char *o, double *v, int n) {
 static void eval_while_training(const char *device) {
     char dir[600], cmd[2000], *plain = NULL, *with = NULL, *o = NULL;
     snprintf(cmd, sizeof cmd, "eval-during-%s", device);
-    CHECK(band_set(dir, sizeof dir, cmd, 200, 40, 40) == 0);
+    CHECK(tu_band_set(dir, sizeof dir, cmd, 200, 40, 40) == 0);
     const char *common = "./nvcnn --model=lenet --num_classes=10 --batch_size=20 --num_epochs=3 --display_every=1 --learning_rate=0.05 "
                          "--crop_area_min=1 --nstep_burnin=0";
     snprintf(cmd, sizeof cmd, "%s --device=%s --data_dir=%s", common, device, dir);
@@ -159,7 +118,7 @@ TEST(eval_while_training_and_target_top1_gpu) {
  * depend on the size is still refused. */
 TEST(eval_and_resume_at_another_image_size) {
     char dir[600], cmd[2000], *o = NULL;
-    CHECK(band_set(dir, sizeof dir, "eval-resize", 20, 10, 10) == 0);
+    CHECK(tu_band_set(dir, sizeof dir, "eval-resize", 20, 10, 10) == 0);
     const char *common = "./nvcnn --model=resnet18 --device=cpu --num_classes=10 --batch_size=10 --learning_rate=0.01 --crop_area_min=1 "
                          "--nstep_burnin=0 --display_every=1";
     snprintf(cmd, sizeof cmd, "%s --image_size=32 --num_epochs=1 --data_dir=%s --log_dir=%s/logs", common, dir, dir);
@@ -184,5 +143,98 @@ TEST(eval_and_resume_at_another_image_size) {
              dir, dir);
     rc = th_run(cmd, &o);
     CHECK_MSG(rc == 2 && o && strstr(o, "checkpoint of model resnet18, not resnet34"), "exit %d:\n%s", rc, o);
+    free(o);
+}
+
+/* The evaluation table's rows of a run's output: steps and top-1 % into step/top1 (at most max);
+ * returns how many. */
+static int eval_rows(const char *o, long *step, double *top1, int max) {
+    const char *p = o ? strstr(o, "  Step  Top-1  Top-5\n") : NULL;
+    int k = 0;
+    for (p = p ? strchr(p, '\n') + 1 : NULL; p && k < max && strncmp(p, "----", 4) != 0; p = strchr(p, '\n') + 1) {
+        double t5;
+        if (sscanf(p, "%ld %lf%% %lf%%", &step[k], &top1[k], &t5) != 3) break;
+        k++;
+    }
+    return k;
+}
+
+/* A checkpoint of lenet on the bands in th_tmpdir()/name/logs, for --eval; 15 validation images,
+ * the last 5 mislabelled. 0 on success. */
+static int trained(char *dir, size_t dlen, const char *name) {
+    if (tu_band_set(dir, dlen, name, 40, 15, 10) != 0) return -1;
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=10 --num_batches=20 --learning_rate=0.05 "
+             "--crop_area_min=1 --data_dir=%s --log_dir=%s/logs",
+             dir, dir);
+    return th_run(cmd, NULL);
+}
+
+static char *eval_run(const char *env, const char *dir, const char *flags) {
+    char cmd[2000], *o = NULL;
+    snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet --device=cpu --num_classes=10 --eval --data_dir=%s --log_dir=%s/logs %s", env, dir,
+             dir, flags);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d: %s\n%s", rc, cmd, o);
+    return o;
+}
+
+/* The evaluation's rows follow training's rules: step 1, every --display_every steps and the last
+ * step; without --display_every every 10 steps, or each step where steps are slow (the clock made
+ * a million times faster: each step takes well over 10 s). */
+TEST(eval_rows_follow_trainings_rules_last_step_included) {
+    char dir[600];
+    CHECK(trained(dir, sizeof dir, "eval-rows") == 0);
+    long st[32];
+    double t1[32];
+    /* 2 steps of 10 and 5 images: both rows; the top-1 line weighs them by their images */
+    char *o = eval_run("", dir, "--batch_size=10");
+    int n = eval_rows(o, st, t1, 32);
+    const char *v = o ? strstr(o, "Validation Top-1: ") : NULL;
+    CHECK_MSG(n == 2 && st[0] == 1 && st[1] == 2 && v, "%d rows:\n%s", n, o);
+    if (n == 2 && v) CHECK_MSG(fabs(atof(v + 18) - (t1[0] * 10 + t1[1] * 5) / 15) < 0.01, "%s", o);
+    free(o);
+    /* 3 steps (6, 6, 3 images): steps 1 and 3 */
+    o = eval_run("", dir, "--batch_size=6");
+    n = eval_rows(o, st, t1, 32);
+    CHECK_MSG(n == 2 && st[0] == 1 && st[1] == 3, "%d rows:\n%s", n, o);
+    free(o);
+    /* 15 steps, fast: 1, 10, 15 */
+    o = eval_run("", dir, "--batch_size=1");
+    n = eval_rows(o, st, t1, 32);
+    CHECK_MSG(n == 3 && st[0] == 1 && st[1] == 10 && st[2] == 15, "%d rows:\n%s", n, o);
+    free(o);
+    /* 15 slow steps: every step */
+    o = eval_run("NVCNN_TEST_CLOCK_SCALE=1e6", dir, "--batch_size=1");
+    n = eval_rows(o, st, t1, 32);
+    int each = n == 15;
+    for (int i = 0; i < n; i++) each &= st[i] == i + 1;
+    CHECK_MSG(each, "%d rows:\n%s", n, o);
+    free(o);
+    /* a --display_every given is kept, however slow the steps */
+    o = eval_run("NVCNN_TEST_CLOCK_SCALE=1e6", dir, "--batch_size=1 --display_every=4");
+    n = eval_rows(o, st, t1, 32);
+    CHECK_MSG(n == 5 && st[0] == 1 && st[1] == 4 && st[2] == 8 && st[3] == 12 && st[4] == 15, "%d rows:\n%s", n, o);
+    free(o);
+}
+
+/* An evaluation of one step: its row once, and the accuracy without an error estimate (never
+ * "nan"); the accuracy is the share of the 15 images that are right. */
+TEST(eval_of_one_step_has_no_error_estimate) {
+    char dir[600];
+    CHECK(trained(dir, sizeof dir, "eval-one-step") == 0);
+    long st[8];
+    double t1[8];
+    char *o = eval_run("", dir, "--batch_size=15");
+    int n = eval_rows(o, st, t1, 8);
+    const char *v = o ? strstr(o, "Validation Top-1: ") : NULL;
+    CHECK_MSG(n == 1 && st[0] == 1 && v && strstr(v, " % (1 step: too few for an error estimate)\nValidation Top-5: ") &&
+                  strstr(v, " % (1 step: too few for an error estimate)\n---") && !strstr(o, "nan") && !strstr(o, "+/-"),
+              "%d rows:\n%s", n, o);
+    if (n == 1 && v) {
+        const double top1 = atof(v + 18), right = top1 * 15 / 100;
+        CHECK_MSG(fabs(top1 - t1[0]) < 0.06 && fabs(right - floor(right + 0.5)) < 1e-3, "%s", o);
+    }
     free(o);
 }

@@ -3,10 +3,14 @@
 
 #include "gpu.h"
 #include "harness.h"
+#include "io/example.h"
+#include "io/image.h"
+#include "io/tfrecord.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 uint8_t *tu_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -117,4 +121,41 @@ int tu_gpus(void) {
     else
         th_skip("no GPU");
     return 0;
+}
+
+/* dir/name with n band images (testutil.h); the records from `mislabel` on mislabelled. */
+static int write_band_images(const char *dir, const char *name, int n, int mislabel) {
+    char path[600], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TfrWriter *w = tfr_writer_open(path, err, sizeof err);
+    if (!w) return -1;
+    for (int k = 0; k < n; k++) {
+        const int c = k % 10;
+        uint8_t px[28 * 28];
+        for (int i = 0; i < 28 * 28; i++) px[i] = (i / 28 >= 2 * c + 2 && i / 28 < 2 * c + 6) ? 255 : 0;
+        uint8_t *png = NULL;
+        size_t plen = 0;
+        if (image_encode_png(px, 28, 28, 1, &png, &plen) != 0) return -1;
+        int64_t label = k >= mislabel ? (c + 5) % 10 + 1 : c + 1;
+        ExampleBuilder *b = example_builder_new();
+        example_add_bytes(b, "image/encoded", png, plen);
+        example_add_int64s(b, "image/class/label", &label, 1);
+        size_t len;
+        uint8_t *buf = example_serialize(b, &len);
+        tfr_write(w, buf, len);
+        free(buf);
+        free(png);
+        example_builder_free(b);
+    }
+    tfr_writer_close(w);
+    return 0;
+}
+
+int tu_band_set(char *dir, size_t dlen, const char *name, int ntrain, int nval, int mislabel) {
+    snprintf(dir, dlen, "%s/%s", th_tmpdir(), name);
+    mkdir(dir, 0755);
+    return write_band_images(dir, "train-00000-of-00001", ntrain, ntrain) ||
+                   write_band_images(dir, "validation-00000-of-00001", nval, mislabel)
+               ? -1
+               : 0;
 }

@@ -31,4 +31,10 @@ GradCheck tu_gradcheck_layer(Net *net, int li, double eps, int max_per_tensor, d
  * version needed, since skipping would hide a machine that cannot run what it should. */
 int tu_gpus(void);
 
+/* th_tmpdir()/name (into dir, dlen bytes) holding train-00000-of-00001 with ntrain images and
+ * validation-00000-of-00001 with nval: 28x28 gray PNGs where record k shows a white band at rows
+ * 2c+2..2c+5 of class c = k % 10, labelled c + 1, except the validation records from `mislabel` on,
+ * labelled (c + 5) % 10 + 1 (a model that learnt the bands gets those wrong). 0 on success. */
+int tu_band_set(char *dir, size_t dlen, const char *name, int ntrain, int nval, int mislabel);
+
 #endif
