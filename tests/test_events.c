@@ -194,3 +194,55 @@ TEST(events_default_interval_first_and_last_step) {
     }
     free(name);
 }
+
+/* The validation scalars of a run with --eval_every_epochs (a fraction of an epoch): in the event
+ * file at the steps of the console's "Validation at step N" lines and the end-of-run pass, with
+ * the values those lines print. 200 images in steps of 20: 10 steps an epoch, an evaluation each
+ * 0.25 epoch: after steps 3, 5 and 8 (step 10 ends the run: the usual pass). */
+TEST(events_validation_scalars_of_a_run_with_eval_every_epochs) {
+    char dir[600], cmd[1600], *o = NULL;
+    CHECK(tu_band_set(dir, sizeof dir, "events-eval", 200, 40, 30) == 0);
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=20 --num_epochs=1 --learning_rate=0.05 "
+             "--crop_area_min=1 --eval_every_epochs=0.25 --data_dir=%s --log_dir=%s/logs",
+             dir, dir);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
+    snprintf(cmd, sizeof cmd, "%s/logs", dir);
+    char *name = event_file(cmd);
+    Ev *ev = calloc(MAXE, sizeof *ev);
+    int n = name ? read_events(name, ev, MAXE) : 0;
+    const long steps[] = {3, 5, 8, 10};
+    const char *epochs[] = {"0.30", "0.50", "0.80", ""}; /* "": the end-of-run pass */
+    int found = 0;
+    for (int s = 0; s < 4; s++) {
+        double t1 = -1, t5 = -1;
+        char line[128];
+        if (epochs[s][0]) {
+            snprintf(line, sizeof line, "\nValidation at step %ld (epoch %s): top-1 ", steps[s], epochs[s]);
+            const char *l = o ? strstr(o, line) : NULL;
+            CHECK_MSG(l && sscanf(l + strlen(line), "%lf %%, top-5 %lf", &t1, &t5) == 2, "no '%s' in\n%s", line + 1, o);
+        } else {
+            const char *a = o ? strstr(o, "\nValidation Top-1: ") : NULL, *b = o ? strstr(o, "\nValidation Top-5: ") : NULL;
+            CHECK_MSG(a && b, "%s", o ? o : "(no output)");
+            if (a && b) t1 = atof(a + 18), t5 = atof(b + 18);
+        }
+        for (int i = 0; i < n; i++) {
+            const int k1 = find_tag(&ev[i], "validation accuracy top-1 %"), k5 = find_tag(&ev[i], "validation accuracy top-5 %");
+            if (k1 < 0) continue;
+            CHECK_MSG(k5 >= 0 && ev[i].present[k1] && ev[i].present[k5], "step %ld", ev[i].step);
+            if (ev[i].step != steps[s]) continue;
+            found++;
+            CHECK_MSG(fabs(ev[i].val[k1] - t1) < 1e-3 && fabs(ev[i].val[k5] - t5) < 1e-3, "step %ld: events %g, %g; console %g, %g",
+                      steps[s], ev[i].val[k1], ev[i].val[k5], t1, t5);
+        }
+    }
+    /* one validation summary at each of the four steps, and none elsewhere */
+    int all = 0;
+    for (int i = 0; i < n; i++) all += find_tag(&ev[i], "validation accuracy top-1 %") >= 0;
+    CHECK_MSG(found == 4 && all == 4, "%d of 4 validation summaries at their steps, %d in all (%d summaries)", found, all, n);
+    CHECK_MSG(!strstr(o ? o : "", "Validation at step 10"), "%s", o);
+    free(ev);
+    free(name);
+    free(o);
+}
