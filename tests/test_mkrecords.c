@@ -778,6 +778,7 @@ TEST(mkrecords_nested_folders_and_links_to_nothing_are_counted_or_refused) {
     tree_file(root, "bee", "b0.jpg", 2, 1);
     tree_file(root, "ant/sub", "a1.png", 3, 0);
     tree_file(root, "bee/more", "b1.png", 4, 0);
+    tree_file(root, ".", "loose.png", 5, 0); /* an image with no class folder */
     snprintf(p, sizeof p, "%s/ant/link.png", root);
     snprintf(to, sizeof to, "%s/bee/b0.jpg", root);
     CHECK(symlink(to, p) == 0);
@@ -794,14 +795,19 @@ TEST(mkrecords_nested_folders_and_links_to_nothing_are_counted_or_refused) {
              "wrote 3 records to %s/train-*-of-00001 (1 shard)\n"
              "skipped 2 folders inside a class folder (not read: each folder of the tree's top level is one class, its "
              "images directly inside it; --strict refuses them): %s/ant/sub ...\n"
-             "skipped 2 symbolic links to nothing (target missing; --strict refuses them): %s/cat ...\n",
-             out, root, root);
+             "skipped 2 symbolic links to nothing (target missing; --strict refuses them): %s/cat ...\n"
+             "skipped 1 file outside the class folders (not read: a file of the tree's top level has no class; --strict "
+             "refuses them): %s/loose.png\n",
+             out, root, root, root);
     CHECK_MSG(rc == 0 && o && !strcmp(o, want), "rc %d: %s\nwant:\n%s", rc, o, want);
     free(o);
     int n = 0;
     CHECK(read_shards(out, "train", 1, NULL, count_record, &n) == 3); /* a0, b0 and the link to b0 */
 
-    /* --strict: the link at the top level is met first, then (without the links) the folder */
+    /* --strict: the link at the top level is met first, then (without the links) the folder, then
+     * (without the folders) the file at the top level */
+    snprintf(p, sizeof p, "%s/loose.png", root);
+    CHECK(unlink(p) == 0);
     snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s-strict --shards=1 --strict", root, out);
     rc = mk(args, &o);
     snprintf(want, sizeof want,
@@ -818,6 +824,19 @@ TEST(mkrecords_nested_folders_and_links_to_nothing_are_counted_or_refused) {
     snprintf(want, sizeof want,
              "nvcnn-mkrecords: error: %s/ant/sub: a folder inside a class folder: not read (each folder of the tree's top "
              "level is one class, its images directly inside it; --strict; without it, it is skipped)\n",
+             root);
+    CHECK_MSG(rc == 4 && o && !strcmp(o, want), "rc %d: %s", rc, o);
+    free(o);
+    static const char *const nested[] = {"ant/sub/a1.png", "ant/sub", "bee/more/b1.png", "bee/more"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(p, sizeof p, "%s/%s", root, nested[k]);
+        CHECK(remove(p) == 0);
+    }
+    tree_file(root, ".", "loose.png", 5, 0);
+    rc = mk(args, &o);
+    snprintf(want, sizeof want,
+             "nvcnn-mkrecords: error: %s/loose.png: a file outside the class folders: not read (it has no class; --strict; "
+             "without it, it is skipped)\n",
              root);
     CHECK_MSG(rc == 4 && o && !strcmp(o, want), "rc %d: %s", rc, o);
     free(o);

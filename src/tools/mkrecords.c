@@ -4,8 +4,8 @@
  *     labels 1..K and image/class/text = image/class/synset = the folder name; JPEG/PNG files
  *     (.jpg, .jpeg, .png in any case) are stored as they are, other files skipped and counted
  *     (--strict: refused); so are folders inside a class folder (not read: one class per folder
- *     of the top level, its images directly inside it, as TensorFlow's image folder layout) and
- *     symbolic links to nothing;
+ *     of the top level, its images directly inside it, as TensorFlow's image folder layout), files
+ *     at the top level (no class) and symbolic links to nothing;
  *   - an IDX pair (MNIST, Fashion-MNIST): idx3-ubyte images and idx1-ubyte labels, plain or
  *     gzip-compressed; the images are encoded as PNG (lossless) or JPEG.
  * Images are assigned to shards in a shuffled order fixed by --seed: the shuffled list is cut into
@@ -53,14 +53,16 @@ static const char *usage_text =
     "  --input_dir=DIR          folder tree with one subfolder per class; sorted folder names get\n"
     "                           labels 1..K; .jpg, .jpeg and .png files (any case) are copied as they\n"
     "                           are; other files are skipped and counted (hidden ones ignored), as\n"
-    "                           are folders inside a class folder (not read) and links to nothing\n"
+    "                           are folders inside a class folder and files beside the class\n"
+    "                           folders (not read) and links to nothing\n"
     "  --validation_dir=DIR     a second folder tree (same class folders) written as validation-*\n"
     "  --validation_split=F     hold out a fraction F (0 <= F < 1) of --input_dir as validation-*\n"
     "                           (default: 0)\n"
     "  --idx_images=FILE        IDX images (idx3-ubyte, optionally .gz), e.g. MNIST, Fashion-MNIST\n"
     "  --idx_labels=FILE        IDX labels (idx1-ubyte, optionally .gz), written 1-based\n"
     "  --strict                 a file of a folder tree that is not .jpg, .jpeg or .png, a folder\n"
-    "                           inside a class folder or a link to nothing is an error (exit 4)\n"
+    "                           inside a class folder, a file beside the class folders or a link\n"
+    "                           to nothing is an error (exit 4)\n"
     "                           instead of skipped\n"
     "Output:\n"
     "  --output_dir=DIR         where the shards go (created if missing)\n"
@@ -196,7 +198,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 /* What a folder tree's run leaves out, by kind: counted, the first one named in the summary;
  * --strict refuses each (tree_items). */
-enum { SKIP_NOT_IMAGE, SKIP_SUBFOLDER, SKIP_BROKEN_LINK, SKIP_KINDS };
+enum { SKIP_NOT_IMAGE, SKIP_SUBFOLDER, SKIP_BROKEN_LINK, SKIP_LOOSE, SKIP_KINDS };
 typedef struct Skipped {
     size_t n[SKIP_KINDS];
     char *first[SKIP_KINDS]; /* the first one's path */
@@ -210,8 +212,9 @@ static void skip(Skipped *sk, int kind, const char *path) {
 /* Sorted names in dir of entries that are directories (want_dir) or regular files (symbolic links
  * followed), hidden ones left out. With sk (NULL: not looked at), the entries left out that a
  * user may have meant to be read: symbolic links to nothing (in any folder; --strict refuses
- * them) and, in a class folder (!want_dir), folders, which are not read (one class per folder of
- * the tree's top level; --strict refuses them). */
+ * them), in a class folder (!want_dir) folders, and at the tree's top level (want_dir) files: neither
+ * is read (one class per folder of the tree's top level, its images directly inside it; --strict
+ * refuses them). */
 static int list_dir(const Opts *o, const char *dir, int want_dir, char ***names, Skipped *sk) {
     DIR *d = opendir(dir);
     if (!d) die_code(EXIT_USAGE, "cannot open directory %s: %s", dir, strerror(errno));
@@ -246,6 +249,12 @@ static int list_dir(const Opts *o, const char *dir, int want_dir, char ***names,
                                         "one class, its images directly inside it; --strict; without it, it is skipped)",
                              p);
                 skip(sk, SKIP_SUBFOLDER, p);
+            } else if (sk && want_dir) {
+                if (o->strict)
+                    die_code(EXIT_DATA, "%s: a file outside the class folders: not read (it has no class; --strict; "
+                                        "without it, it is skipped)",
+                             p);
+                skip(sk, SKIP_LOOSE, p);
             }
             continue;
         }
@@ -771,6 +780,8 @@ int main(int argc, char **argv) {
          "(not read: each folder of the tree's top level is one class, its images directly inside it; --strict refuses "
          "them)"},
         {"symbolic link to nothing", "symbolic links to nothing", "(target missing; --strict refuses them)"},
+        {"file outside the class folders", "files outside the class folders",
+         "(not read: a file of the tree's top level has no class; --strict refuses them)"},
     };
     for (int k = 0; k < SKIP_KINDS; k++) {
         if (sk.n[k])
