@@ -12,8 +12,9 @@
 # last line gives backward's ms/step and the exposed allreduce ms/step. The model's figures for 2
 # ranks are printed beside: docs/scaling.md's model (scaling_model.sh with the measured backward,
 # the link's bandwidth and its contention of 0.1), and the model corrected for a CPU host: the
-# bandwidth no more than what the host itself moves (HOST_GBPS; by default measured by the ring's
-# whole allreduce on the bare link, "unshaped", which must then come first) and a contention of
+# bandwidth the link's payload (1448 bytes of TCP in each 1514-byte frame that tbf counts), and
+# no more than what the host itself moves (HOST_GBPS; by default measured by the ring's whole
+# allreduce on the bare link, "unshaped", which must then come first), and a contention of
 # CPU_CONTENTION (0.35: the allreduce's copies and sums take the cores backward runs on).
 # A latency needs tc's netem, which some kernels lack: LATENCY=5ms asks for it, and the script
 # says when it cannot have it.
@@ -85,7 +86,7 @@ for rate in "${rates[@]}"; do
     gbps=$(awk -v b="$(tc_rate_bytes "$rate")" 'BEGIN { printf "%g", b / 1e9 }')
     read -r -a m < <(model "$gbps" 0.1)
     c=("-" "-")
-    [ -z "$host_gbps" ] || read -r -a c < <(model "$(awk -v a="$gbps" -v b="$host_gbps" 'BEGIN { print (a < b ? a : b) }')" "$cpu_cont")
+    [ -z "$host_gbps" ] || read -r -a c < <(model "$(awk -v a="$gbps" -v b="$host_gbps" 'BEGIN { a *= 1448 / 1514; print (a < b ? a : b) }')" "$cpu_cont")
   fi
   echo "| ${rate:-unshaped}${LATENCY:+ + $LATENCY} | $bwd0 | $whole_b / $whole / ${m[0]} / ${c[0]} | $exposed_b / $exposed / ${m[1]} / ${c[1]} |"
 done

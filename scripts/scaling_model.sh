@@ -7,8 +7,9 @@
 # (8 x 400 Gb/s InfiniBand NDR per node), 8 GPUs per node, 10 us per allreduce hop.
 # Model: ring allreduce of S bytes takes 2(N-1)/N * S / busbw + hops * latency (hops = 2 log2 N,
 # NCCL's tree for the latency term). Buckets launched during backward overlap with it; what is
-# left exposed after backward is max(0, T_all - backward) plus the last bucket (the first layers'
-# gradients, ready only when backward ends), plus a contention cost for the overlapped part: the
+# left exposed after backward is what the buckets before the last take beyond backward,
+# max(0, T_all - last - backward), plus the last bucket (the first layers' gradients, ready only
+# when backward ends, sent after the others), plus a contention cost for the overlapped part: the
 # NCCL kernels share the SMs and memory with backward, taken as `contention` (default 0.1) of the
 # overlapped time. Efficiency = step / (step + exposed). The last argument lists the GPU counts
 # (default "8 64 512").
@@ -24,7 +25,7 @@ for n in $counts; do
     f = 2 * (n - 1) / n
     tall = f * grad / bw + nb * hops * lat / 1000          # MB / (GB/s) = ms
     last = f * (grad - (nb - 1) * bucket) / bw + hops * lat / 1000
-    over = tall - bwd; if (over < 0) over = 0
+    over = tall - last - bwd; if (over < 0) over = 0
     hidden = tall - last - over; if (hidden < 0) hidden = 0
     exposed = over + last + cont * hidden
     printf "%6d %7g GB/s %12.2f %12.2f %9.2f ms %9.1f%%\n", n, bw, tall, last, exposed, 100 * step / (step + exposed)

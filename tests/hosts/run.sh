@@ -16,6 +16,10 @@
 #             uninterrupted run on host 0 alone (ref)
 #   deadpeer  plain mpirun, 1 rank per host, --step_timeout=5, synthetic data: host 1 crashes after
 #             the first checkpoint (deadpeer); rank 0 must end the run
+#   link      the allreduce over a shaped link: 1 rank per host, synthetic data, on the bare link
+#             (bare), then with both ends shaped by tc's tbf to 100 and 50 Mbit/s (link100,
+#             link50); then "netem: ..." says whether this kernel can delay packets. Where it
+#             has no tbf, the one line "tbf: no: ERROR" and nothing run
 # Run from anywhere; uses ./nvcnn of the repository and Fashion-MNIST's shards in
 # data/fashion-mnist (make data). Exit status: 0 when every run could be made and waited for
 # (what the runs did is for the caller to check), 1 otherwise.
@@ -147,6 +151,27 @@ case $scenario in
     rc=124
     if kill -0 "$mr" 2>/dev/null; then kill -TERM "$mr"; wait "$mr" || true; else wait "$mr" && rc=0 || rc=$?; fi
     echo "run deadpeer: rc=$rc seconds=$(since "$t0") (from the crash)"
+    ;;
+  link)
+    # lenet's 6.7 MB of gradients fit one bucket, launched when backward (a few ms) ends: nothing
+    # overlaps, so the exposed time is the whole allreduce. 1 thread per rank, as the two ranks
+    # share this machine's cores.
+    # shellcheck disable=SC2054 # tcp,self is one argument
+    lk=(--bind-to none --mca btl tcp,self -x OMP_NUM_THREADS=1 ./nvcnn --model=lenet --num_classes=10 --batch_size=8
+        --num_batches=6 --nstep_burnin=1 --display_every=1000)
+    if ! e=$(hosts_shape 100mbit 2>&1); then
+      echo "tbf: no: ${e:-refused}"
+      exit 0
+    fi
+    hosts_shape ""
+    run bare hosts_mpirun 1 "${lk[@]}"
+    for r in 100 50; do
+      hosts_shape "${r}mbit"
+      run "link$r" hosts_mpirun 1 "${lk[@]}"
+    done
+    # a latency needs netem, which not every kernel has (tbf's own latency only bounds its queue)
+    if e=$(hosts_shape "" 5ms 2>&1); then echo "netem: yes"; else echo "netem: no: ${e:-refused}"; fi
+    hosts_shape ""
     ;;
   *)
     echo "run.sh: unknown scenario '$scenario'" >&2
