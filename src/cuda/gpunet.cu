@@ -315,8 +315,8 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, ch
     g->dropout_seed = 0x6a09e667f3bcc909ULL;
     g->algo_cache = convalgo_cache_new();
     g->sync_check = gpu_sync_check();
+    layout_params(g); /* host work only: a net it refuses dies before anything touches the device */
     open_libraries(g);
-    layout_params(g);
     ArenaPlan a;
     memset(&a, 0, sizeof a);
     int failed = alloc_fixed(g, err, errlen, oom);
