@@ -2,8 +2,8 @@
 # scripts/mutate_gpu.sh [OUTDIR]: shows that the GPU tests, run on the emulated CUDA device, catch
 # bugs. It copies the working tree to OUTDIR/tree (default /tmp/nvcnn-mutants), builds the
 # emulated device there (make GPU_EMU=1), checks that the GPU tests pass on the unchanged code,
-# then plants one defect at a time in the GPU backend (an exact text replacement that must match
-# once), rebuilds, and runs the GPU tests in a fixed order until one fails. The table it prints
+# then plants one defect at a time in the GPU backend (exact text replacements, each of which must
+# match once), rebuilds, and runs the GPU tests in a fixed order until one fails. The table it prints
 # (and writes to OUTDIR/mutants.md): each defect, the file, and the first test that caught it,
 # or "NOT CAUGHT". Exit status: 0 when every defect was caught, 1 otherwise.
 #   MUTANTS="name1 name2" runs some of them; TESTS="..." changes the tests (substrings, in order).
@@ -23,10 +23,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # The GPU tests, cheapest first: each mutant stops at the first that fails.
 TESTS=${TESTS:-"gpu_conv_matches_cpu gpu_conv_finds gpu_bn_pool_reshape gpu_activations gpu_grouped gpu_tf32_fp16_bf16 gpu_dropout
-gpu_staged gpu_training_steps_match_cpu gpu_larc gpu_fp16_dynamic dist_gpu_ranks gpu_every_model_trains_fp32
+gpu_staged gpu_padded gpu_parameters_out gpu_larc_is gpu_bias_gradient gpu_training_steps_match_cpu gpu_larc_steps
+gpu_fp16_dynamic dist_gpu_ranks dist_gpu_nvcnn gpu_every_model_trains_fp32
 gpu_every_model_trains_fp16 gpu_every_model_trains_bf16"}
 
-# name|file|text|replacement   (\n in text or replacement: a newline)
+# name|file|text|replacement[|text|replacement ...]   (\n in a text or replacement: a newline)
 read -r -d '' DEFECTS <<'EOF'
 find_too_few|src/cuda/conv.cu|CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CONVALGO_MAX, &got, r));|CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, r));
 index_off_by_one|src/cuda/concat.cu|j = s * chw_out + off + r;|j = s * chw_out + off + r + 1;
@@ -44,6 +45,10 @@ nccl_count|src/cuda/allreduce.cu|g->bhi[g->next] - g->blo[g->next], ncclFloat|g-
 not_unscaled|src/train.c|    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));\n|
 bias_channel|src/cuda/bias.cu|        int ch = (int)(plane % (size_t)c);|        int ch = (int)(plane % (size_t)c) % (c > 1 ? c - 1 : 1);
 syncthreads_missing|src/cuda/optim.cu|    s[threadIdx.x] = x;\n    __syncthreads();|    s[threadIdx.x] = x;
+dxpad_reserved|src/cuda/conv.cu|*scratch = (l->in[0] == net->input ? 1 : 2) *|*scratch = 2 *
+bias_grid_y|src/cuda/bias.cu|const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;|const int ch = blockIdx.y, s = blockIdx.x, S = gridDim.x;|dim3((unsigned)c, (unsigned)S)|dim3((unsigned)S, (unsigned)c)
+layout_unchecked|src/cuda/gpunet.cu|        if (l->nparam > 0 && l->param0 != next)\n            die(|        if (0)\n            die(
+larc_per_tensor|src/cuda/optim.cu|        LAUNCH(k_larc_norms, (unsigned)g->larc_nchunk, GPU_THREADS, 0, g->s, chunks, g->params, g->grads, (float)weight_decay,\n               g->larc_part);\n        LAUNCH(k_larc_factors, (unsigned)((n->nparam + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, g->larc_first, n->nparam,\n               g->larc_part, g->larc_factor, larc_eta, lr, larc_scale);\n        LAUNCH(k_larc_sgd, (unsigned)g->larc_nchunk, GPU_THREADS, 0, g->s, chunks, g->params, g->grads, g->velocity, g->larc_factor,\n               (float)lr, (float)momentum, nesterov);|        for (int t = 0, k0 = 0; t < n->nparam; t++) {\n            const int nc = (int)((n->param[t].count + LARC_CHUNK - 1) / LARC_CHUNK);\n            LAUNCH(k_larc_norms, (unsigned)nc, GPU_THREADS, 0, g->s, chunks + k0, g->params, g->grads, (float)weight_decay, g->larc_part + 2 * k0);\n            LAUNCH(k_larc_factors, 1, GPU_THREADS, 0, g->s, g->larc_first + t, 1, g->larc_part, g->larc_factor + t, larc_eta, lr, larc_scale);\n            LAUNCH(k_larc_sgd, (unsigned)nc, GPU_THREADS, 0, g->s, chunks + k0, g->params, g->grads, g->velocity, g->larc_factor, (float)lr, (float)momentum, nesterov);\n            k0 += nc;\n        }
 EOF
 
 selected=${MUTANTS:-$(cut -d'|' -f1 <<<"$DEFECTS" | tr '\n' ' ')}
@@ -62,16 +67,20 @@ first_failure() {
   done
 }
 
-# replace TEXT with REPL (both with \n for newlines) in FILE exactly once
+# in FILE, replace each TEXT with its REPL (pairs separated by |, \n for newlines), each exactly once
 plant() {
-  python3 - "$tree/$1" "$2" "$3" <<'PY'
+  python3 - "$tree/$1" "$2" <<'PY'
 import sys
-path, old, new = sys.argv[1], sys.argv[2].replace('\\n', '\n'), sys.argv[3].replace('\\n', '\n')
+path, pairs = sys.argv[1], sys.argv[2].replace('\\n', '\n').split('|')
+if len(pairs) % 2:
+    sys.exit(f"{path}: a text without its replacement")
 s = open(path).read()
-n = s.count(old)
-if n != 1:
-    sys.exit(f"{path}: the text to replace occurs {n} times")
-open(path, 'w').write(s.replace(old, new))
+for old, new in zip(pairs[0::2], pairs[1::2]):
+    n = s.count(old)
+    if n != 1:
+        sys.exit(f"{path}: the text to replace occurs {n} times")
+    s = s.replace(old, new)
+open(path, 'w').write(s)
 PY
 }
 
@@ -85,10 +94,10 @@ table="| defect | file | caught by |
 | --- | --- | --- |"
 missed=0
 # the defects come on fd 3: the tests (mpirun) would read stdin
-while IFS='|' read -r -u 3 name file text repl; do
+while IFS='|' read -r -u 3 name file edits; do
   [[ " $selected " == *" $name "* ]] || continue
   cp "$tree/$file" "$out/saved"
-  if ! plant "$file" "$text" "$repl"; then
+  if ! plant "$file" "$edits"; then
     row="| $name | $file | the defect did not apply (the code changed?) |"
     missed=1
   elif ! build; then

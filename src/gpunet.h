@@ -45,6 +45,9 @@ void gpunet_free(GpuNet *g);
 
 /* Device bytes this GpuNet allocated (arenas, scratch, workspace). */
 size_t gpunet_bytes(const GpuNet *g);
+/* Bytes of the activation arena that layer li holds as its own scratch, as planned (a padded
+ * convolution's padded input and its gradient, bias partial sums, batch-norm statistics). */
+size_t gpunet_layer_scratch(const GpuNet *g, int li);
 /* What planning did, one line each: the time cuDNN's algorithm search took (and how many
  * measurements the cache and the first layer saved), the cuDNN workspace chosen and the limit
  * it was chosen under. */

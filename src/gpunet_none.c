@@ -17,6 +17,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, ch
 void gpunet_free(GpuNet *g) { (void)g; }
 #define NO_GPU die("GPU backend call in a build without CUDA")
 size_t gpunet_bytes(const GpuNet *g) { (void)g; return 0; }
+size_t gpunet_layer_scratch(const GpuNet *g, int li) { (void)g, (void)li; return 0; }
 void gpunet_print_plan(const GpuNet *g, FILE *f) { (void)g, (void)f; NO_GPU; }
 void gpunet_upload_params(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_download_params(GpuNet *g) { (void)g; NO_GPU; }

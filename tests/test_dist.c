@@ -1,13 +1,19 @@
 /* test_dist.c: data-parallel training across processes (CPU backend, Open MPI on this machine).
  * Launches the programs of tests/mpi/ and ./nvcnn under mpirun. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "gpu.h"
 #include "harness.h"
+#include "io/image.h"
+#include "models.h"
 #include "testutil.h"
+#include "util.h"
 
 /* "timeout 180 mpirun -np N [--oversubscribe] [--allow-run-as-root] " or NULL (skip). */
 static const char *mpirun(int np, char *buf, size_t n) {
@@ -216,4 +222,119 @@ TEST(dist_mpirun_example_script_runs_without_warnings) {
                   !strstr(o, "WARNING"),
               "exit %d:\n%s", rc, o);
     free(o);
+}
+
+/* A folder tree of two classes, 8 images each, every image one colour (32x32 PNG): any crop,
+ * flip or resize of it is the same image, so the training batches do not depend on which rank
+ * drew which augmentation. dir/img -> dir/rec (one shard). 0 on success. */
+static int constant_colour_records(const char *dir) {
+    char p[900], cmd[2200];
+    snprintf(p, sizeof p, "%s/img", dir);
+    mkdir(dir, 0755);
+    mkdir(p, 0755);
+    for (int c = 0; c < 2; c++) {
+        snprintf(p, sizeof p, "%s/img/%c", dir, 'a' + c);
+        mkdir(p, 0755);
+        for (int i = 0; i < 8; i++) {
+            uint8_t px[32 * 32 * 3], *enc;
+            size_t len;
+            for (int k = 0; k < 32 * 32; k++)
+                for (int ch = 0; ch < 3; ch++) px[3 * k + ch] = (uint8_t)(c ? 150 + 12 * i + 30 * ch : 10 + 9 * i + 17 * ch);
+            if (image_encode_png(px, 32, 32, 3, &enc, &len) != 0) return -1;
+            snprintf(p, sizeof p, "%s/img/%c/%d.png", dir, 'a' + c, i);
+            FILE *f = xfopen(p, "wb");
+            fwrite(enc, 1, len, f);
+            fclose(f);
+            free(enc);
+        }
+    }
+    snprintf(cmd, sizeof cmd, "./nvcnn-mkrecords --input_dir=%s/img --output_dir=%s/rec --shards=1", dir, dir);
+    return th_run(cmd, NULL);
+}
+
+/* The parameters of checkpoint `path` of lenet (2 classes), or NULL with a failed check. */
+static Net *lenet_from(const char *path) {
+    Net *net = model_build_net(model_find("lenet"), 1, 2);
+    net_finalize(net, 1);
+    char err[512];
+    CkptMeta meta;
+    int rc = ckpt_load(path, "lenet", net, NULL, &meta, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s: %s", path, err);
+    if (rc != 0) {
+        net_free(net);
+        return NULL;
+    }
+    return net;
+}
+
+static int count_of(const char *s, const char *what) {
+    int n = 0;
+    for (const char *p = s ? strstr(s, what) : NULL; p; p = strstr(p + 1, what)) n++;
+    return n;
+}
+
+/* The real program on two GPUs with NCCL: two ranks of ./nvcnn --device=gpu --allreduce=nccl,
+ * each on a GPU of its own, train lenet on real data (shards read by rank, pinned batches). Both
+ * ranks train (--verbose: each prints its summary), the summary names NCCL, and the checkpoint
+ * equals bit for bit the one of the same run averaged through the host (--allreduce=mpi: for two
+ * ranks the average is a + b halved, exact whichever order), and, within rounding, the one of a single process with the
+ * total batch of 8 (ranks r of 2 read records r, r + 2, ...: the same 8 images per step). Buckets
+ * of 1 MiB: lenet's 6.4 MiB of gradients go in 7 NCCL calls, launched as backward reaches them. */
+TEST(dist_gpu_nvcnn_nccl_equals_mpi_and_one_process) {
+    int ngpu = tu_gpus();
+    if (ngpu == 0) return;
+    char mr[200], cmd[2600], dir[600], common[1000], path[3][800], *o = NULL;
+    if (!mpirun(2, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    if (ngpu < 2) {
+        printf("    not run: one GPU (NCCL needs one GPU per rank)\n");
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/nccl-e2e", th_tmpdir());
+    int rc = constant_colour_records(dir);
+    CHECK_MSG(rc == 0, "making the records: exit %d", rc);
+    if (rc != 0) return;
+    snprintf(common, sizeof common,
+             "./nvcnn --model=lenet --device=gpu --data_dir=%s/rec --num_classes=2 --num_batches=4 --shuffle_buffer=0 "
+             "--display_every=1 --nstep_burnin=0 --noeval --bucket_mb=1",
+             dir);
+    static const char *const name[3] = {"nccl", "mpi", "one"};
+    for (int k = 0; k < 3; k++) {
+        if (k < 2)
+            snprintf(cmd, sizeof cmd, "%s %s --batch_size=4 --allreduce=%s --verbose --log_dir=%s/%s", mr, common, name[k], dir, name[k]);
+        else
+            snprintf(cmd, sizeof cmd, "%s --batch_size=8 --log_dir=%s/%s", common, dir, name[k]);
+        rc = th_run(cmd, &o);
+        CHECK_MSG(rc == 0, "%s: exit %d\n%s", name[k], rc, o ? o : "");
+        if (k < 2) {
+            char want[64];
+            snprintf(want, sizeof want, "allreduce on (%s)", name[k]);
+            CHECK_MSG(o && strstr(o, "Num ranks:   2\n") && strstr(o, want), "%s: want 2 ranks and '%s' in:\n%s", name[k], want,
+                      o ? o : "");
+            /* --verbose: every rank prints its own header and summary */
+            CHECK_MSG(count_of(o, "Images/sec: ") == 2 && count_of(o, want) == 2, "%s: not both ranks trained:\n%s", name[k],
+                      o ? o : "");
+        }
+        free(o);
+        o = NULL;
+        snprintf(path[k], sizeof path[k], "%s/%s/ckpt-4.nvcnn", dir, name[k]);
+    }
+    size_t la = 0, lb = 0;
+    uint8_t *a = tu_read_file(path[0], &la), *b = tu_read_file(path[1], &lb);
+    CHECK_MSG(a && b && la == lb && memcmp(a, b, la) == 0, "the checkpoints of --allreduce=nccl and --allreduce=mpi differ (%zu and %zu bytes)",
+              la, lb);
+    free(a), free(b);
+    Net *two = lenet_from(path[0]), *one = lenet_from(path[2]);
+    if (two && one) {
+        double maxrel = 0;
+        for (size_t i = 0; i < one->params_total; i++) {
+            double x = two->params[i], y = one->params[i];
+            maxrel = fmax(maxrel, fabs(x - y) / fmax(fmax(fabs(x), fabs(y)), 1e-2));
+        }
+        printf("    2 ranks (NCCL) vs 1 process with the total batch: max relative difference %.2e\n", maxrel);
+        CHECK_MSG(maxrel <= 1e-5, "max relative difference %g > 1e-5", maxrel);
+    }
+    net_free(two), net_free(one);
 }

@@ -284,6 +284,7 @@ static int bind_arena(GpuNet *g, const ArenaPlan *a, char *err, size_t errlen, i
         g->dx[i] = i == net->input ? NULL : (void *)(g->acts + g->grad_off + a->grad[i].off);
     }
     g->ws = a->ws ? g->acts + a->end : NULL;
+    memcpy(g->scratch, a->scratch, (size_t)net->nlayer * sizeof *g->scratch);
     for (int i = 0; i < net->nlayer; i++)
         if (g->impl[i]->bind) g->impl[i]->bind(g, &net->layer[i], i, a->scratch[i] ? g->acts + a->soff[i] : NULL);
     CUDA_CHECK(cudaMemsetAsync(g->acts, 0, g->acts_bytes, g->s));
@@ -310,11 +311,12 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, ch
     g->lp = (void **)xcalloc((size_t)net->nlayer, sizeof *g->lp);
     g->x = (void **)xcalloc((size_t)net->nnode, sizeof *g->x);
     g->dx = (void **)xcalloc((size_t)net->nnode, sizeof *g->dx);
+    g->scratch = (size_t *)xcalloc((size_t)net->nlayer, sizeof *g->scratch);
     g->dropout_seed = 0x6a09e667f3bcc909ULL;
     g->algo_cache = convalgo_cache_new();
     g->sync_check = gpu_sync_check();
+    layout_params(g); /* host work only: a net it refuses dies before anything touches the device */
     open_libraries(g);
-    layout_params(g);
     ArenaPlan a;
     memset(&a, 0, sizeof a);
     int failed = alloc_fixed(g, err, errlen, oom);
@@ -388,10 +390,13 @@ void gpunet_free(GpuNet *g) {
     free(g->zero_at);
     free(g->x);
     free(g->dx);
+    free(g->scratch);
     free(g);
 }
 
 size_t gpunet_bytes(const GpuNet *g) { return g->bytes; }
+
+size_t gpunet_layer_scratch(const GpuNet *g, int li) { return li >= 0 && li < g->net->nlayer ? g->scratch[li] : 0; }
 
 void gpunet_print_plan(const GpuNet *g, FILE *f) {
     const double MiB = 1048576.0, GiB = 1073741824.0;

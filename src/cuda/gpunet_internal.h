@@ -60,6 +60,7 @@ struct GpuNet {
     float *loss_vec;                          /* [batch] per-sample losses (fp32, the loss layer's) */
     char *acts;                               /* activation arena: data, grads, scratch, workspace */
     size_t acts_bytes, grad_off, grad_bytes;  /* the node gradients region (planned by lifetime) */
+    size_t *scratch;                          /* [nlayer] bytes of each layer's scratch in the arena */
     void *ws;                                 /* shared cuDNN workspace */
     size_t ws_bytes;
     size_t ws_limit, mem_free, mem_margin;    /* the workspace's limit: min(cap, free - arena - margin) */

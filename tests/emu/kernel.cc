@@ -20,10 +20,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "device.h"
 #include "emu.h"
+#include "emu_counts.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -537,6 +540,8 @@ static void run_grid(const char *name, dim3 grid, dim3 block, const std::functio
 }
 
 static uint64_t launches;
+/* accepted launches per kernel name (emu_launches, emu_counts.h) */
+static std::map<std::string, long> *launches_of;
 
 void launch(const char *kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t s, std::function<void()> body) {
     Lock lock;
@@ -552,6 +557,8 @@ void launch(const char *kernel, dim3 grid, dim3 block, size_t shared_bytes, cuda
     }
     if (shared_bytes > 0) fatal("kernel %s: dynamic shared memory (%zu bytes) is not emulated", kernel, shared_bytes);
     const uint64_t no = ++launches;
+    if (!launches_of) launches_of = new std::map<std::string, long>;
+    (*launches_of)[kernel]++;
     enqueue(s, kernel, [kernel, grid, block, body = std::move(body), no]() { run_grid(kernel, grid, block, body, no); }, true);
 }
 
@@ -565,3 +572,10 @@ void running_thread(char *buf, size_t n) {
 }
 
 } // namespace emu
+
+extern "C" long emu_launches(const char *kernel) {
+    emu::Lock lock;
+    if (!emu::launches_of) return 0;
+    auto it = emu::launches_of->find(kernel);
+    return it == emu::launches_of->end() ? 0 : it->second;
+}

@@ -1,0 +1,18 @@
+/* emu_counts.h: what the emulated device counts, for tests of how the GPU backend uses the device
+ * (tests/test_gpu_guards.c). Only the emulated build (make GPU_EMU=1) has it. */
+#ifndef NVCNN_EMU_COUNTS_H
+#define NVCNN_EMU_COUNTS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Launches of `kernel` that the device accepted so far in this process, by the name LAUNCH
+ * gives it (src/cuda/common.h: the kernel as written, "k_larc_norms" or "k_bias_partial<T>"). */
+long emu_launches(const char *kernel);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
