@@ -561,18 +561,32 @@ TEST(gpu_larc_steps_match_cpu) {
 }
 
 /* Every model of the zoo, reduced (reduced.h), trained two steps on both backends from the same
- * start and batch, in one precision. Compared: the losses of both steps, and the first update
- * w1 - w0 relative to its largest element (it is the gradient, through the optimizer: a wrong
- * gradient shows there at first order, whatever the weights' size).
+ * start and batch (8 samples), in one precision. Compared:
+ *   - the losses of both steps (the first one is the forward pass from the identical start),
+ *     within the precision's tolerance;
+ *   - the first update u = w1 - w0 (the gradient, through the optimizer and, in fp16, the loss
+ *     scale) as its component along the CPU's: |u_gpu . u_cpu / |u_cpu|^2 - 1|. A gradient off in
+ *     scale or sign, or one that misses a tensor's share, shows there;
+ *   - the first update element by element, max |u_gpu - u_cpu| over max |u_cpu|, where the net's
+ *     conditioning lets that comparison say something (below).
  *
- * How close the two backends can be depends on the net as much as on the precision: at
- * initialisation, batch norm with batch statistics makes these deep narrow nets chaotic (reduced
- * resnet152: the gradient's largest element is 3e8, and an input perturbed by 1e-7 changes its first
- * update by more than 100 %, on the CPU alone). So each model's own sensitivity is measured in the
- * test: a third run, on the CPU, from inputs and weights perturbed by the precision's rounding
- * (relative 2^-24 for fp32, 2^-11 for tf32 and fp16, 2^-8 for bf16, signs alternating; two such
- * runs, the larger effect counts). The GPU must agree with the CPU within the larger of the
- * precision's tolerance and 30 times that sensitivity: as well as the net's conditioning allows. Both figures go in the parity table. */
+ * The nets run with ELU where the models have ReLU. With ReLU and batch statistics these narrow
+ * nets are no smooth function of their inputs at the scale of 16-bit rounding: inputs and weights
+ * perturbed by 2^-11 (relative) change reduced resnet101's first loss by 9 % and its first update
+ * by more than 100 %, on the CPU alone (with ELU: 0.2 % and 5 %), so that no limit would separate a
+ * correct GPU from a wrong one. ReLU runs in the layer tests and in whole nets in
+ * gpu_training_steps_match_cpu and gpu_larc_steps_match_cpu.
+ *
+ * How closely the first update is determined still depends on the net and the precision. Each
+ * model's sensitivity is measured in the test, on the CPU: the first update's element-wise change
+ * when the inputs and weights are perturbed by the precision's rounding (relative 2^-24 for fp32,
+ * 2^-11 for tf32 and fp16, 2^-8 for bf16, signs alternating; two such runs, the larger effect
+ * counts). The element-wise limit is the larger of the precision's floor and 10 times that
+ * sensitivity (the GPU's error was at most 2.3 times it); where that limit would exceed 0.1 the
+ * comparison would accept nearly anything and is left out, and the row says so: in bf16 the first
+ * updates of the deep batch-norm nets move by 20-40 % when only their inputs and weights are
+ * rounded. The losses and the component along the CPU's update are compared for every model in
+ * every precision. */
 typedef struct ModelRun {
     double loss[2];
     float *update; /* [params_total] w1 - w0 */
@@ -580,11 +594,11 @@ typedef struct ModelRun {
     double max_grad; /* the first step's largest gradient */
 } ModelRun;
 
-/* Two steps of reduced model rd (batch B) on the GPU in `precision`, or on the CPU with inputs and
- * weights scaled by (1 + u s_i), s_i = -1, 0, 1 in turn from the phase-th. */
+/* Two steps of reduced model rd (batch B, ELU) on the GPU in `precision`, or on the CPU with
+ * inputs and weights scaled by (1 + u s_i), s_i = -1, 0, 1 in turn from the phase-th. */
 static int run_model(const Reduced *rd, int B, int gpu, int precision, double u, int phase, ModelRun *out) {
     const ModelInfo *mi = model_find(rd->name);
-    Net *n = model_build_reduced(mi, B, 10, rd->size, rd->div, ACT_RELU);
+    Net *n = model_build_reduced(mi, B, 10, rd->size, rd->div, ACT_ELU);
     for (int k = 0; k < n->nlayer; k++) /* the backends draw different dropout masks: keep everything */
         if (strcmp(n->layer[k].ops->type, "dropout") == 0) ((Dropout *)n->layer[k].priv)->keep = 1.0f;
     net_finalize(n, 1);
@@ -631,68 +645,93 @@ static int run_model(const Reduced *rd, int B, int gpu, int precision, double u,
     return (int)P;
 }
 
-/* the larger of the losses' relative difference and the updates' (max |a - b| over max |b|) */
-static void model_diff(const ModelRun *a, const ModelRun *b, int P, double *dl, double *du) {
-    *dl = 0;
-    for (int k = 0; k < 2; k++) *dl = fmax(*dl, fabs(a->loss[k] - b->loss[k]) / fmax(fabs(b->loss[k]), 1e-6));
-    double d = 0, m = 1e-30;
-    for (int i = 0; i < P; i++) {
-        d = fmax(d, fabs((double)a->update[i] - (double)b->update[i]));
-        m = fmax(m, fabs((double)b->update[i]));
+/* How run a differs from run b: the losses (the larger relative difference of the two steps), the
+ * first update's component along b's, and the first update element by element; with the
+ * absolute differences for the parity table. */
+typedef struct ModelDiff {
+    double loss, along, update;
+    double loss_abs, update_abs;
+} ModelDiff;
+
+static ModelDiff model_diff(const ModelRun *a, const ModelRun *b, int P) {
+    ModelDiff r = {0, 0, 0, 0, 0};
+    for (int k = 0; k < 2; k++) {
+        r.loss = fmax(r.loss, fabs(a->loss[k] - b->loss[k]) / fmax(fabs(b->loss[k]), 1e-6));
+        r.loss_abs = fmax(r.loss_abs, fabs(a->loss[k] - b->loss[k]));
     }
-    *du = d / m;
+    double m = 1e-30, ab = 0, bb = 1e-300;
+    for (int i = 0; i < P; i++) {
+        const double x = a->update[i], y = b->update[i];
+        r.update_abs = fmax(r.update_abs, fabs(x - y));
+        m = fmax(m, fabs(y));
+        ab += x * y;
+        bb += y * y;
+    }
+    r.update = r.update_abs / m;
+    r.along = fabs(ab / bb - 1);
+    return r;
 }
 
-static void every_model(int precision, double u, double tol_loss, double tol_update) {
+/* tol_loss: the losses' limit; tol_along: the limit of the component along the CPU's update;
+ * floor_update: the element-wise limit's floor (see above). */
+static void every_model(int precision, double u, double tol_loss, double tol_along, double floor_update) {
+    const char *pn = precision_name((Precision)precision);
     for (int i = 0; i < REDUCED_COUNT; i++) {
         const Reduced *rd = &reduced[i];
         ModelRun cpu, gpu, near[2];
         int P = run_model(rd, 8, 0, precision, 0, 0, &cpu);
         if (run_model(rd, 8, 1, precision, 0, 0, &gpu) != P) continue;
-        double el, eu, sl = 0, su = 0;
-        model_diff(&gpu, &cpu, P, &el, &eu);
-        for (int k = 0; k < 2; k++) { /* the sensitivity: the larger of two perturbations' effects */
-            double l, w;
+        ModelDiff e = model_diff(&gpu, &cpu, P);
+        double su = 0; /* the sensitivity: the larger of two perturbations' effects */
+        for (int k = 0; k < 2; k++) {
             run_model(rd, 8, 0, precision, u, k, &near[k]);
-            model_diff(&near[k], &cpu, P, &l, &w);
-            sl = fmax(sl, l);
-            su = fmax(su, w);
+            su = fmax(su, model_diff(&near[k], &cpu, P).update);
         }
-        const double tl = fmax(tol_loss, 30 * sl), tu = fmax(tol_update, 30 * su);
-        /* fp16 (loss scale 128) skips a step whose gradients overflow its 65504: the deepest of
-         * these nets have gradients far beyond (reduced resnet152: 3e8), and for them a skip is
-         * the right answer, and nothing to compare */
-        if (precision == PREC_FP16 && gpu.skipped) {
-            CHECK_MSG(cpu.max_grad * 128 > 65504.0 / 16, "%s fp16: a step was skipped although the largest gradient is %.3g", rd->name,
-                      cpu.max_grad);
-            printf("    %s fp16: %d of 2 steps skipped (overflow: the CPU's largest gradient is %.3g)\n", rd->name, gpu.skipped, cpu.max_grad);
-            free(cpu.update), free(gpu.update), free(near[0].update), free(near[1].update);
-            continue;
-        }
-        CHECK_MSG(el <= tl && eu <= tu && isfinite(gpu.loss[1]) && gpu.skipped == 0,
-                  "%s %s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g (limit %.3g); first update %.3g (limit %.3g)", rd->name,
-                  precision_name((Precision)precision), cpu.loss[0], cpu.loss[1], gpu.loss[0], gpu.loss[1], el, tl, eu, tu);
+        const double tu = fmax(floor_update, 10 * su);
+        /* fp16's loss scale (128) times the largest gradient (at most 10 in these nets) is far
+         * from fp16's 65504: a skipped step is an error here */
+        CHECK_MSG(gpu.skipped == 0 && isfinite(gpu.loss[0]) && isfinite(gpu.loss[1]), "%s %s: losses %g, %g, %d of 2 steps skipped (largest gradient on the CPU %.3g)",
+                  rd->name, pn, gpu.loss[0], gpu.loss[1], gpu.skipped, cpu.max_grad);
+        CHECK_MSG(e.loss <= tol_loss, "%s %s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g > %.3g", rd->name, pn, cpu.loss[0], cpu.loss[1],
+                  gpu.loss[0], gpu.loss[1], e.loss, tol_loss);
+        CHECK_MSG(e.along <= tol_along, "%s %s: first update's component along the CPU's off by %.3g > %.3g", rd->name, pn, e.along, tol_along);
+        CHECK_MSG(tu > 0.1 || e.update <= tu, "%s %s: first update element-wise %.3g > %.3g (sensitivity %.3g)", rd->name, pn, e.update, tu, su);
         char what[200];
-        snprintf(what, sizeof what, "%s %dx%d /%d, 2 steps: losses (sensitivity %.1e); first update %.2e (sensitivity %.1e, limit %.1e)",
-                 rd->name, rd->size, rd->size, rd->div, sl, eu, su, tu);
-        parity_row(what, precision, fabs(gpu.loss[1] - cpu.loss[1]), el, tl);
+        snprintf(what, sizeof what, "%s %dx%d /%d, 2 steps: losses", rd->name, rd->size, rd->size, rd->div);
+        parity_row(what, precision, e.loss_abs, e.loss, tol_loss);
+        snprintf(what, sizeof what, "%s %dx%d /%d: first update along the CPU's", rd->name, rd->size, rd->size, rd->div);
+        parity_row(what, precision, e.along, e.along, tol_along);
+        if (tu <= 0.1) {
+            snprintf(what, sizeof what, "%s %dx%d /%d: first update element-wise (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, su);
+            parity_row(what, precision, e.update_abs, e.update, tu);
+        } else {
+            printf("    %s %s: first update element-wise %.2e, not compared: its sensitivity %.2e allows no limit within 0.1\n", rd->name, pn,
+                   e.update, su);
+        }
         free(cpu.update), free(gpu.update), free(near[0].update), free(near[1].update);
     }
 }
 
-/* The precisions' tolerances (losses, first update) come from the nets without batch norm, whose
- * conditioning is good (the largest differences measured, with a margin of 5 or more). */
+/* The limits: the losses within the precision's tolerance (fp32: 1e-5); the component along the
+ * CPU's update within 1e-4 in fp32 (googlenet's is 1.4e-5: a max pool's choice that flips) and 0.1
+ * in the others; the element-wise floor is 1e-3 in fp32 and the precision's tolerance in the
+ * others. Measured on the emulated device, every error is within a third of its limit but bf16's
+ * component along the CPU's update: 0.044 for resnext152 and 0.033 for resnext50, as much as the
+ * CPU's own moves when its inputs and weights are perturbed by bf16's rounding (0.04). These
+ * errors come from the 16-bit rounding; the emulated device's arithmetic is the same on every
+ * x86-64 CPU and the CPU reference's varies in fp32's last bits, which move them by less than
+ * 1e-4. */
 TEST_LIMIT(gpu_every_model_trains_fp32, 1200) {
-    if (have_gpu()) every_model(PREC_FP32, 0x1p-24, 1e-6, 1e-3);
+    if (have_gpu()) every_model(PREC_FP32, 0x1p-24, 1e-5, 1e-4, 1e-3);
 }
 TEST_LIMIT(gpu_every_model_trains_tf32, 1200) {
-    if (have_gpu()) every_model(PREC_TF32, 0x1p-11, 1e-3, 0.65);
+    if (have_gpu()) every_model(PREC_TF32, 0x1p-11, 2e-2, 0.1, 2e-2);
 }
 TEST_LIMIT(gpu_every_model_trains_fp16, 1200) {
-    if (have_gpu()) every_model(PREC_FP16, 0x1p-11, 1e-3, 0.65);
+    if (have_gpu()) every_model(PREC_FP16, 0x1p-11, 1e-2, 0.1, 1e-2);
 }
 TEST_LIMIT(gpu_every_model_trains_bf16, 1200) {
-    if (have_gpu()) every_model(PREC_BF16, 0x1p-8, 5e-3, 0.65);
+    if (have_gpu()) every_model(PREC_BF16, 0x1p-8, 6e-2, 0.1, 6e-2);
 }
 
 /* fp16 with dynamic loss scaling: a batch that overflows fp16 (inputs times 1e6) gives inf/nan
