@@ -160,97 +160,120 @@ static int mk_dropout_keep1(Net *n, int x) { return dropout_create(n, x, 1.0f); 
 static Act cur_act;
 static int mk_act(Net *n, int x) { return act_create(n, x, cur_act, 0.2f); }
 
+/* One layer case: its input shape, its builder, the activation mk_act uses, and its fp32
+ * tolerance (the other precisions' are precision_tol's). */
+typedef struct LayerCase {
+    const char *what;
+    int n, c, h, w;
+    MakeLayer make;
+    Act act;
+    double tol_fp32;
+} LayerCase;
+
+/* The tolerances meant for the H100, in every layer test: tf32 (fp32 storage, TF32 products in
+ * the convolutions and GEMMs), fp16 and bf16 (the storage type on the device, fp32 master
+ * weights) against the fp32 CPU reference, within their rounding (TF32 and fp16 keep 11 bits,
+ * bf16 8). */
+static double precision_tol(int precision, const LayerCase *lc) {
+    switch (precision) {
+    case PREC_TF32: return 2e-2;
+    case PREC_FP16: return 1e-2;
+    case PREC_BF16: return 6e-2;
+    default: return lc->tol_fp32;
+    }
+}
+
+static void layer_cases(const LayerCase *lc, int count, int precision) {
+    for (int i = 0; i < count; i++) {
+        cur_act = lc[i].act;
+        parity(lc[i].what, lc[i].n, lc[i].c, lc[i].h, lc[i].w, lc[i].make, precision, precision_tol(precision, &lc[i]));
+    }
+}
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const LayerCase conv_cases[] = {
+    {"conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same, ACT_LINEAR, 1e-4},
+    {"conv 3x3/2 SAME uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven, ACT_LINEAR, 1e-4},
+    {"conv 7x7/2 SAME_RESNET", 2, 3, 16, 16, mk_conv_resnet7, ACT_LINEAR, 1e-4},
+    {"conv 11x11/4 VALID + bias", 2, 3, 27, 27, mk_conv_valid11, ACT_LINEAR, 1e-4},
+    {"conv 1x7 SAME", 2, 5, 9, 9, mk_conv_1x7, ACT_LINEAR, 1e-4},
+    {"conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, ACT_LINEAR, 1e-4},
+    {"conv 3x3 stride 2x1", 2, 3, 9, 8, mk_conv_s21, ACT_LINEAR, 1e-4},
+    {"conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512, ACT_LINEAR, 1e-4},
+};
+
+/* Grouped convolutions (cuDNN's group count) and the weighted residual sum (Inception-ResNet). */
+static const LayerCase grouped_cases[] = {
+    {"conv 3x3 4 groups + bias", 2, 8, 9, 9, mk_conv_g4, ACT_LINEAR, 1e-4},
+    {"conv 3x3/2 2 groups uneven pad", 2, 4, 10, 10, mk_conv_g2_s2_uneven, ACT_LINEAR, 1e-4},
+    {"conv 3x3 depthwise", 2, 6, 7, 7, mk_conv_depthwise, ACT_LINEAR, 1e-4},
+    {"conv 3x3 32 groups of 4", 2, 128, 6, 6, mk_conv_g32, ACT_LINEAR, 1e-4},
+    {"residual a + 0.2 b", 2, 3, 6, 6, mk_add_scaled, ACT_LINEAR, 1e-4},
+};
+
+static const LayerCase bn_pool_cases[] = {
+    {"bn 4-D", 4, 5, 6, 7, mk_bn, ACT_LINEAR, 1e-4},
+    {"maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool, ACT_LINEAR, 1e-5},
+    {"maxpool 3x3/2 VALID", 2, 3, 9, 9, mk_maxpool_valid, ACT_LINEAR, 1e-5},
+    {"avgpool 3x3/1 SAME", 2, 3, 7, 6, mk_avgpool, ACT_LINEAR, 1e-5},
+    {"avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2, ACT_LINEAR, 1e-5},
+    {"spatial average", 3, 4, 5, 5, mk_spatial_avg, ACT_LINEAR, 1e-5},
+    {"fc + relu", 4, 3, 5, 5, mk_fc_relu, ACT_LINEAR, 1e-4},
+    {"concat of 3", 2, 3, 6, 6, mk_concat, ACT_LINEAR, 1e-4},
+    {"residual add", 2, 3, 6, 6, mk_add, ACT_LINEAR, 1e-4},
+    {"dropout keep 1", 2, 3, 4, 4, mk_dropout_keep1, ACT_LINEAR, 1e-5},
+};
+
+static const LayerCase act_cases[] = {
+    {"relu", 2, 3, 5, 5, mk_act, ACT_RELU, 1e-5},       {"relu6", 2, 3, 5, 5, mk_act, ACT_RELU6, 1e-5},
+    {"elu", 2, 3, 5, 5, mk_act, ACT_ELU, 1e-5},         {"sigmoid", 2, 3, 5, 5, mk_act, ACT_SIGMOID, 1e-5},
+    {"tanh", 2, 3, 5, 5, mk_act, ACT_TANH, 1e-5},       {"lrelu", 2, 3, 5, 5, mk_act, ACT_LRELU, 1e-5},
+};
+
+/* Each table's cases in fp32 here; gpu_tf32_fp16_bf16_layers_match_cpu runs every one of them in
+ * the other three precisions. */
 TEST(gpu_conv_matches_cpu) {
-    if (!have_gpu()) return;
-    parity("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same, PREC_FP32, 1e-4);
-    parity("conv 3x3/2 SAME uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven, PREC_FP32, 1e-4);
-    parity("conv 7x7/2 SAME_RESNET", 2, 3, 16, 16, mk_conv_resnet7, PREC_FP32, 1e-4);
-    parity("conv 11x11/4 VALID + bias", 2, 3, 27, 27, mk_conv_valid11, PREC_FP32, 1e-4);
-    parity("conv 1x7 SAME", 2, 5, 9, 9, mk_conv_1x7, PREC_FP32, 1e-4);
-    parity("conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, PREC_FP32, 1e-4);
-    parity("conv 3x3 stride 2x1", 2, 3, 9, 8, mk_conv_s21, PREC_FP32, 1e-4);
-    parity("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512, PREC_FP32, 1e-4);
-    parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
+    if (have_gpu()) layer_cases(conv_cases, COUNT(conv_cases), PREC_FP32);
 }
 
 /* cudnnFind* lists each algorithm once per math type. On the emulated device NVCNN_EMU_FIND=
  * duplicates puts DEFAULT-math (TF32) copies of every algorithm ahead of the rest: a caller that asks
- * for as many results as there are algorithms gets only those, none of which true fp32 may use. */
+ * for as many results as there are algorithms gets only those, none of which true fp32 may use.
+ * The other precisions' searches go through the same list: each runs here too. */
 TEST(gpu_conv_finds_fp32_algorithms_among_duplicates) {
 #ifdef NVCNN_GPU_EMU
     setenv("NVCNN_EMU_FIND", "duplicates", 1);
 #endif
     if (!have_gpu()) return;
-    parity("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same, PREC_FP32, 1e-4);
-    parity("conv 3x3 4 groups + bias", 2, 8, 9, 9, mk_conv_g4, PREC_FP32, 1e-4);
-    parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
-}
-
-/* Grouped convolutions (cuDNN's group count) and the weighted residual sum (Inception-ResNet). */
-TEST(gpu_grouped_conv_and_scaled_add_match_cpu) {
-    if (!have_gpu()) return;
-    parity("conv 3x3 4 groups + bias", 2, 8, 9, 9, mk_conv_g4, PREC_FP32, 1e-4);
-    parity("conv 3x3/2 2 groups uneven pad", 2, 4, 10, 10, mk_conv_g2_s2_uneven, PREC_FP32, 1e-4);
-    parity("conv 3x3 depthwise", 2, 6, 7, 7, mk_conv_depthwise, PREC_FP32, 1e-4);
-    parity("conv 3x3 32 groups of 4", 2, 128, 6, 6, mk_conv_g32, PREC_FP32, 1e-4);
-    parity("residual a + 0.2 b", 2, 3, 6, 6, mk_add_scaled, PREC_FP32, 1e-4);
-    parity("conv 3x3 4 groups tf32", 2, 8, 9, 9, mk_conv_g4, PREC_TF32, 2e-2);
-    parity("conv 3x3 32 groups fp16", 2, 128, 6, 6, mk_conv_g32, PREC_FP16, 1e-2);
-    parity("conv 3x3/2 2 groups bf16", 2, 4, 10, 10, mk_conv_g2_s2_uneven, PREC_BF16, 6e-2);
-    parity("residual a + 0.2 b fp16", 2, 3, 6, 6, mk_add_scaled, PREC_FP16, 1e-2);
-    parity("residual a + 0.2 b bf16", 2, 3, 6, 6, mk_add_scaled, PREC_BF16, 6e-2);
-}
-
-TEST(gpu_bn_pool_reshape_match_cpu) {
-    if (!have_gpu()) return;
-    parity("bn 4-D", 4, 5, 6, 7, mk_bn, PREC_FP32, 1e-4);
-    parity("maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool, PREC_FP32, 1e-5);
-    parity("maxpool 3x3/2 VALID", 2, 3, 9, 9, mk_maxpool_valid, PREC_FP32, 1e-5);
-    parity("avgpool 3x3/1 SAME", 2, 3, 7, 6, mk_avgpool, PREC_FP32, 1e-5);
-    parity("avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2, PREC_FP32, 1e-5);
-    parity("spatial average", 3, 4, 5, 5, mk_spatial_avg, PREC_FP32, 1e-5);
-    parity("fc + relu", 4, 3, 5, 5, mk_fc_relu, PREC_FP32, 1e-4);
-    parity("concat of 3", 2, 3, 6, 6, mk_concat, PREC_FP32, 1e-4);
-    parity("residual add", 2, 3, 6, 6, mk_add, PREC_FP32, 1e-4);
-    parity("dropout keep 1", 2, 3, 4, 4, mk_dropout_keep1, PREC_FP32, 1e-5);
-}
-
-TEST(gpu_activations_match_cpu) {
-    if (!have_gpu()) return;
-    const Act acts[] = {ACT_RELU, ACT_RELU6, ACT_ELU, ACT_SIGMOID, ACT_TANH, ACT_LRELU};
-    const char *names[] = {"relu", "relu6", "elu", "sigmoid", "tanh", "lrelu"};
-    for (int i = 0; i < 6; i++) {
-        cur_act = acts[i];
-        parity(names[i], 2, 3, 5, 5, mk_act, PREC_FP32, 1e-5);
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
+    for (int k = 0; k < 4; k++) {
+        layer_cases(&conv_cases[0], 1, precs[k]);
+        layer_cases(&grouped_cases[0], 1, precs[k]);
     }
 }
 
-/* tf32 (fp32 storage, TF32 products in the convolutions and GEMMs), fp16 and bf16 (storage type
- * on the device, fp32 master weights) against the fp32 CPU reference: every layer type, within
- * the rounding (TF32 and fp16 keep 11 bits, bf16 8). */
+TEST(gpu_grouped_conv_and_scaled_add_match_cpu) {
+    if (have_gpu()) layer_cases(grouped_cases, COUNT(grouped_cases), PREC_FP32);
+}
+
+TEST(gpu_bn_pool_reshape_match_cpu) {
+    if (have_gpu()) layer_cases(bn_pool_cases, COUNT(bn_pool_cases), PREC_FP32);
+}
+
+TEST(gpu_activations_match_cpu) {
+    if (have_gpu()) layer_cases(act_cases, COUNT(act_cases), PREC_FP32);
+}
+
+/* Every layer case of the tests above in tf32, fp16 and bf16, at the precision's tolerance. */
 TEST(gpu_tf32_fp16_bf16_layers_match_cpu) {
     if (!have_gpu()) return;
     const int precs[3] = {PREC_TF32, PREC_FP16, PREC_BF16};
-    const double tol[3] = {2e-2, 1e-2, 6e-2};
     for (int k = 0; k < 3; k++) {
-#define HALF(what, n, c, h, w, mk) parity(what, n, c, h, w, mk, precs[k], tol[k])
-        HALF("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same);
-        HALF("conv 3x3/2 uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven);
-        HALF("conv 1x1/2", 2, 8, 8, 8, mk_conv_1x1_s2);
-        HALF("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512);
-        HALF("bn 4-D", 4, 5, 6, 7, mk_bn);
-        HALF("maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool);
-        HALF("avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2);
-        HALF("spatial average", 3, 4, 5, 5, mk_spatial_avg);
-        HALF("fc + relu", 4, 3, 5, 5, mk_fc_relu);
-        HALF("concat of 3", 2, 3, 6, 6, mk_concat);
-        HALF("residual add", 2, 3, 6, 6, mk_add);
-        HALF("dropout keep 1", 2, 3, 4, 4, mk_dropout_keep1);
-        cur_act = ACT_TANH;
-        HALF("tanh", 2, 3, 5, 5, mk_act);
-        cur_act = ACT_LRELU;
-        HALF("lrelu", 2, 3, 5, 5, mk_act);
-#undef HALF
+        layer_cases(conv_cases, COUNT(conv_cases), precs[k]);
+        layer_cases(grouped_cases, COUNT(grouped_cases), precs[k]);
+        layer_cases(bn_pool_cases, COUNT(bn_pool_cases), precs[k]);
+        layer_cases(act_cases, COUNT(act_cases), precs[k]);
     }
 }
 
