@@ -336,14 +336,22 @@ TEST(gpu_dropout_mask_law_and_backward) {
 }
 
 /* N training steps of a model (at image size `size` with its widths divided by `div`, see
- * model_build_reduced) on both backends from the same start, same batch: parameters and losses
- * agree. */
+ * model_build_reduced) on both backends from the same start, same batch (fp16 with a static loss
+ * scale of 128, which the CPU run has too: exact in fp32). Compared: the loss of every step, and
+ * the displacement D = w_N - w_0 as its component along the CPU's (|D_gpu . D_cpu / |D_cpu|^2 - 1|),
+ * both within the precision's tolerance (fp32: 1e-5); in fp32 also D element by element (max
+ * |D_gpu - D_cpu| over max |D_cpu|) within 1e-4. Element by element, the 16-bit displacements
+ * differ from the CPU's by up to 3.5 % (lenet tf32 and fp16, in one of fc0's biases, whose unit
+ * sits at ReLU's kink) and 7.5 % (the reduced vgg11 in bf16), too much for a limit that would
+ * still tell a wrong gradient from a right one; their components along the CPU's are within 3e-3,
+ * the losses within 5e-4 (measured on the emulated device). */
 /* LARC's trust coefficient for the next steps_agree_sized (0: off) and its mode (1: scale). */
 static double cur_larc_eta;
 static int cur_larc_scale;
 
-static void steps_agree_sized(const char *model, int size, int div, int batch, int steps, int precision, double loss_scale,
-                              double tol) {
+static void steps_agree_sized(const char *model, int size, int div, int batch, int steps, int precision) {
+    const char *pn = precision_name((Precision)precision);
+    const double tol = precision == PREC_TF32 ? 2e-2 : precision == PREC_FP16 ? 1e-2 : precision == PREC_BF16 ? 6e-2 : 1e-5;
     const ModelInfo *mi = model_find(model);
     Net *a = model_build_reduced(mi, batch, 10, size, div, ACT_RELU), *b = model_build_reduced(mi, batch, 10, size, div, ACT_RELU);
     /* the backends draw different dropout masks: keep everything */
@@ -361,6 +369,9 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
     memcpy(b->node[b->input].data, a->node[a->input].data, ni * 4);
     int32_t *labels = xmalloc((size_t)batch * 4);
     labels_synthetic(labels, batch, 10, &r);
+    const size_t P = a->params_total;
+    float *w0 = xmalloc(P * sizeof *w0);
+    memcpy(w0, a->params, P * sizeof *w0);
     Dist d = {0, 1, 0, 1, 0}; /* one rank, no MPI */
     TrainerConfig tc;
     memset(&tc, 0, sizeof tc);
@@ -369,7 +380,7 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
     tc.opt.weight_decay = 1e-4;
     tc.opt.larc_eta = cur_larc_eta;
     tc.opt.larc_scale = cur_larc_scale;
-    tc.loss_scale = loss_scale;
+    tc.loss_scale = precision == PREC_FP16 ? 128 : 1;
     char err[256];
     int oom;
     GpuNet *g = gpunet_new(b, 0, precision, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
@@ -378,40 +389,55 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
     Trainer tcpu, tgpu;
     trainer_init(&tcpu, a, &d, &tc, NULL);
     trainer_init(&tgpu, b, &d, &tc, g);
-    double worst_loss = 0;
+    double worst_loss = 0, loss_abs = 0;
     for (int s = 0; s < steps; s++) {
         double la = trainer_step(&tcpu, labels, 0.01), lb = trainer_step(&tgpu, labels, 0.01);
         worst_loss = fmax(worst_loss, fabs(la - lb) / fmax(fabs(la), 1e-6));
+        loss_abs = fmax(loss_abs, fabs(la - lb));
     }
     trainer_sync_host(&tgpu);
-    double abs_err = 0, e = rel_err(b->params, a->params, a->params_total, &abs_err);
-    CHECK_MSG(e <= tol && worst_loss <= tol, "%s %dx%d /%d %s: parameters %.3g, loss %.3g > %.3g", model, size, size, div,
-              precision_name((Precision)precision), e, worst_loss, tol);
-    char what[160];
-    snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s (parameters, loss)", model, size, size, div, steps,
-             cur_larc_eta > 0 ? (cur_larc_scale ? ", LARC scale" : ", LARC clip") : "");
-    parity_row(what, precision, abs_err, fmax(e, worst_loss), tol);
+    double dd = 0, dm = 1e-30, ab = 0, bb = 1e-300;
+    for (size_t i = 0; i < P; i++) {
+        const double x = (double)b->params[i] - w0[i], y = (double)a->params[i] - w0[i];
+        dd = fmax(dd, fabs(x - y));
+        dm = fmax(dm, fabs(y));
+        ab += x * y;
+        bb += y * y;
+    }
+    const double along = fabs(ab / bb - 1), elementwise = dd / dm;
+    CHECK_MSG(worst_loss <= tol && along <= tol && tgpu.skipped_steps == 0, "%s %dx%d /%d %s: losses %.3g, displacement along the CPU's %.3g > %.3g, %ld skipped",
+              model, size, size, div, pn, worst_loss, along, tol, tgpu.skipped_steps);
+    CHECK_MSG(precision != PREC_FP32 || elementwise <= 1e-4, "%s %dx%d /%d fp32: displacement %.3g > 1e-4", model, size, size, div, elementwise);
+    char what[200];
+    const char *larc = cur_larc_eta > 0 ? (cur_larc_scale ? ", LARC scale" : ", LARC clip") : "";
+    snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s: losses", model, size, size, div, steps, larc);
+    parity_row(what, precision, loss_abs, worst_loss, tol);
+    snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s: displacement along the CPU's", model, size, size, div, steps, larc);
+    parity_row(what, precision, along, along, tol);
+    if (precision == PREC_FP32) {
+        snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s: displacement", model, size, size, div, steps, larc);
+        parity_row(what, precision, dd, elementwise, 1e-4);
+    } else {
+        printf("    %s %s%s: displacement element by element %.2e (not compared)\n", model, pn, larc, elementwise);
+    }
     trainer_free(&tcpu);
     trainer_free(&tgpu);
     gpunet_free(g);
     net_free(a);
     net_free(b);
-    free(labels);
+    free(labels), free(w0);
 }
 
-static void steps_agree(const char *model, int batch, int steps, int precision, double loss_scale, double tol) {
-    steps_agree_sized(model, model_find(model)->image_size, 1, batch, steps, precision, loss_scale, tol);
+static void steps_agree(const char *model, int batch, int steps, int precision) {
+    steps_agree_sized(model, model_find(model)->image_size, 1, batch, steps, precision);
 }
 
 /* lenet, five steps at nvcnn's learning rate for it, in every precision (the other models: the
  * gpu_every_model_trains_* tests). */
 TEST(gpu_training_steps_match_cpu) {
     if (!have_gpu()) return;
-    steps_agree("lenet", 16, 5, PREC_FP32, 1, 1e-3);
-    steps_agree("lenet", 16, 5, PREC_TF32, 1, 2e-2);
-    /* fp16 with a static loss scale (the CPU run has the same scale: exact in fp32) */
-    steps_agree("lenet", 16, 5, PREC_FP16, 128, 3e-2);
-    steps_agree("lenet", 16, 5, PREC_BF16, 1, 1e-1);
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
+    for (int k = 0; k < 4; k++) steps_agree("lenet", 16, 5, precs[k]);
 }
 
 /* Two random batches of NHWC bytes and labels for net's input, in pinned memory (gpu_host_free). */
@@ -599,14 +625,17 @@ TEST(gpu_run_reports_its_search_and_workspace) {
 }
 
 /* LARC on the device (one launch for the chunks' norms, one for the factors, one for the update)
- * against optim.c's per-tensor loop, in both modes. */
+ * against optim.c's per-tensor loop, in both modes and every precision (the norms are taken of the
+ * fp32 gradients and master weights, after fp16's unscaling). */
 TEST(gpu_larc_steps_match_cpu) {
     if (!have_gpu()) return;
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
     cur_larc_eta = 0.002;
-    for (cur_larc_scale = 0; cur_larc_scale < 2; cur_larc_scale++) {
-        steps_agree("lenet", 16, 4, PREC_FP32, 1, 1e-3);
-        steps_agree_sized("vgg11", 32, 16, 4, 3, PREC_FP32, 1, 1e-3); /* 22 tensors, no batch norm */
-    }
+    for (cur_larc_scale = 0; cur_larc_scale < 2; cur_larc_scale++)
+        for (int k = 0; k < 4; k++) {
+            steps_agree("lenet", 16, 4, precs[k]);
+            steps_agree_sized("vgg11", 32, 16, 4, 3, precs[k]); /* 22 tensors, no batch norm */
+        }
     cur_larc_scale = 0;
     cur_larc_eta = 0;
 }
