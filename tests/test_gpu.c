@@ -868,8 +868,13 @@ TEST(gpu_fp16_dynamic_loss_scale_skips_an_overflow_and_recovers) {
 
 /* A run's checkpoint moves between the backends: 4 steps on the GPU, 4 more on the CPU from its
  * checkpoint, 4 more on the GPU from the CPU's; each resumes at the step it was at, and the last
- * checkpoint's weights are within fp32's cross-backend tolerance of the same three runs made on
- * the CPU alone. */
+ * checkpoint's weights are close to those of the same three runs made on the CPU alone: within
+ * 1e-4 of the largest weight in fp32 (measured on the emulated device: 1.7e-5) and 1e-3 with the
+ * GPU runs in fp16 (1.1e-4). The 8 steps after the first checkpoint move the weights by 4.4e-3
+ * of the largest: a resume that lost the weights differs by about that much. fp16 is the 16-bit
+ * path: after a restore the device casts the fp32 weights into its storage type, as bf16 does;
+ * tf32 stores fp32 as fp32 does. (bf16's rounding, 8 times fp16's, moves the weights here by
+ * 6.5e-4, too close to what the test must tell apart.) */
 static float *ckpt_params(const char *path, size_t *n) {
     Net *net = model_build_net(model_find("lenet"), 16, 10);
     net_finalize(net, 1);
@@ -891,35 +896,42 @@ TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
     if (!gpu_present()) return;
     const char *t = th_tmpdir();
     const char *common = "./nvcnn --model=lenet --num_classes=10 --batch_size=16 --nstep_burnin=0";
+    const char *precs[2] = {"fp32", "fp16"};
+    const double tol[2] = {1e-4, 1e-3};
     char cmd[1024], want[512], path[600], *o = NULL;
-    const char *dev[3] = {"gpu", "cpu", "gpu"};
-    for (int k = 0; k < 3; k++) {
-        snprintf(cmd, sizeof cmd, "%s --device=%s --num_batches=%d --log_dir=%s/xb", common, dev[k], 4 * (k + 1), t);
-        int rc = th_run(cmd, &o);
-        CHECK_MSG(rc == 0, "%s: exit %d\n%s", cmd, rc, o);
-        if (k > 0) {
-            snprintf(want, sizeof want, "Restored from checkpoint %s/xb/ckpt-%d.nvcnn at step %d\n", t, 4 * k, 4 * k);
-            CHECK_MSG(o && strstr(o, want), "want '%s' in:\n%s", want, o);
-        }
-        free(o);
-        o = NULL;
-    }
-    /* the same three runs on the CPU: each run's learning rate decays over its own --num_batches */
+    /* the three runs on the CPU alone: each run's learning rate decays over its own --num_batches */
     for (int k = 0; k < 3; k++) {
         snprintf(cmd, sizeof cmd, "%s --device=cpu --num_batches=%d --log_dir=%s/xr", common, 4 * (k + 1), t);
         CHECK(th_run(cmd, NULL) == 0);
     }
-    size_t na = 0, nb = 0;
-    snprintf(path, sizeof path, "%s/xb/ckpt-12.nvcnn", t);
-    float *a = ckpt_params(path, &na);
+    size_t nb = 0;
     snprintf(path, sizeof path, "%s/xr/ckpt-12.nvcnn", t);
     float *b = ckpt_params(path, &nb);
-    if (a && b && na == nb) {
-        double abs_err = 0, e = rel_err(a, b, na, &abs_err);
-        printf("    4 + 4 + 4 steps gpu -> cpu -> gpu against cpu -> cpu -> cpu: weights' max relative difference %.2e\n", e);
-        CHECK_MSG(e <= 1e-3, "weights differ: %.3g", e);
+    for (int p = 0; p < 2; p++) {
+        const char *dev[3] = {"gpu", "cpu", "gpu"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(cmd, sizeof cmd, "%s --device=%s%s%s --num_batches=%d --log_dir=%s/x%s", common, dev[k], k == 1 ? "" : " --precision=",
+                     k == 1 ? "" : precs[p], 4 * (k + 1), t, precs[p]);
+            int rc = th_run(cmd, &o);
+            CHECK_MSG(rc == 0, "%s: exit %d\n%s", cmd, rc, o);
+            if (k > 0) {
+                snprintf(want, sizeof want, "Restored from checkpoint %s/x%s/ckpt-%d.nvcnn at step %d\n", t, precs[p], 4 * k, 4 * k);
+                CHECK_MSG(o && strstr(o, want), "want '%s' in:\n%s", want, o);
+            }
+            free(o);
+            o = NULL;
+        }
+        size_t na = 0;
+        snprintf(path, sizeof path, "%s/x%s/ckpt-12.nvcnn", t, precs[p]);
+        float *a = ckpt_params(path, &na);
+        if (a && b && na == nb) {
+            double abs_err = 0, e = rel_err(a, b, na, &abs_err);
+            printf("    4 + 4 + 4 steps gpu (%s) -> cpu -> gpu against cpu -> cpu -> cpu: weights' max relative difference %.2e\n", precs[p], e);
+            CHECK_MSG(e <= tol[p], "%s: weights differ: %.3g", precs[p], e);
+        }
+        free(a);
     }
-    free(a), free(b);
+    free(b);
 }
 
 /* The layer parity tests again, in the emulated build under AddressSanitizer
