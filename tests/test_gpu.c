@@ -4,9 +4,9 @@
  *
  * Each comparison prints one row of the parity table (scripts/gpu_check.sh collects them):
  *     parity | TEST | LAYER | PRECISION | MAX ABS | MAX REL | TOLERANCE | pass or FAIL
- * MAX ABS is the largest |gpu - cpu| over everything compared; MAX REL the largest of the
- * quantities' relative errors (max |gpu - cpu| over max |cpu| per quantity), the figure held
- * against the tolerance. */
+ * MAX ABS is the largest |gpu - cpu| over everything compared; MAX REL, the figure held against
+ * the tolerance, the largest of the quantities' relative errors (max |gpu - cpu| over max |cpu|
+ * per quantity), or in the rows "along the CPU's" |gpu . cpu / |cpu|^2 - 1| (MAX ABS too). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,10 +176,14 @@ typedef struct LayerCase {
  * bf16 8). */
 static double precision_tol(int precision, const LayerCase *lc) {
     switch (precision) {
-    case PREC_TF32: return 2e-2;
-    case PREC_FP16: return 1e-2;
-    case PREC_BF16: return 6e-2;
-    default: return lc->tol_fp32;
+    case PREC_TF32:
+        return 2e-2;
+    case PREC_FP16:
+        return 1e-2;
+    case PREC_BF16:
+        return 6e-2;
+    default:
+        return lc->tol_fp32;
     }
 }
 
@@ -226,9 +230,9 @@ static const LayerCase bn_pool_cases[] = {
 };
 
 static const LayerCase act_cases[] = {
-    {"relu", 2, 3, 5, 5, mk_act, ACT_RELU, 1e-5},       {"relu6", 2, 3, 5, 5, mk_act, ACT_RELU6, 1e-5},
-    {"elu", 2, 3, 5, 5, mk_act, ACT_ELU, 1e-5},         {"sigmoid", 2, 3, 5, 5, mk_act, ACT_SIGMOID, 1e-5},
-    {"tanh", 2, 3, 5, 5, mk_act, ACT_TANH, 1e-5},       {"lrelu", 2, 3, 5, 5, mk_act, ACT_LRELU, 1e-5},
+    {"relu", 2, 3, 5, 5, mk_act, ACT_RELU, 1e-5}, {"relu6", 2, 3, 5, 5, mk_act, ACT_RELU6, 1e-5},
+    {"elu", 2, 3, 5, 5, mk_act, ACT_ELU, 1e-5},   {"sigmoid", 2, 3, 5, 5, mk_act, ACT_SIGMOID, 1e-5},
+    {"tanh", 2, 3, 5, 5, mk_act, ACT_TANH, 1e-5}, {"lrelu", 2, 3, 5, 5, mk_act, ACT_LRELU, 1e-5},
 };
 
 /* Each table's cases in fp32 here; gpu_tf32_fp16_bf16_layers_match_cpu runs every one of them in
@@ -338,7 +342,7 @@ TEST(gpu_dropout_mask_law_and_backward) {
 /* N training steps of a model (at image size `size` with its widths divided by `div`, see
  * model_build_reduced) on both backends from the same start, same batch (fp16 with a static loss
  * scale of 128, which the CPU run has too: exact in fp32). Compared: the loss of every step, and
- * the displacement D = w_N - w_0 as its component along the CPU's (|D_gpu . D_cpu / |D_cpu|^2 - 1|),
+ * the displacement D = w_N - w_0 as its component along the CPU's, |D_gpu . D_cpu / |D_cpu|^2 - 1|,
  * both within the precision's tolerance (fp32: 1e-5); in fp32 also D element by element (max
  * |D_gpu - D_cpu| over max |D_cpu|) within 1e-4. Element by element, the 16-bit displacements
  * differ from the CPU's by up to 3.5 % (lenet tf32 and fp16, in one of fc0's biases, whose unit
@@ -405,9 +409,11 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
         bb += y * y;
     }
     const double along = fabs(ab / bb - 1), elementwise = dd / dm;
-    CHECK_MSG(worst_loss <= tol && along <= tol && tgpu.skipped_steps == 0, "%s %dx%d /%d %s: losses %.3g, displacement along the CPU's %.3g > %.3g, %ld skipped",
-              model, size, size, div, pn, worst_loss, along, tol, tgpu.skipped_steps);
-    CHECK_MSG(precision != PREC_FP32 || elementwise <= 1e-4, "%s %dx%d /%d fp32: displacement %.3g > 1e-4", model, size, size, div, elementwise);
+    CHECK_MSG(worst_loss <= tol && along <= tol && tgpu.skipped_steps == 0,
+              "%s %dx%d /%d %s: losses %.3g, displacement along the CPU's %.3g > %.3g, %ld skipped", model, size, size, div, pn, worst_loss,
+              along, tol, tgpu.skipped_steps);
+    CHECK_MSG(precision != PREC_FP32 || elementwise <= 1e-4, "%s %dx%d /%d fp32: displacement %.3g > 1e-4", model, size, size, div,
+              elementwise);
     char what[200];
     const char *larc = cur_larc_eta > 0 ? (cur_larc_scale ? ", LARC scale" : ", LARC clip") : "";
     snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s: losses", model, size, size, div, steps, larc);
@@ -794,12 +800,15 @@ static void every_model(int precision, double u, double tol_loss, double tol_alo
         const double tu = fmax(floor_update, 10 * su);
         /* fp16's loss scale (128) times the largest gradient (at most 10 in these nets) is far
          * from fp16's 65504: a skipped step is an error here */
-        CHECK_MSG(gpu.skipped == 0 && isfinite(gpu.loss[0]) && isfinite(gpu.loss[1]), "%s %s: losses %g, %g, %d of 2 steps skipped (largest gradient on the CPU %.3g)",
-                  rd->name, pn, gpu.loss[0], gpu.loss[1], gpu.skipped, cpu.max_grad);
-        CHECK_MSG(e.loss <= tol_loss, "%s %s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g > %.3g", rd->name, pn, cpu.loss[0], cpu.loss[1],
-                  gpu.loss[0], gpu.loss[1], e.loss, tol_loss);
-        CHECK_MSG(e.along <= tol_along, "%s %s: an update's component along the CPU's off by %.3g > %.3g", rd->name, pn, e.along, tol_along);
-        CHECK_MSG(tu > 0.1 || e.update <= tu, "%s %s: an update element-wise %.3g > %.3g (sensitivity %.3g)", rd->name, pn, e.update, tu, su);
+        CHECK_MSG(gpu.skipped == 0 && isfinite(gpu.loss[0]) && isfinite(gpu.loss[1]),
+                  "%s %s: losses %g, %g, %d of 2 steps skipped (largest gradient on the CPU %.3g)", rd->name, pn, gpu.loss[0], gpu.loss[1],
+                  gpu.skipped, cpu.max_grad);
+        CHECK_MSG(e.loss <= tol_loss, "%s %s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g > %.3g", rd->name, pn, cpu.loss[0],
+                  cpu.loss[1], gpu.loss[0], gpu.loss[1], e.loss, tol_loss);
+        CHECK_MSG(e.along <= tol_along, "%s %s: an update's component along the CPU's off by %.3g > %.3g", rd->name, pn, e.along,
+                  tol_along);
+        CHECK_MSG(tu > 0.1 || e.update <= tu, "%s %s: an update element-wise %.3g > %.3g (sensitivity %.3g)", rd->name, pn, e.update, tu,
+                  su);
         char what[200];
         snprintf(what, sizeof what, "%s %dx%d /%d, 2 steps: losses", rd->name, rd->size, rd->size, rd->div);
         parity_row(what, precision, e.loss_abs, e.loss, tol_loss);
@@ -934,8 +943,8 @@ TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
     for (int p = 0; p < 2; p++) {
         const char *dev[3] = {"gpu", "cpu", "gpu"};
         for (int k = 0; k < 3; k++) {
-            snprintf(cmd, sizeof cmd, "%s --device=%s%s%s --num_batches=%d --log_dir=%s/x%s", common, dev[k], k == 1 ? "" : " --precision=",
-                     k == 1 ? "" : precs[p], 4 * (k + 1), t, precs[p]);
+            snprintf(cmd, sizeof cmd, "%s --device=%s%s%s --num_batches=%d --log_dir=%s/x%s", common, dev[k],
+                     k == 1 ? "" : " --precision=", k == 1 ? "" : precs[p], 4 * (k + 1), t, precs[p]);
             int rc = th_run(cmd, &o);
             CHECK_MSG(rc == 0, "%s: exit %d\n%s", cmd, rc, o);
             if (k > 0) {
@@ -950,7 +959,8 @@ TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
         float *a = ckpt_params(path, &na);
         if (a && b && na == nb) {
             double abs_err = 0, e = rel_err(a, b, na, &abs_err);
-            printf("    4 + 4 + 4 steps gpu (%s) -> cpu -> gpu against cpu -> cpu -> cpu: weights' max relative difference %.2e\n", precs[p], e);
+            printf("    4 + 4 + 4 steps gpu (%s) -> cpu -> gpu against cpu -> cpu -> cpu: weights' max relative difference %.2e\n",
+                   precs[p], e);
             CHECK_MSG(e <= tol[p], "%s: weights differ: %.3g", precs[p], e);
         }
         free(a);
