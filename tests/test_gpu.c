@@ -572,9 +572,10 @@ TEST(gpu_staged_slot_reused_only_after_its_batch_was_taken) {
 #ifdef NVCNN_GPU_EMU
     setenv("NVCNN_EMU_STREAMS", "side-first", 1); /* read at the emulator's first call */
 #endif
-    if (!have_gpu()) return;
-    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
-    for (int k = 0; k < 4; k++) slot_reuse(precs[k]);
+    /* fp32 only: the slots hold bytes in every precision, and the order of the two streams'
+     * work is the same code for all four; the conversion after the wait, which differs, is
+     * gpu_staged_batches_match_host_conversion's, in each */
+    if (have_gpu()) slot_reuse(PREC_FP32);
 }
 
 /* A batch that does not fit: exit 3, one line naming the model, the batch and the bytes. */
