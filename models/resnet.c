@@ -7,7 +7,7 @@
 /* The identity when shapes match; a strided 1x1 max pool (subsampling) when only the stride
  * differs; otherwise a 1x1 projection conv with batch norm and no activation. */
 static NbT shortcut(Net *nb, NbT x, int depth, int stride) {
-    if (nb_shape(nb, x).c == depth) {
+    if (nb_shape(nb, x).c == nb_width(nb, depth)) {
         if (stride == 1) return x;
         return nb_pool(nb, x, POOL_MAX, 1, 1, stride, stride, PAD_VALID);
     }

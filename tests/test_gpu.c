@@ -4,9 +4,9 @@
  *
  * Each comparison prints one row of the parity table (scripts/gpu_check.sh collects them):
  *     parity | TEST | LAYER | PRECISION | MAX ABS | MAX REL | TOLERANCE | pass or FAIL
- * MAX ABS is the largest |gpu - cpu| over everything compared; MAX REL the largest of the
- * quantities' relative errors (max |gpu - cpu| over max |cpu| per quantity), the figure held
- * against the tolerance. */
+ * MAX ABS is the largest |gpu - cpu| over everything compared; MAX REL, the figure held against
+ * the tolerance, the largest of the quantities' relative errors (max |gpu - cpu| over max |cpu|
+ * per quantity), or in the rows "along the CPU's" |gpu . cpu / |cpu|^2 - 1| (MAX ABS too). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,102 +160,131 @@ static int mk_dropout_keep1(Net *n, int x) { return dropout_create(n, x, 1.0f); 
 static Act cur_act;
 static int mk_act(Net *n, int x) { return act_create(n, x, cur_act, 0.2f); }
 
+/* One layer case: its input shape, its builder, the activation mk_act uses, and its fp32
+ * tolerance (the other precisions' are precision_tol's). */
+typedef struct LayerCase {
+    const char *what;
+    int n, c, h, w;
+    MakeLayer make;
+    Act act;
+    double tol_fp32;
+} LayerCase;
+
+/* The tolerances meant for the H100, in every layer test: tf32 (fp32 storage, TF32 products in
+ * the convolutions and GEMMs), fp16 and bf16 (the storage type on the device, fp32 master
+ * weights) against the fp32 CPU reference, within their rounding (TF32 and fp16 keep 11 bits,
+ * bf16 8). */
+static double precision_tol(int precision, const LayerCase *lc) {
+    switch (precision) {
+    case PREC_TF32:
+        return 2e-2;
+    case PREC_FP16:
+        return 1e-2;
+    case PREC_BF16:
+        return 6e-2;
+    default:
+        return lc->tol_fp32;
+    }
+}
+
+static void layer_cases(const LayerCase *lc, int count, int precision) {
+    for (int i = 0; i < count; i++) {
+        cur_act = lc[i].act;
+        parity(lc[i].what, lc[i].n, lc[i].c, lc[i].h, lc[i].w, lc[i].make, precision, precision_tol(precision, &lc[i]));
+    }
+}
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const LayerCase conv_cases[] = {
+    {"conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same, ACT_LINEAR, 1e-4},
+    {"conv 3x3/2 SAME uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven, ACT_LINEAR, 1e-4},
+    {"conv 7x7/2 SAME_RESNET", 2, 3, 16, 16, mk_conv_resnet7, ACT_LINEAR, 1e-4},
+    {"conv 11x11/4 VALID + bias", 2, 3, 27, 27, mk_conv_valid11, ACT_LINEAR, 1e-4},
+    {"conv 1x7 SAME", 2, 5, 9, 9, mk_conv_1x7, ACT_LINEAR, 1e-4},
+    {"conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, ACT_LINEAR, 1e-4},
+    {"conv 3x3 stride 2x1", 2, 3, 9, 8, mk_conv_s21, ACT_LINEAR, 1e-4},
+    {"conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512, ACT_LINEAR, 1e-4},
+};
+
+/* Grouped convolutions (cuDNN's group count) and the weighted residual sum (Inception-ResNet). */
+static const LayerCase grouped_cases[] = {
+    {"conv 3x3 4 groups + bias", 2, 8, 9, 9, mk_conv_g4, ACT_LINEAR, 1e-4},
+    {"conv 3x3/2 2 groups uneven pad", 2, 4, 10, 10, mk_conv_g2_s2_uneven, ACT_LINEAR, 1e-4},
+    {"conv 3x3 depthwise", 2, 6, 7, 7, mk_conv_depthwise, ACT_LINEAR, 1e-4},
+    {"conv 3x3 32 groups of 4", 2, 128, 6, 6, mk_conv_g32, ACT_LINEAR, 1e-4},
+    {"residual a + 0.2 b", 2, 3, 6, 6, mk_add_scaled, ACT_LINEAR, 1e-4},
+};
+
+static const LayerCase bn_pool_cases[] = {
+    {"bn 4-D", 4, 5, 6, 7, mk_bn, ACT_LINEAR, 1e-4},
+    {"maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool, ACT_LINEAR, 1e-5},
+    {"maxpool 3x3/2 VALID", 2, 3, 9, 9, mk_maxpool_valid, ACT_LINEAR, 1e-5},
+    {"avgpool 3x3/1 SAME", 2, 3, 7, 6, mk_avgpool, ACT_LINEAR, 1e-5},
+    {"avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2, ACT_LINEAR, 1e-5},
+    {"spatial average", 3, 4, 5, 5, mk_spatial_avg, ACT_LINEAR, 1e-5},
+    {"fc + relu", 4, 3, 5, 5, mk_fc_relu, ACT_LINEAR, 1e-4},
+    {"concat of 3", 2, 3, 6, 6, mk_concat, ACT_LINEAR, 1e-4},
+    {"residual add", 2, 3, 6, 6, mk_add, ACT_LINEAR, 1e-4},
+    {"dropout keep 1", 2, 3, 4, 4, mk_dropout_keep1, ACT_LINEAR, 1e-5},
+};
+
+static const LayerCase act_cases[] = {
+    {"relu", 2, 3, 5, 5, mk_act, ACT_RELU, 1e-5}, {"relu6", 2, 3, 5, 5, mk_act, ACT_RELU6, 1e-5},
+    {"elu", 2, 3, 5, 5, mk_act, ACT_ELU, 1e-5},   {"sigmoid", 2, 3, 5, 5, mk_act, ACT_SIGMOID, 1e-5},
+    {"tanh", 2, 3, 5, 5, mk_act, ACT_TANH, 1e-5}, {"lrelu", 2, 3, 5, 5, mk_act, ACT_LRELU, 1e-5},
+};
+
+/* Each table's cases in fp32 here; gpu_tf32_fp16_bf16_layers_match_cpu runs every one of them in
+ * the other three precisions. */
 TEST(gpu_conv_matches_cpu) {
-    if (!have_gpu()) return;
-    parity("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same, PREC_FP32, 1e-4);
-    parity("conv 3x3/2 SAME uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven, PREC_FP32, 1e-4);
-    parity("conv 7x7/2 SAME_RESNET", 2, 3, 16, 16, mk_conv_resnet7, PREC_FP32, 1e-4);
-    parity("conv 11x11/4 VALID + bias", 2, 3, 27, 27, mk_conv_valid11, PREC_FP32, 1e-4);
-    parity("conv 1x7 SAME", 2, 5, 9, 9, mk_conv_1x7, PREC_FP32, 1e-4);
-    parity("conv 1x1/2", 2, 6, 8, 8, mk_conv_1x1_s2, PREC_FP32, 1e-4);
-    parity("conv 3x3 stride 2x1", 2, 3, 9, 8, mk_conv_s21, PREC_FP32, 1e-4);
-    parity("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512, PREC_FP32, 1e-4);
-    parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
+    if (have_gpu()) layer_cases(conv_cases, COUNT(conv_cases), PREC_FP32);
 }
 
 /* cudnnFind* lists each algorithm once per math type. On the emulated device NVCNN_EMU_FIND=
  * duplicates puts DEFAULT-math (TF32) copies of every algorithm ahead of the rest: a caller that asks
- * for as many results as there are algorithms gets only those, none of which true fp32 may use. */
+ * for as many results as there are algorithms gets only those, none of which true fp32 may use.
+ * The other precisions' searches go through the same list: each runs here too. */
 TEST(gpu_conv_finds_fp32_algorithms_among_duplicates) {
 #ifdef NVCNN_GPU_EMU
     setenv("NVCNN_EMU_FIND", "duplicates", 1);
 #endif
     if (!have_gpu()) return;
-    parity("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same, PREC_FP32, 1e-4);
-    parity("conv 3x3 4 groups + bias", 2, 8, 9, 9, mk_conv_g4, PREC_FP32, 1e-4);
-    parity("conv 3x3 tf32", 3, 3, 9, 10, mk_conv_same, PREC_TF32, 2e-2);
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
+    for (int k = 0; k < 4; k++) {
+        layer_cases(&conv_cases[0], 1, precs[k]);
+        layer_cases(&grouped_cases[0], 1, precs[k]);
+    }
 }
 
-/* Grouped convolutions (cuDNN's group count) and the weighted residual sum (Inception-ResNet). */
 TEST(gpu_grouped_conv_and_scaled_add_match_cpu) {
-    if (!have_gpu()) return;
-    parity("conv 3x3 4 groups + bias", 2, 8, 9, 9, mk_conv_g4, PREC_FP32, 1e-4);
-    parity("conv 3x3/2 2 groups uneven pad", 2, 4, 10, 10, mk_conv_g2_s2_uneven, PREC_FP32, 1e-4);
-    parity("conv 3x3 depthwise", 2, 6, 7, 7, mk_conv_depthwise, PREC_FP32, 1e-4);
-    parity("conv 3x3 32 groups of 4", 2, 128, 6, 6, mk_conv_g32, PREC_FP32, 1e-4);
-    parity("residual a + 0.2 b", 2, 3, 6, 6, mk_add_scaled, PREC_FP32, 1e-4);
-    parity("conv 3x3 4 groups tf32", 2, 8, 9, 9, mk_conv_g4, PREC_TF32, 2e-2);
-    parity("conv 3x3 32 groups fp16", 2, 128, 6, 6, mk_conv_g32, PREC_FP16, 1e-2);
-    parity("conv 3x3/2 2 groups bf16", 2, 4, 10, 10, mk_conv_g2_s2_uneven, PREC_BF16, 6e-2);
-    parity("residual a + 0.2 b fp16", 2, 3, 6, 6, mk_add_scaled, PREC_FP16, 1e-2);
-    parity("residual a + 0.2 b bf16", 2, 3, 6, 6, mk_add_scaled, PREC_BF16, 6e-2);
+    if (have_gpu()) layer_cases(grouped_cases, COUNT(grouped_cases), PREC_FP32);
 }
 
 TEST(gpu_bn_pool_reshape_match_cpu) {
-    if (!have_gpu()) return;
-    parity("bn 4-D", 4, 5, 6, 7, mk_bn, PREC_FP32, 1e-4);
-    parity("maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool, PREC_FP32, 1e-5);
-    parity("maxpool 3x3/2 VALID", 2, 3, 9, 9, mk_maxpool_valid, PREC_FP32, 1e-5);
-    parity("avgpool 3x3/1 SAME", 2, 3, 7, 6, mk_avgpool, PREC_FP32, 1e-5);
-    parity("avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2, PREC_FP32, 1e-5);
-    parity("spatial average", 3, 4, 5, 5, mk_spatial_avg, PREC_FP32, 1e-5);
-    parity("fc + relu", 4, 3, 5, 5, mk_fc_relu, PREC_FP32, 1e-4);
-    parity("concat of 3", 2, 3, 6, 6, mk_concat, PREC_FP32, 1e-4);
-    parity("residual add", 2, 3, 6, 6, mk_add, PREC_FP32, 1e-4);
-    parity("dropout keep 1", 2, 3, 4, 4, mk_dropout_keep1, PREC_FP32, 1e-5);
+    if (have_gpu()) layer_cases(bn_pool_cases, COUNT(bn_pool_cases), PREC_FP32);
 }
 
 TEST(gpu_activations_match_cpu) {
-    if (!have_gpu()) return;
-    const Act acts[] = {ACT_RELU, ACT_RELU6, ACT_ELU, ACT_SIGMOID, ACT_TANH, ACT_LRELU};
-    const char *names[] = {"relu", "relu6", "elu", "sigmoid", "tanh", "lrelu"};
-    for (int i = 0; i < 6; i++) {
-        cur_act = acts[i];
-        parity(names[i], 2, 3, 5, 5, mk_act, PREC_FP32, 1e-5);
-    }
+    if (have_gpu()) layer_cases(act_cases, COUNT(act_cases), PREC_FP32);
 }
 
-/* tf32 (fp32 storage, TF32 products in the convolutions and GEMMs), fp16 and bf16 (storage type
- * on the device, fp32 master weights) against the fp32 CPU reference: every layer type, within
- * the rounding (TF32 and fp16 keep 11 bits, bf16 8). */
+/* Every layer case of the tests above in tf32, fp16 and bf16, at the precision's tolerance. */
 TEST(gpu_tf32_fp16_bf16_layers_match_cpu) {
     if (!have_gpu()) return;
     const int precs[3] = {PREC_TF32, PREC_FP16, PREC_BF16};
-    const double tol[3] = {2e-2, 1e-2, 6e-2};
     for (int k = 0; k < 3; k++) {
-#define HALF(what, n, c, h, w, mk) parity(what, n, c, h, w, mk, precs[k], tol[k])
-        HALF("conv 3x3 SAME + bias", 3, 3, 9, 10, mk_conv_same);
-        HALF("conv 3x3/2 uneven pad", 2, 4, 10, 10, mk_conv_same_s2_uneven);
-        HALF("conv 1x1/2", 2, 8, 8, 8, mk_conv_1x1_s2);
-        HALF("conv 1x1 + bias, 512 channels", 5, 3, 4, 4, mk_conv_1x1_bias512);
-        HALF("bn 4-D", 4, 5, 6, 7, mk_bn);
-        HALF("maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool);
-        HALF("avgpool 2x2/2 SAME odd", 2, 3, 7, 7, mk_avgpool_s2);
-        HALF("spatial average", 3, 4, 5, 5, mk_spatial_avg);
-        HALF("fc + relu", 4, 3, 5, 5, mk_fc_relu);
-        HALF("concat of 3", 2, 3, 6, 6, mk_concat);
-        HALF("residual add", 2, 3, 6, 6, mk_add);
-        HALF("dropout keep 1", 2, 3, 4, 4, mk_dropout_keep1);
-        cur_act = ACT_TANH;
-        HALF("tanh", 2, 3, 5, 5, mk_act);
-        cur_act = ACT_LRELU;
-        HALF("lrelu", 2, 3, 5, 5, mk_act);
-#undef HALF
+        layer_cases(conv_cases, COUNT(conv_cases), precs[k]);
+        layer_cases(grouped_cases, COUNT(grouped_cases), precs[k]);
+        layer_cases(bn_pool_cases, COUNT(bn_pool_cases), precs[k]);
+        layer_cases(act_cases, COUNT(act_cases), precs[k]);
     }
 }
 
-TEST(gpu_dropout_mask_law_and_backward) {
-    if (!have_gpu()) return;
+/* Dropout (keep 0.5) on the device: about half the elements kept, each kept one x / keep and its
+ * gradient dy / keep, the dropped ones 0 with no gradient, and a new mask for each forward pass.
+ * Inputs 1..7 and the factor 2 are exact in every precision, so the law holds to the bit. */
+static void dropout_law(int precision) {
     Net *net = net_new(4, 8, 16, 16);
     int x = act_create(net, net->input, ACT_LINEAR, 0);
     int y = dropout_create(net, x, 0.5f);
@@ -267,7 +296,7 @@ TEST(gpu_dropout_mask_law_and_backward) {
     int32_t labels[4] = {0, 1, 2, 0};
     char err[256];
     int oom;
-    GpuNet *g = gpunet_new(net, 0, PREC_FP32, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
+    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
     CHECK_MSG(g != NULL, "%s", err);
     if (!g) return;
     net->training = 1;
@@ -287,12 +316,13 @@ TEST(gpu_dropout_mask_law_and_backward) {
             bad |= dx[i] != 0.0f;
         } else {
             kept++;
-            bad |= fabsf(yo[i] - 2 * in) > 1e-6f || fabsf(dx[i] - 2 * dy[i]) > 1e-6f * fmaxf(1, fabsf(dy[i]));
+            bad |= yo[i] != 2 * in || dx[i] != 2 * dy[i];
         }
     }
     double frac = (double)kept / n;
-    CHECK_MSG(!bad, "kept elements must be x / keep, dropped ones get no gradient");
-    CHECK_MSG(fabs(frac - 0.5) < 0.03, "kept fraction %.3f", frac);
+    CHECK_MSG(!bad, "%s: kept elements must be x / keep, dropped ones get no gradient", precision_name((Precision)precision));
+    CHECK_MSG(fabs(frac - 0.5) < 0.03, "%s: kept fraction %.3f", precision_name((Precision)precision), frac);
+    printf("    %s: kept fraction %.4f\n", precision_name((Precision)precision), frac);
     /* a second forward draws a different mask */
     float *y2 = xmalloc(n * 4);
     gpunet_forward(g);
@@ -303,17 +333,31 @@ TEST(gpu_dropout_mask_law_and_backward) {
     free(yo), free(dy), free(dx), free(y2);
 }
 
+TEST(gpu_dropout_mask_law_and_backward) {
+    if (!have_gpu()) return;
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
+    for (int k = 0; k < 4; k++) dropout_law(precs[k]);
+}
+
 /* N training steps of a model (at image size `size` with its widths divided by `div`, see
- * model_build_reduced) on both backends from the same start, same batch: parameters and losses
- * agree. */
+ * model_build_reduced) on both backends from the same start, same batch (fp16 with a static loss
+ * scale of 128, which the CPU run has too: exact in fp32). Compared: the loss of every step, and
+ * the displacement D = w_N - w_0 as its component along the CPU's, |D_gpu . D_cpu / |D_cpu|^2 - 1|,
+ * both within the precision's tolerance (fp32: 1e-5); in fp32 also D element by element (max
+ * |D_gpu - D_cpu| over max |D_cpu|) within 1e-4. Element by element, the 16-bit displacements
+ * differ from the CPU's by up to 3.5 % (lenet tf32 and fp16, in one of fc0's biases, whose unit
+ * sits at ReLU's kink) and 7.5 % (the reduced vgg11 in bf16), too much for a limit that would
+ * still tell a wrong gradient from a right one; their components along the CPU's are within 3e-3,
+ * the losses within 5e-4 (measured on the emulated device). */
 /* LARC's trust coefficient for the next steps_agree_sized (0: off) and its mode (1: scale). */
 static double cur_larc_eta;
 static int cur_larc_scale;
 
-static void steps_agree_sized(const char *model, int size, int div, int batch, int steps, int precision, double loss_scale,
-                              double tol) {
+static void steps_agree_sized(const char *model, int size, int div, int batch, int steps, int precision, Act act) {
+    const char *pn = precision_name((Precision)precision);
+    const double tol = precision == PREC_TF32 ? 2e-2 : precision == PREC_FP16 ? 1e-2 : precision == PREC_BF16 ? 6e-2 : 1e-5;
     const ModelInfo *mi = model_find(model);
-    Net *a = model_build_reduced(mi, batch, 10, size, div, ACT_RELU), *b = model_build_reduced(mi, batch, 10, size, div, ACT_RELU);
+    Net *a = model_build_reduced(mi, batch, 10, size, div, act), *b = model_build_reduced(mi, batch, 10, size, div, act);
     /* the backends draw different dropout masks: keep everything */
     for (int i = 0; i < a->nlayer; i++)
         if (strcmp(a->layer[i].ops->type, "dropout") == 0) {
@@ -329,6 +373,9 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
     memcpy(b->node[b->input].data, a->node[a->input].data, ni * 4);
     int32_t *labels = xmalloc((size_t)batch * 4);
     labels_synthetic(labels, batch, 10, &r);
+    const size_t P = a->params_total;
+    float *w0 = xmalloc(P * sizeof *w0);
+    memcpy(w0, a->params, P * sizeof *w0);
     Dist d = {0, 1, 0, 1, 0}; /* one rank, no MPI */
     TrainerConfig tc;
     memset(&tc, 0, sizeof tc);
@@ -337,7 +384,7 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
     tc.opt.weight_decay = 1e-4;
     tc.opt.larc_eta = cur_larc_eta;
     tc.opt.larc_scale = cur_larc_scale;
-    tc.loss_scale = loss_scale;
+    tc.loss_scale = precision == PREC_FP16 ? 128 : 1;
     char err[256];
     int oom;
     GpuNet *g = gpunet_new(b, 0, precision, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
@@ -346,40 +393,57 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
     Trainer tcpu, tgpu;
     trainer_init(&tcpu, a, &d, &tc, NULL);
     trainer_init(&tgpu, b, &d, &tc, g);
-    double worst_loss = 0;
+    double worst_loss = 0, loss_abs = 0;
     for (int s = 0; s < steps; s++) {
         double la = trainer_step(&tcpu, labels, 0.01), lb = trainer_step(&tgpu, labels, 0.01);
         worst_loss = fmax(worst_loss, fabs(la - lb) / fmax(fabs(la), 1e-6));
+        loss_abs = fmax(loss_abs, fabs(la - lb));
     }
     trainer_sync_host(&tgpu);
-    double abs_err = 0, e = rel_err(b->params, a->params, a->params_total, &abs_err);
-    CHECK_MSG(e <= tol && worst_loss <= tol, "%s %dx%d /%d %s: parameters %.3g, loss %.3g > %.3g", model, size, size, div,
-              precision_name((Precision)precision), e, worst_loss, tol);
-    char what[160];
-    snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s (parameters, loss)", model, size, size, div, steps,
-             cur_larc_eta > 0 ? (cur_larc_scale ? ", LARC scale" : ", LARC clip") : "");
-    parity_row(what, precision, abs_err, fmax(e, worst_loss), tol);
+    double dd = 0, dm = 1e-30, ab = 0, bb = 1e-300;
+    for (size_t i = 0; i < P; i++) {
+        const double x = (double)b->params[i] - w0[i], y = (double)a->params[i] - w0[i];
+        dd = fmax(dd, fabs(x - y));
+        dm = fmax(dm, fabs(y));
+        ab += x * y;
+        bb += y * y;
+    }
+    const double along = fabs(ab / bb - 1), elementwise = dd / dm;
+    CHECK_MSG(worst_loss <= tol && along <= tol && tgpu.skipped_steps == 0,
+              "%s %dx%d /%d %s: losses %.3g, displacement along the CPU's %.3g > %.3g, %ld skipped", model, size, size, div, pn, worst_loss,
+              along, tol, tgpu.skipped_steps);
+    CHECK_MSG(precision != PREC_FP32 || elementwise <= 1e-4, "%s %dx%d /%d fp32: displacement %.3g > 1e-4", model, size, size, div,
+              elementwise);
+    char what[200];
+    const char *larc = cur_larc_eta > 0 ? (cur_larc_scale ? ", LARC scale" : ", LARC clip") : "";
+    snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s: losses", model, size, size, div, steps, larc);
+    parity_row(what, precision, loss_abs, worst_loss, tol);
+    snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s: displacement along the CPU's", model, size, size, div, steps, larc);
+    parity_row(what, precision, along, along, tol);
+    if (precision == PREC_FP32) {
+        snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s: displacement", model, size, size, div, steps, larc);
+        parity_row(what, precision, dd, elementwise, 1e-4);
+    } else {
+        printf("    %s %s%s: displacement element by element %.2e (not compared)\n", model, pn, larc, elementwise);
+    }
     trainer_free(&tcpu);
     trainer_free(&tgpu);
     gpunet_free(g);
     net_free(a);
     net_free(b);
-    free(labels);
+    free(labels), free(w0);
 }
 
-static void steps_agree(const char *model, int batch, int steps, int precision, double loss_scale, double tol) {
-    steps_agree_sized(model, model_find(model)->image_size, 1, batch, steps, precision, loss_scale, tol);
+static void steps_agree(const char *model, int batch, int steps, int precision) {
+    steps_agree_sized(model, model_find(model)->image_size, 1, batch, steps, precision, ACT_RELU);
 }
 
 /* lenet, five steps at nvcnn's learning rate for it, in every precision (the other models: the
  * gpu_every_model_trains_* tests). */
 TEST(gpu_training_steps_match_cpu) {
     if (!have_gpu()) return;
-    steps_agree("lenet", 16, 5, PREC_FP32, 1, 1e-3);
-    steps_agree("lenet", 16, 5, PREC_TF32, 1, 2e-2);
-    /* fp16 with a static loss scale (the CPU run has the same scale: exact in fp32) */
-    steps_agree("lenet", 16, 5, PREC_FP16, 128, 3e-2);
-    steps_agree("lenet", 16, 5, PREC_BF16, 1, 1e-1);
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
+    for (int k = 0; k < 4; k++) steps_agree("lenet", 16, 5, precs[k]);
 }
 
 /* Two random batches of NHWC bytes and labels for net's input, in pinned memory (gpu_host_free). */
@@ -396,11 +460,12 @@ static void staged_batches(const Net *net, uint64_t seed, uint8_t *img[2], int32
 }
 
 /* The real-data path: two batches of bytes staged in the two slots, taken in either order, give
- * exactly the host's conversion (x / 127.5 - 1, NHWC -> NCHW) and the same loss as uploading the
- * host's floats. */
-TEST(gpu_staged_batches_match_host_conversion) {
-    if (!have_gpu()) return;
+ * exactly what uploading the host's conversion (x / 127.5 - 1, NHWC -> NCHW) gives, and the same
+ * loss; that is the host's floats themselves in fp32 and tf32, and within one rounding to the
+ * storage type (2^-11 relative in fp16, 2^-8 in bf16) in the others. */
+static void staged_conversion(int precision) {
     const int B = 3;
+    const char *pn = precision_name((Precision)precision);
     Net *net = model_build_net(model_find("lenet"), B, 10);
     net_finalize(net, 4);
     Shape s = net->node[net->input].shape;
@@ -410,10 +475,11 @@ TEST(gpu_staged_batches_match_host_conversion) {
     staged_batches(net, 8, img, lab);
     char err[256];
     int oom;
-    GpuNet *g = gpunet_new(net, 0, PREC_FP32, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
+    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
     CHECK_MSG(g != NULL, "%s", err);
     if (!g) return;
-    float *want = xmalloc(nb * 4), *got = xmalloc(nb * 4);
+    const double rounding = precision == PREC_FP16 ? 0x1p-11 : precision == PREC_BF16 ? 0x1p-8 : 0;
+    float *want = xmalloc(nb * 4), *got = xmalloc(nb * 4), *up = xmalloc(nb * 4);
     gpunet_stage_batch(g, 0, img[0], lab[0]);
     gpunet_stage_batch(g, 1, img[1], lab[1]);
     const int order[3] = {1, 0, 1};
@@ -422,15 +488,20 @@ TEST(gpu_staged_batches_match_host_conversion) {
         gpunet_use_batch(g, k);
         gpunet_download_node(g, net->input, got, 0);
         input_from_u8_nhwc(want, img[k], B, s.c, s.h, s.w);
-        CHECK_MSG(memcmp(got, want, nb * 4) == 0, "slot %d: the device's conversion differs from the host's", k);
         net->training = 0;
         gpunet_forward(g);
         double staged = gpunet_loss(g);
         gpunet_set_input(g, want);
         gpunet_set_labels(g, lab[k]);
+        gpunet_download_node(g, net->input, up, 0);
         gpunet_forward(g);
         double uploaded = gpunet_loss(g);
-        CHECK_MSG(staged == uploaded, "slot %d: loss %.9g staged vs %.9g uploaded (labels not taken?)", k, staged, uploaded);
+        size_t off = 0;
+        for (size_t i = 0; i < nb; i++)
+            if (fabs((double)up[i] - want[i]) > rounding * fabs(want[i])) off++;
+        CHECK_MSG(off == 0, "%s: %zu of %zu uploaded inputs beyond one rounding of the host's", pn, off, nb);
+        CHECK_MSG(memcmp(got, up, nb * 4) == 0, "%s slot %d: the device's conversion differs from the host's", pn, k);
+        CHECK_MSG(staged == uploaded, "%s slot %d: loss %.9g staged vs %.9g uploaded (labels not taken?)", pn, k, staged, uploaded);
     }
     gpunet_stage_wait(g, 0);
     gpunet_stage_wait(g, 1);
@@ -440,18 +511,20 @@ TEST(gpu_staged_batches_match_host_conversion) {
         gpu_host_free(img[k]);
         gpu_host_free(lab[k]);
     }
-    free(want), free(got);
+    free(want), free(got), free(up);
+}
+
+TEST(gpu_staged_batches_match_host_conversion) {
+    if (!have_gpu()) return;
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
+    for (int k = 0; k < 4; k++) staged_conversion(precs[k]);
 }
 
 /* The copy stream must not overwrite a slot before the compute stream has taken its batch (the
  * copy waits for the slot's `consumed` event). The emulated device runs the copy stream's work as
  * early as allowed and the compute stream's as late as allowed here (side-first), so a copy that
  * did not wait would overwrite batch A with batch B before A's forward read it. */
-TEST(gpu_staged_slot_reused_only_after_its_batch_was_taken) {
-#ifdef NVCNN_GPU_EMU
-    setenv("NVCNN_EMU_STREAMS", "side-first", 1); /* read at the emulator's first call */
-#endif
-    if (!have_gpu()) return;
+static void slot_reuse(int precision) {
     const int B = 3;
     Net *net = model_build_net(model_find("lenet"), B, 10);
     net_finalize(net, 4);
@@ -462,7 +535,7 @@ TEST(gpu_staged_slot_reused_only_after_its_batch_was_taken) {
     staged_batches(net, 11, img, lab);
     char err[256];
     int oom;
-    GpuNet *g = gpunet_new(net, 0, PREC_FP32, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
+    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, &oom);
     CHECK_MSG(g != NULL, "%s", err);
     if (!g) return;
     float *x = xmalloc(nb * 4);
@@ -483,7 +556,8 @@ TEST(gpu_staged_slot_reused_only_after_its_batch_was_taken) {
     gpunet_use_batch(g, 0);
     gpunet_forward(g);
     double second = gpunet_loss(g);
-    CHECK_MSG(first == want[0] && second == want[1], "losses %.9g, %.9g; want %.9g, %.9g", first, second, want[0], want[1]);
+    CHECK_MSG(first == want[0] && second == want[1], "%s: losses %.9g, %.9g; want %.9g, %.9g", precision_name((Precision)precision), first,
+              second, want[0], want[1]);
     gpunet_stage_wait(g, 0);
     gpunet_free(g);
     net_free(net);
@@ -492,6 +566,16 @@ TEST(gpu_staged_slot_reused_only_after_its_batch_was_taken) {
         gpu_host_free(lab[k]);
     }
     free(x);
+}
+
+TEST(gpu_staged_slot_reused_only_after_its_batch_was_taken) {
+#ifdef NVCNN_GPU_EMU
+    setenv("NVCNN_EMU_STREAMS", "side-first", 1); /* read at the emulator's first call */
+#endif
+    /* fp32 only: the slots hold bytes in every precision, and the order of the two streams'
+     * work is the same code for all four; the conversion after the wait, which differs, is
+     * gpu_staged_batches_match_host_conversion's, in each */
+    if (have_gpu()) slot_reuse(PREC_FP32);
 }
 
 /* A batch that does not fit: exit 3, one line naming the model, the batch and the bytes. */
@@ -547,44 +631,77 @@ TEST(gpu_run_reports_its_search_and_workspace) {
     free(o);
 }
 
+/* The full-size resnet18 (224x224, every width, batch 2), three steps on both backends in fp32
+ * and bf16: the published model's shapes, channel counts (up to 512) and workspace, which the
+ * reduced variants do not reach, and bf16's own batch-norm kernels over 25,088 values per channel
+ * (fp16's batch norm is cuDNN's). With ELU for ReLU, as in gpu_every_model_trains_*: with ReLU and
+ * the batch statistics of 2 samples, the first update moves by 2.4e-4 (element-wise) when the
+ * inputs and weights are perturbed by fp32's rounding, and the fp32 losses of the GPU's second
+ * and third steps differ from the CPU's by 5e-4; with ELU by 3.4e-6 and 6e-8 (measured on the
+ * emulated device; the errors of this test: fp32 6e-8, 9e-8 and 6.9e-6 for the losses, the
+ * component along the CPU's displacement and the displacement, bf16 5.7e-4 and 2.5e-4). */
+TEST_LIMIT(gpu_resnet18_steps_match_cpu, 1200) {
+    if (!have_gpu()) return;
+    steps_agree_sized("resnet18", 224, 1, 2, 3, PREC_FP32, ACT_ELU);
+    steps_agree_sized("resnet18", 224, 1, 2, 3, PREC_BF16, ACT_ELU);
+}
+
 /* LARC on the device (one launch for the chunks' norms, one for the factors, one for the update)
- * against optim.c's per-tensor loop, in both modes. */
+ * against optim.c's per-tensor loop, in both modes and every precision (the norms are taken of the
+ * fp32 gradients and master weights, after fp16's unscaling). */
 TEST(gpu_larc_steps_match_cpu) {
     if (!have_gpu()) return;
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
     cur_larc_eta = 0.002;
-    for (cur_larc_scale = 0; cur_larc_scale < 2; cur_larc_scale++) {
-        steps_agree("lenet", 16, 4, PREC_FP32, 1, 1e-3);
-        steps_agree_sized("vgg11", 32, 16, 4, 3, PREC_FP32, 1, 1e-3); /* 22 tensors, no batch norm */
-    }
+    for (cur_larc_scale = 0; cur_larc_scale < 2; cur_larc_scale++)
+        for (int k = 0; k < 4; k++) {
+            steps_agree("lenet", 16, 4, precs[k]);
+            steps_agree_sized("vgg11", 32, 16, 4, 3, precs[k], ACT_RELU); /* 22 tensors, no batch norm */
+        }
     cur_larc_scale = 0;
     cur_larc_eta = 0;
 }
 
 /* Every model of the zoo, reduced (reduced.h), trained two steps on both backends from the same
- * start and batch, in one precision. Compared: the losses of both steps, and the first update
- * w1 - w0 relative to its largest element (it is the gradient, through the optimizer: a wrong
- * gradient shows there at first order, whatever the weights' size).
+ * start and batch (8 samples), in one precision. Compared:
+ *   - the losses of both steps (the first one is the forward pass from the identical start),
+ *     within the precision's tolerance;
+ *   - each step's update (u = w1 - w0, then w2 - w1: the gradient, through the optimizer and, in
+ *     fp16, the loss scale; the second one also through the momentum, and after a step) as its
+ *     component along the CPU's: |u_gpu . u_cpu / |u_cpu|^2 - 1|. A gradient off in scale or sign,
+ *     one that misses a tensor's share or adds onto the step before's, shows there;
+ *   - each step's update element by element, max |u_gpu - u_cpu| over max |u_cpu|, where the
+ *     net's conditioning lets that comparison say something (below).
  *
- * How close the two backends can be depends on the net as much as on the precision: at
- * initialisation, batch norm with batch statistics makes these deep narrow nets chaotic (reduced
- * resnet152: the gradient's largest element is 3e8, and an input perturbed by 1e-7 changes its first
- * update by more than 100 %, on the CPU alone). So each model's own sensitivity is measured in the
- * test: a third run, on the CPU, from inputs and weights perturbed by the precision's rounding
- * (relative 2^-24 for fp32, 2^-11 for tf32 and fp16, 2^-8 for bf16, signs alternating; two such
- * runs, the larger effect counts). The GPU must agree with the CPU within the larger of the
- * precision's tolerance and 30 times that sensitivity: as well as the net's conditioning allows. Both figures go in the parity table. */
+ * The nets run with ELU where the models have ReLU. With ReLU and batch statistics these narrow
+ * nets are no smooth function of their inputs at the scale of 16-bit rounding: inputs and weights
+ * perturbed by 2^-11 (relative) change reduced resnet101's first loss by 9 % and its first update
+ * by more than 100 %, on the CPU alone (with ELU: 0.2 % and 5 %), so that no limit would separate a
+ * correct GPU from a wrong one. ReLU runs in the layer tests and in whole nets in
+ * gpu_training_steps_match_cpu and gpu_larc_steps_match_cpu.
+ *
+ * How closely the updates are determined still depends on the net and the precision. Each
+ * model's sensitivity is measured in the test, on the CPU: the updates' element-wise change
+ * when the inputs and weights are perturbed by the precision's rounding (relative 2^-24 for fp32,
+ * 2^-11 for tf32 and fp16, 2^-8 for bf16, signs alternating; two such runs, the larger effect
+ * counts). The element-wise limit is the larger of the precision's floor and 10 times that
+ * sensitivity (the GPU's error was at most 2.3 times it); where that limit would exceed 0.1 the
+ * comparison would accept nearly anything and is left out, and the row says so: in bf16 the
+ * updates of the batch-norm nets move by 12-44 % when only their inputs and weights are rounded.
+ * The losses and the components along the CPU's updates are compared for every model in every
+ * precision. */
 typedef struct ModelRun {
     double loss[2];
-    float *update; /* [params_total] w1 - w0 */
+    float *update; /* [2][params_total] w1 - w0, w2 - w1 */
     int skipped;
     double max_grad; /* the first step's largest gradient */
 } ModelRun;
 
-/* Two steps of reduced model rd (batch B) on the GPU in `precision`, or on the CPU with inputs and
- * weights scaled by (1 + u s_i), s_i = -1, 0, 1 in turn from the phase-th. */
+/* Two steps of reduced model rd (batch B, ELU) on the GPU in `precision`, or on the CPU with
+ * inputs and weights scaled by (1 + u s_i), s_i = -1, 0, 1 in turn from the phase-th. */
 static int run_model(const Reduced *rd, int B, int gpu, int precision, double u, int phase, ModelRun *out) {
     const ModelInfo *mi = model_find(rd->name);
-    Net *n = model_build_reduced(mi, B, 10, rd->size, rd->div, ACT_RELU);
+    Net *n = model_build_reduced(mi, B, 10, rd->size, rd->div, ACT_ELU);
     for (int k = 0; k < n->nlayer; k++) /* the backends draw different dropout masks: keep everything */
         if (strcmp(n->layer[k].ops->type, "dropout") == 0) ((Dropout *)n->layer[k].priv)->keep = 1.0f;
     net_finalize(n, 1);
@@ -620,9 +737,14 @@ static int run_model(const Reduced *rd, int B, int gpu, int precision, double u,
     out->max_grad = 0;
     for (size_t i = 0; !gpu && i < P; i++) out->max_grad = fmax(out->max_grad, fabs(n->grads[i]));
     trainer_sync_host(&t);
-    out->update = xmalloc(P * sizeof *out->update);
-    for (size_t i = 0; i < P; i++) out->update[i] = n->params[i] - w0[i];
+    out->update = xmalloc(2 * P * sizeof *out->update);
+    for (size_t i = 0; i < P; i++) {
+        out->update[i] = n->params[i] - w0[i];
+        w0[i] = n->params[i];
+    }
     out->loss[1] = trainer_step(&t, labels, 1e-4);
+    trainer_sync_host(&t);
+    for (size_t i = 0; i < P; i++) out->update[P + i] = n->params[i] - w0[i];
     out->skipped = (int)t.skipped_steps;
     trainer_free(&t);
     gpunet_free(g);
@@ -631,68 +753,99 @@ static int run_model(const Reduced *rd, int B, int gpu, int precision, double u,
     return (int)P;
 }
 
-/* the larger of the losses' relative difference and the updates' (max |a - b| over max |b|) */
-static void model_diff(const ModelRun *a, const ModelRun *b, int P, double *dl, double *du) {
-    *dl = 0;
-    for (int k = 0; k < 2; k++) *dl = fmax(*dl, fabs(a->loss[k] - b->loss[k]) / fmax(fabs(b->loss[k]), 1e-6));
-    double d = 0, m = 1e-30;
-    for (int i = 0; i < P; i++) {
-        d = fmax(d, fabs((double)a->update[i] - (double)b->update[i]));
-        m = fmax(m, fabs((double)b->update[i]));
+/* How run a differs from run b: the losses, the updates' components along b's, and the updates
+ * element by element (each the larger of the two steps'); with the absolute differences for the
+ * parity table. */
+typedef struct ModelDiff {
+    double loss, along, update;
+    double loss_abs, update_abs;
+} ModelDiff;
+
+static ModelDiff model_diff(const ModelRun *a, const ModelRun *b, int P) {
+    ModelDiff r = {0, 0, 0, 0, 0};
+    for (int k = 0; k < 2; k++) {
+        r.loss = fmax(r.loss, fabs(a->loss[k] - b->loss[k]) / fmax(fabs(b->loss[k]), 1e-6));
+        r.loss_abs = fmax(r.loss_abs, fabs(a->loss[k] - b->loss[k]));
     }
-    *du = d / m;
+    for (int k = 0; k < 2; k++) {
+        double d = 0, m = 1e-30, ab = 0, bb = 1e-300;
+        for (int i = k * P; i < (k + 1) * P; i++) {
+            const double x = a->update[i], y = b->update[i];
+            d = fmax(d, fabs(x - y));
+            m = fmax(m, fabs(y));
+            ab += x * y;
+            bb += y * y;
+        }
+        r.update_abs = fmax(r.update_abs, d);
+        r.update = fmax(r.update, d / m);
+        r.along = fmax(r.along, fabs(ab / bb - 1));
+    }
+    return r;
 }
 
-static void every_model(int precision, double u, double tol_loss, double tol_update) {
+/* tol_loss: the losses' limit; tol_along: the limit of the component along the CPU's update;
+ * floor_update: the element-wise limit's floor (see above). */
+static void every_model(int precision, double u, double tol_loss, double tol_along, double floor_update) {
+    const char *pn = precision_name((Precision)precision);
     for (int i = 0; i < REDUCED_COUNT; i++) {
         const Reduced *rd = &reduced[i];
         ModelRun cpu, gpu, near[2];
         int P = run_model(rd, 8, 0, precision, 0, 0, &cpu);
         if (run_model(rd, 8, 1, precision, 0, 0, &gpu) != P) continue;
-        double el, eu, sl = 0, su = 0;
-        model_diff(&gpu, &cpu, P, &el, &eu);
-        for (int k = 0; k < 2; k++) { /* the sensitivity: the larger of two perturbations' effects */
-            double l, w;
+        ModelDiff e = model_diff(&gpu, &cpu, P);
+        double su = 0; /* the sensitivity: the larger of two perturbations' effects */
+        for (int k = 0; k < 2; k++) {
             run_model(rd, 8, 0, precision, u, k, &near[k]);
-            model_diff(&near[k], &cpu, P, &l, &w);
-            sl = fmax(sl, l);
-            su = fmax(su, w);
+            su = fmax(su, model_diff(&near[k], &cpu, P).update);
         }
-        const double tl = fmax(tol_loss, 30 * sl), tu = fmax(tol_update, 30 * su);
-        /* fp16 (loss scale 128) skips a step whose gradients overflow its 65504: the deepest of
-         * these nets have gradients far beyond (reduced resnet152: 3e8), and for them a skip is
-         * the right answer, and nothing to compare */
-        if (precision == PREC_FP16 && gpu.skipped) {
-            CHECK_MSG(cpu.max_grad * 128 > 65504.0 / 16, "%s fp16: a step was skipped although the largest gradient is %.3g", rd->name,
-                      cpu.max_grad);
-            printf("    %s fp16: %d of 2 steps skipped (overflow: the CPU's largest gradient is %.3g)\n", rd->name, gpu.skipped, cpu.max_grad);
-            free(cpu.update), free(gpu.update), free(near[0].update), free(near[1].update);
-            continue;
-        }
-        CHECK_MSG(el <= tl && eu <= tu && isfinite(gpu.loss[1]) && gpu.skipped == 0,
-                  "%s %s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g (limit %.3g); first update %.3g (limit %.3g)", rd->name,
-                  precision_name((Precision)precision), cpu.loss[0], cpu.loss[1], gpu.loss[0], gpu.loss[1], el, tl, eu, tu);
+        const double tu = fmax(floor_update, 10 * su);
+        /* fp16's loss scale (128) times the largest gradient (at most 10 in these nets) is far
+         * from fp16's 65504: a skipped step is an error here */
+        CHECK_MSG(gpu.skipped == 0 && isfinite(gpu.loss[0]) && isfinite(gpu.loss[1]),
+                  "%s %s: losses %g, %g, %d of 2 steps skipped (largest gradient on the CPU %.3g)", rd->name, pn, gpu.loss[0], gpu.loss[1],
+                  gpu.skipped, cpu.max_grad);
+        CHECK_MSG(e.loss <= tol_loss, "%s %s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g > %.3g", rd->name, pn, cpu.loss[0],
+                  cpu.loss[1], gpu.loss[0], gpu.loss[1], e.loss, tol_loss);
+        CHECK_MSG(e.along <= tol_along, "%s %s: an update's component along the CPU's off by %.3g > %.3g", rd->name, pn, e.along,
+                  tol_along);
+        CHECK_MSG(tu > 0.1 || e.update <= tu, "%s %s: an update element-wise %.3g > %.3g (sensitivity %.3g)", rd->name, pn, e.update, tu,
+                  su);
         char what[200];
-        snprintf(what, sizeof what, "%s %dx%d /%d, 2 steps: losses (sensitivity %.1e); first update %.2e (sensitivity %.1e, limit %.1e)",
-                 rd->name, rd->size, rd->size, rd->div, sl, eu, su, tu);
-        parity_row(what, precision, fabs(gpu.loss[1] - cpu.loss[1]), el, tl);
+        snprintf(what, sizeof what, "%s %dx%d /%d, 2 steps: losses", rd->name, rd->size, rd->size, rd->div);
+        parity_row(what, precision, e.loss_abs, e.loss, tol_loss);
+        snprintf(what, sizeof what, "%s %dx%d /%d: updates along the CPU's", rd->name, rd->size, rd->size, rd->div);
+        parity_row(what, precision, e.along, e.along, tol_along);
+        if (tu <= 0.1) {
+            snprintf(what, sizeof what, "%s %dx%d /%d: updates element-wise (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, su);
+            parity_row(what, precision, e.update_abs, e.update, tu);
+        } else {
+            printf("    %s %s: updates element-wise %.2e, not compared: their sensitivity %.2e allows no limit within 0.1\n", rd->name, pn,
+                   e.update, su);
+        }
         free(cpu.update), free(gpu.update), free(near[0].update), free(near[1].update);
     }
 }
 
-/* The precisions' tolerances (losses, first update) come from the nets without batch norm, whose
- * conditioning is good (the largest differences measured, with a margin of 5 or more). */
+/* The limits: the losses within the precision's tolerance (fp32: 1e-5); the components along the
+ * CPU's updates within 1e-4 in fp32 (googlenet's is 1.4e-5, as much as its CPU run moves under
+ * fp32-sized perturbations) and 0.1 in the others; the element-wise floor is 1e-3 in fp32 and the
+ * precision's tolerance in the others. Measured on the emulated device, every error is within a
+ * third of its limit but bf16's components along the CPU's updates: 0.044 for resnext152, 0.035
+ * for inception4 and 0.033 for resnext50, as much as the CPU's own move when its inputs and weights
+ * are perturbed by bf16's rounding (0.04). They come from the 16-bit rounding: the emulated
+ * device's arithmetic is the same on every x86-64 CPU, and the CPU reference's varies in fp32's
+ * last bits, which moves them by less than 1e-4. */
 TEST_LIMIT(gpu_every_model_trains_fp32, 1200) {
-    if (have_gpu()) every_model(PREC_FP32, 0x1p-24, 1e-6, 1e-3);
+    if (have_gpu()) every_model(PREC_FP32, 0x1p-24, 1e-5, 1e-4, 1e-3);
 }
 TEST_LIMIT(gpu_every_model_trains_tf32, 1200) {
-    if (have_gpu()) every_model(PREC_TF32, 0x1p-11, 1e-3, 0.65);
+    if (have_gpu()) every_model(PREC_TF32, 0x1p-11, 2e-2, 0.1, 2e-2);
 }
 TEST_LIMIT(gpu_every_model_trains_fp16, 1200) {
-    if (have_gpu()) every_model(PREC_FP16, 0x1p-11, 1e-3, 0.65);
+    if (have_gpu()) every_model(PREC_FP16, 0x1p-11, 1e-2, 0.1, 1e-2);
 }
 TEST_LIMIT(gpu_every_model_trains_bf16, 1200) {
-    if (have_gpu()) every_model(PREC_BF16, 0x1p-8, 5e-3, 0.65);
+    if (have_gpu()) every_model(PREC_BF16, 0x1p-8, 6e-2, 0.1, 6e-2);
 }
 
 /* fp16 with dynamic loss scaling: a batch that overflows fp16 (inputs times 1e6) gives inf/nan
@@ -749,8 +902,13 @@ TEST(gpu_fp16_dynamic_loss_scale_skips_an_overflow_and_recovers) {
 
 /* A run's checkpoint moves between the backends: 4 steps on the GPU, 4 more on the CPU from its
  * checkpoint, 4 more on the GPU from the CPU's; each resumes at the step it was at, and the last
- * checkpoint's weights are within fp32's cross-backend tolerance of the same three runs made on
- * the CPU alone. */
+ * checkpoint's weights are close to those of the same three runs made on the CPU alone: within
+ * 1e-4 of the largest weight in fp32 (measured on the emulated device: 1.7e-5) and 1e-3 with the
+ * GPU runs in fp16 (1.1e-4). The 8 steps after the first checkpoint move the weights by 4.4e-3
+ * of the largest: a resume that lost the weights differs by about that much. fp16 is the 16-bit
+ * path: after a restore the device casts the fp32 weights into its storage type, as bf16 does;
+ * tf32 stores fp32 as fp32 does. (bf16's rounding, 8 times fp16's, moves the weights here by
+ * 6.5e-4, too close to what the test must tell apart.) */
 static float *ckpt_params(const char *path, size_t *n) {
     Net *net = model_build_net(model_find("lenet"), 16, 10);
     net_finalize(net, 1);
@@ -772,35 +930,43 @@ TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
     if (!gpu_present()) return;
     const char *t = th_tmpdir();
     const char *common = "./nvcnn --model=lenet --num_classes=10 --batch_size=16 --nstep_burnin=0";
+    const char *precs[2] = {"fp32", "fp16"};
+    const double tol[2] = {1e-4, 1e-3};
     char cmd[1024], want[512], path[600], *o = NULL;
-    const char *dev[3] = {"gpu", "cpu", "gpu"};
-    for (int k = 0; k < 3; k++) {
-        snprintf(cmd, sizeof cmd, "%s --device=%s --num_batches=%d --log_dir=%s/xb", common, dev[k], 4 * (k + 1), t);
-        int rc = th_run(cmd, &o);
-        CHECK_MSG(rc == 0, "%s: exit %d\n%s", cmd, rc, o);
-        if (k > 0) {
-            snprintf(want, sizeof want, "Restored from checkpoint %s/xb/ckpt-%d.nvcnn at step %d\n", t, 4 * k, 4 * k);
-            CHECK_MSG(o && strstr(o, want), "want '%s' in:\n%s", want, o);
-        }
-        free(o);
-        o = NULL;
-    }
-    /* the same three runs on the CPU: each run's learning rate decays over its own --num_batches */
+    /* the three runs on the CPU alone: each run's learning rate decays over its own --num_batches */
     for (int k = 0; k < 3; k++) {
         snprintf(cmd, sizeof cmd, "%s --device=cpu --num_batches=%d --log_dir=%s/xr", common, 4 * (k + 1), t);
         CHECK(th_run(cmd, NULL) == 0);
     }
-    size_t na = 0, nb = 0;
-    snprintf(path, sizeof path, "%s/xb/ckpt-12.nvcnn", t);
-    float *a = ckpt_params(path, &na);
+    size_t nb = 0;
     snprintf(path, sizeof path, "%s/xr/ckpt-12.nvcnn", t);
     float *b = ckpt_params(path, &nb);
-    if (a && b && na == nb) {
-        double abs_err = 0, e = rel_err(a, b, na, &abs_err);
-        printf("    4 + 4 + 4 steps gpu -> cpu -> gpu against cpu -> cpu -> cpu: weights' max relative difference %.2e\n", e);
-        CHECK_MSG(e <= 1e-3, "weights differ: %.3g", e);
+    for (int p = 0; p < 2; p++) {
+        const char *dev[3] = {"gpu", "cpu", "gpu"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(cmd, sizeof cmd, "%s --device=%s%s%s --num_batches=%d --log_dir=%s/x%s", common, dev[k],
+                     k == 1 ? "" : " --precision=", k == 1 ? "" : precs[p], 4 * (k + 1), t, precs[p]);
+            int rc = th_run(cmd, &o);
+            CHECK_MSG(rc == 0, "%s: exit %d\n%s", cmd, rc, o);
+            if (k > 0) {
+                snprintf(want, sizeof want, "Restored from checkpoint %s/x%s/ckpt-%d.nvcnn at step %d\n", t, precs[p], 4 * k, 4 * k);
+                CHECK_MSG(o && strstr(o, want), "want '%s' in:\n%s", want, o);
+            }
+            free(o);
+            o = NULL;
+        }
+        size_t na = 0;
+        snprintf(path, sizeof path, "%s/x%s/ckpt-12.nvcnn", t, precs[p]);
+        float *a = ckpt_params(path, &na);
+        if (a && b && na == nb) {
+            double abs_err = 0, e = rel_err(a, b, na, &abs_err);
+            printf("    4 + 4 + 4 steps gpu (%s) -> cpu -> gpu against cpu -> cpu -> cpu: weights' max relative difference %.2e\n",
+                   precs[p], e);
+            CHECK_MSG(e <= tol[p], "%s: weights differ: %.3g", precs[p], e);
+        }
+        free(a);
     }
-    free(a), free(b);
+    free(b);
 }
 
 /* The layer parity tests again, in the emulated build under AddressSanitizer
