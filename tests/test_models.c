@@ -466,9 +466,8 @@ static int count_type(const Net *net, const char *type);
 /* The input and up to 25 parameter tensors spread over the depth (the first and the last
  * included). The ReLUs become ELUs (nb->activation), smooth enough for central differences; max
  * pools replay their choices. Batch-norm nets run in inference mode, where batch norm is an
- * affine map of the running statistics: with batch statistics these narrow nets' gradients grow
- * exponentially with depth at initialisation (see models_reduced_train_two_steps_cpu), and no
- * step size separates their curvature from float rounding. The batch-statistics gradient is
+ * affine map of the running statistics: with batch statistics on batches of 2, these narrow
+ * nets' curvature at initialisation is too large for a step size that float rounding allows. The batch-statistics gradient is
  * test_bn.c's. Nets without batch norm run in training mode, with fixed dropout masks. */
 static double reduced_gradcheck(const Reduced *rd, int *checked) {
     Net *net = model_build_reduced(model_find(rd->name), 2, 10, rd->size, rd->div, ACT_ELU);
@@ -526,10 +525,9 @@ TEST(models_reduced_gradients_match_finite_differences) {
  * cross-entropy plus the weight decay term, the losses and every parameter stay finite, the
  * parameters and the batch-norm moving averages move. Nets without batch norm must also have a
  * lower cross-entropy on the batch afterwards (same dropout masks). Nets with it need not: with
- * batch statistics, these narrow nets' gradients grow exponentially with depth at initialisation
- * (reduced resnet50: norm 4 at the last convolution, 4000 at the first), so that even a step of
- * 1e-3 leaves the region where the loss falls along the gradient, and whether it falls after two
- * steps depends on the rounding of the BLAS in use (measured). */
+ * batch statistics on a batch of 4, these narrow nets' gradients are large at initialisation
+ * (reduced resnet152's largest: about 1e3), so that a step of 1e-3 can leave the region where the
+ * loss falls along the gradient. */
 static void reduced_train(const Reduced *rd) {
     const int B = 4;
     const double lr = 1e-3, wd = 1e-4;
