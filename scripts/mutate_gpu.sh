@@ -94,7 +94,10 @@ table="| defect | file | caught by |
 | --- | --- | --- |"
 missed=0
 # the defects come on fd 3: the tests (mpirun) would read stdin
-while IFS='|' read -r -u 3 name file edits; do
+# (the whole line read as it is: read's field splitting drops a trailing empty replacement)
+while IFS= read -r -u 3 line; do
+  name=${line%%|*} rest=${line#*|}
+  file=${rest%%|*} edits=${rest#*|}
   [[ " $selected " == *" $name "* ]] || continue
   cp "$tree/$file" "$out/saved"
   if ! plant "$file" "$edits"; then
