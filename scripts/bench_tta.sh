@@ -101,8 +101,9 @@ for k in $(seq "$FIRST" $((FIRST + rounds - 1))); do
     "$pt_ep" "$pt_wall" "$pt_top1" "$pt_load" "$ratio"
 done
 if [ ${#ratios[@]} -gt 0 ]; then
-  median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+  # median DECIMALS VALUE...
+  median() { local d=$1; shift; printf '%s\n' "$@" | sort -g | awk -v d="$d" '{ v[NR] = $1 } END { printf "%.*f\n", d, (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
   echo
-  echo "Median over the ${#ratios[@]} rounds where both reached $TARGET %: nvcnn $(median "${nv_walls[@]}") s," \
-    "PyTorch $(median "${pt_walls[@]}") s; ratio PyTorch / nvcnn $(median "${ratios[@]}")x"
+  echo "Median over the ${#ratios[@]} rounds where both reached $TARGET %: nvcnn $(median 1 "${nv_walls[@]}") s," \
+    "PyTorch $(median 1 "${pt_walls[@]}") s; ratio PyTorch / nvcnn $(median 2 "${ratios[@]}")x"
 fi
