@@ -88,6 +88,9 @@ def main():
     if dev.type not in ("cuda", "cpu"):
         die("--device must be cuda, cuda:N or cpu")
     if cuda:
+        # "cuda" names no index: torch.cuda.set_device and friends want one (the current device)
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(dev)
         torch.backends.cudnn.benchmark = True
         if a.precision in ("fp32", "tf32"):

@@ -236,7 +236,7 @@ stage_peer() {
   # rows by importance: resnet50 first; 20 timed steps after 5; each run stopped at the deadline
   out=$(ROWS=${PEER_ROWS:-"resnet50:256:fp16 resnet50:256:fp32 resnet50:256:tf32 resnet50:256:bf16 googlenet:256:fp16 alexnet:512:fp16 resnet152:128:fp16 vgg16:128:fp16"} \
         BURNIN=5 ROW_TIMEOUT=60 DEADLINE=$(( $(date +%s) + $(left) - 2 )) PYTHON="$py" scripts/bench_gpu.sh 20 2>&1 |
-        tee /dev/stderr)
+        tee -a /dev/stderr)
   echo "$out" >>"$W/peer.md"
   local rows failed
   rows=$(grep -c '^| [a-z]' <<<"$out")
@@ -281,7 +281,7 @@ stage_mpi() {
 stage_input() {
   local out ratio
   out=$(GPU_RATIO_ONLY=1 MODEL=resnet50 BATCH=256 PRECISION=fp16 RATIO_STEPS=40 BENCH_DIR="$W/input" scripts/bench_input.sh 2000 2>&1 |
-        tee /dev/stderr)
+        tee -a /dev/stderr)
   local line
   line=$(grep -m1 '^GPU \|^no GPU backend run' <<<"$out")
   ratio=$(sed -n 's/.*ratio \([0-9.]*\).*/\1/p' <<<"$line")
