@@ -29,13 +29,23 @@ static void select_zero(void *arg) {
     gpu_select(0);
 }
 
+/* CUDA does not survive fork(): a child of a process that initialised the driver gets
+ * cudaErrorInitializationError from its first call. So the test process never touches CUDA
+ * itself; a child counts the GPUs (exit 10 + whether there is one). */
+static void count_gpus(void *arg) {
+    (void)arg;
+    _exit(10 + (gpu_count(NULL, 0) > 0));
+}
+
 TEST(gpu_select_comes_before_any_context) {
     CHECK(gpu_selected() == -1 && gpu_select_count() == 0);
     char msg[512];
     /* pinned memory before the selection: one error line naming the call, exit 1 */
     int rc = ld_run_child(pinned_alloc, NULL, msg, sizeof msg);
     CHECK_MSG(rc == 1 && strstr(msg, "gpu_host_alloc before the GPU was selected"), "exit %d: %s", rc, msg);
-    if (!gpu_built() || gpu_count(NULL, 0) > 0) {
+    const int counted = ld_run_child(count_gpus, NULL, msg, sizeof msg);
+    CHECK_MSG(counted == 10 || counted == 11, "counting the GPUs in a child: exit %d: %s", counted, msg);
+    if (!gpu_built() || counted == 11) {
         /* the device is set once; a second device is refused */
         rc = ld_run_child(select_twice, NULL, msg, sizeof msg);
         CHECK_MSG(rc == 1 && strstr(msg, "gpu_select(1): this process already uses GPU 0"), "exit %d: %s", rc, msg);

@@ -164,6 +164,17 @@ static const Config &config() {
 
 static bool driver_ok() { return config().driver >= CUDART_VERSION; }
 
+/* CUDA does not survive fork(): once a process has initialised the driver, every call of a child
+ * it forks (without exec) fails with cudaErrorInitializationError, as the real runtime does. The
+ * process that made the first call owns the driver. */
+static pid_t driver_pid = 0;
+static cudaError_t driver_check() {
+    if (!driver_ok()) return cudaErrorInsufficientDriver;
+    if (driver_pid == 0) driver_pid = getpid();
+    else if (driver_pid != getpid()) return cudaErrorInitializationError;
+    return cudaSuccess;
+}
+
 static int current = -1; /* cudaSetDevice's device; -1: no context yet */
 static size_t used[64];  /* bytes allocated per visible device */
 
@@ -180,7 +191,7 @@ void set_launch_error(cudaError_t e, const char *why) {
 /* The calls that need a context: the device must have been chosen (gpu.h's rule; a real GPU
  * would make one on device 0). */
 static cudaError_t need_context(const char *what) {
-    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    if (cudaError_t de = driver_check()) return ret(de);
     if (current < 0)
         fatal("%s before cudaSetDevice: on a GPU this makes a context on device 0 of every process (gpu_select() must come first)",
               what);
@@ -527,14 +538,14 @@ cudaError_t cudaGetDeviceCount(int *count) {
     Lock lock;
     if (!count) return ret(cudaErrorInvalidValue);
     *count = 0;
-    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    if (cudaError_t de = driver_check()) return ret(de);
     *count = (int)config().visible.size();
     return *count ? cudaSuccess : ret(cudaErrorNoDevice);
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
     Lock lock;
-    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    if (cudaError_t de = driver_check()) return ret(de);
     if (!p) return ret(cudaErrorInvalidValue);
     if (device < 0 || device >= (int)config().visible.size()) return ret(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
@@ -557,7 +568,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device) {
 
 cudaError_t cudaDeviceGetPCIBusId(char *buf, int len, int device) {
     Lock lock;
-    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    if (cudaError_t de = driver_check()) return ret(de);
     if (!buf || len <= 0) return ret(cudaErrorInvalidValue);
     if (device < 0 || device >= (int)config().visible.size()) return ret(cudaErrorInvalidDevice);
     snprintf(buf, (size_t)len, "0000:%02x:00.0", 0x10 + config().visible[(size_t)device]);
@@ -566,7 +577,7 @@ cudaError_t cudaDeviceGetPCIBusId(char *buf, int len, int device) {
 
 cudaError_t cudaSetDevice(int device) {
     Lock lock;
-    if (!driver_ok()) return ret(cudaErrorInsufficientDriver);
+    if (cudaError_t de = driver_check()) return ret(de);
     if (config().visible.empty()) return ret(cudaErrorNoDevice);
     if (device < 0 || device >= (int)config().visible.size()) return ret(cudaErrorInvalidDevice);
     current = device;
