@@ -1,34 +1,32 @@
 /* cudnn.cc: the cuDNN subset of the emulated device (emu.h): handles, tensor, filter and
- * convolution descriptors, convolution in its three directions with Find and workspaces, and the
- * legacy spatial batch normalisation. Everything is checked at the call, as cuDNN's API reference
- * says, and a call that cuDNN would reject returns its status after a line saying why; the work
- * itself runs on the handle's stream with every argument captured at the call.
+ * convolution descriptors, convolution in its three directions with Find, the heuristics
+ * (Get*Algorithm_v7) and workspaces, and the legacy spatial batch normalisation. Everything is
+ * checked at the call, as cuDNN's API reference says, and a call that cuDNN would reject returns
+ * its status after a line saying why; the work itself runs on the handle's stream with every
+ * argument captured at the call.
  *
- * The maths is written here with plain loops, independently of src/layers/: fp32 accumulation in
- * a fixed order (deterministic for any thread count: each output element has one thread), 16-bit
- * data (fp16, bf16) read as float and rounded once at the end, TF32 rounding of both factors of
- * every product where the math type lets cuDNN use TF32 for fp32 data (CUDNN_DEFAULT_MATH and the
- * TENSOR_OP math types on sm_80 and later; CUDNN_FMA_MATH never does). alpha/beta as cuDNN:
- * y = alpha * result + beta * y, and beta == 0 never reads y (a NaN there does not matter). Batch
- * norm statistics accumulate in double.
+ * The maths is written with plain loops, independently of src/layers/. The convolution algorithms
+ * (cudnn_algo.cc) each compute in their own order and rounding, as cuDNN 9 documents them, and
+ * support what cuDNN 9's tables say they support; this file reads the operands into dense fp32
+ * copies (16-bit data exactly), hands them to the algorithm and rounds its result once, to the
+ * output's type: y = alpha * result + beta * y, and beta == 0 never reads y (a NaN there does not
+ * matter). Batch norm statistics accumulate in double.
  *
- * Algorithms and their workspaces, a model of cuDNN's (what each needs is a formula of the shapes,
- * the same in Find and in Get*WorkspaceSize; every algorithm computes the same maths here):
- *   forward   IMPLICIT_GEMM 0 B; IMPLICIT_PRECOMP_GEMM the input offsets of one filter (8 B per
- *             tap per input channel); GEMM the im2col matrix of one image; DIRECT never supported;
- *             FFT and FFT_TILING (stride 1, no dilation, no groups, not bf16) the transformed input
- *             and filter; WINOGRAD (3x3, stride 1, no dilation, no groups, fp32/fp16) 0 B;
- *             WINOGRAD_NONFUSED (3x3 or 5x5, stride 1, ...) the transformed tiles.
- *   backward data: ALGO_0 and ALGO_1 0 B; FFT, FFT_TILING, WINOGRAD, WINOGRAD_NONFUSED as above.
- *   backward filter: ALGO_0, ALGO_1 and ALGO_3 0 B; FFT, FFT_TILING as above; WINOGRAD never
- *             supported (cuDNN: not implemented); WINOGRAD_NONFUSED as above.
- * Find lists every algorithm once with the descriptor's math type and, when that is not DEFAULT,
- * once more with CUDNN_DEFAULT_MATH (cuDNN 9 reports results per algorithm and math type);
- * unsupported ones and those whose workspace exceeds the free memory as failing entries at the
- * end; the others sorted by an emulated time (FLOPs over a per-algorithm speed, DEFAULT math
- * twice as fast: it may use TF32). NVCNN_EMU_FIND=duplicates adds three more DEFAULT-math copies
- * of every supported algorithm ahead of everything. The compute calls refuse a workspace smaller
- * than their algorithm needs, and fill the one they use with the poison pattern.
+ * Find (cudnnFind*) lists every algorithm once with the descriptor's math type and, when that is
+ * not DEFAULT, once more with CUDNN_DEFAULT_MATH (cuDNN 9 reports results per algorithm and math
+ * type), each with its determinism as cuDNN reports it; unsupported ones and those whose workspace
+ * exceeds the free memory as failing entries at the end; the others sorted by an emulated time:
+ * the algorithm's arithmetic over its speed (tensor cores where it and the math type use them,
+ * cudnn_algo.cc's model_ms) times a seeded noise of +-10 % drawn afresh for each result of each
+ * call, as a GPU's timings vary (two Finds of one shape, in runs with different NVCNN_EMU_SEED,
+ * may choose differently where two algorithms are close). The heuristics (Get*Algorithm_v7) list
+ * the same results in the order of the noiseless model, time -1. NVCNN_EMU_FIND (a comma-separated
+ * list) changes Find and the heuristics for tests: `duplicates` adds three more DEFAULT-math copies
+ * of every supported algorithm ahead of everything; an algorithm's name (IMPLICIT_GEMM, FFT,
+ * WINOGRAD_NONFUSED, ALGO_0, ..., as cuDNN's enums spell it without their prefix) or
+ * `nondeterministic` puts those algorithms first in every direction where they are supported. The
+ * compute calls refuse an unsupported algorithm and a workspace smaller than their algorithm
+ * needs, and fill the one they use with the poison pattern.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -41,9 +39,12 @@
 #include <string.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
+#include "cudnn_algo.h"
 #include "emu.h"
+#include "emu_counts.h"
 
 struct cudnnContext {
     cudaStream_t stream = 0;
@@ -148,22 +149,21 @@ size_t at(const TD &d, int n, int c, int h, int w) { return (size_t)n * d.ns + (
 size_t extent(const TD &d) { return (at(d, d.n - 1, d.c - 1, d.h - 1, d.w - 1) + 1) * type_size(d.type); }
 size_t extent(const FD &f) { return (size_t)f.k * f.c * f.h * f.w * type_size(f.type); }
 
-/* a dense float copy [n][c][h][w] of a tensor, TF32-rounded when `round` */
-std::vector<float> dense(const TD &d, const void *p, bool round) {
+/* a dense float copy [n][c][h][w] of a tensor */
+std::vector<float> dense(const TD &d, const void *p) {
     std::vector<float> out((size_t)d.n * d.c * d.h * d.w);
     size_t i = 0;
     for (int n = 0; n < d.n; n++)
         for (int c = 0; c < d.c; c++)
             for (int h = 0; h < d.h; h++)
                 for (int w = 0; w < d.w; w++, i++) {
-                    float v = load(p, d.type, at(d, n, c, h, w));
-                    out[i] = round ? emu::tf32(v) : v;
+                    out[i] = load(p, d.type, at(d, n, c, h, w));
                 }
     return out;
 }
 
 /* a dense float copy [k][c][h][w] of a filter (NCHW or NHWC in memory) */
-std::vector<float> dense(const FD &f, const void *p, bool round) {
+std::vector<float> dense(const FD &f, const void *p) {
     std::vector<float> out((size_t)f.k * f.c * f.h * f.w);
     size_t i = 0;
     for (int k = 0; k < f.k; k++)
@@ -171,8 +171,7 @@ std::vector<float> dense(const FD &f, const void *p, bool round) {
             for (int h = 0; h < f.h; h++)
                 for (int w = 0; w < f.w; w++, i++) {
                     size_t a = f.format == CUDNN_TENSOR_NHWC ? (((size_t)k * f.h + h) * f.w + w) * f.c + c : i;
-                    float v = load(p, f.type, a);
-                    out[i] = round ? emu::tf32(v) : v;
+                    out[i] = load(p, f.type, a);
                 }
     return out;
 }
@@ -210,14 +209,12 @@ float scalar(const void *p, cudnnDataType_t data) {
 }
 
 /* ---- convolution geometry ---- */
-struct Geo {
-    int n, c, h, w;    /* input */
-    int k, cg, r, s;   /* filter: outputs, input channels per group, height, width */
-    int g;             /* groups */
-    int oh, ow;        /* output */
-    int ph, pw, u, v, dh, dw;
-    bool flip;         /* CUDNN_CONVOLUTION: the filter is flipped */
-};
+using emu::dnn::Arith;
+using emu::dnn::Dir;
+using emu::dnn::Geo;
+using emu::dnn::BWD_DATA;
+using emu::dnn::BWD_FILTER;
+using emu::dnn::FWD;
 
 int out_dim(int in, int pad, int filt, int dil, int stride) { return 1 + (in + 2 * pad - ((filt - 1) * dil + 1)) / stride; }
 
@@ -232,6 +229,8 @@ cudnnStatus_t geometry(const char *call, const TD *x, const FD *w, const CD *cd,
     g->k = w->k, g->cg = w->c, g->r = w->h, g->s = w->w, g->g = cd->groups;
     g->ph = cd->pad_h, g->pw = cd->pad_w, g->u = cd->u, g->v = cd->v, g->dh = cd->dil_h, g->dw = cd->dil_w;
     g->flip = cd->mode == CUDNN_CONVOLUTION;
+    /* FFT's layouts: NCHW with each HW plane packed */
+    g->hw_packed = x->ws == 1 && x->hs == x->w && (!y || (y->ws == 1 && y->hs == y->w));
     g->oh = out_dim(x->h, cd->pad_h, w->h, cd->dil_h, cd->u);
     g->ow = out_dim(x->w, cd->pad_w, w->w, cd->dil_w, cd->v);
     if (g->oh < 1 || g->ow < 1)
@@ -255,103 +254,93 @@ cudnnStatus_t geometry(const char *call, const TD *x, const FD *w, const CD *cd,
     return CUDNN_STATUS_SUCCESS;
 }
 
-/* whether the math type lets fp32 data go through TF32 */
-bool uses_tf32(const CD &cd, cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT && cd.math != CUDNN_FMA_MATH; }
-
-/* ---- the algorithms' model ---- */
-enum Dir { FWD, BWD_DATA, BWD_FILTER };
-const int algo_count[3] = {CUDNN_CONVOLUTION_FWD_ALGO_COUNT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT};
-
-enum Kind { IMPLICIT, PRECOMP, GEMM, DIRECT, FFT, FFT_TILING, WINOGRAD, WINOGRAD_NONFUSED, NEVER };
-
-Kind kind_of(Dir d, int algo) {
-    if (d == FWD) return (Kind)algo; /* the enum's order */
-    if (d == BWD_DATA) {
-        static const Kind k[] = {IMPLICIT, IMPLICIT, FFT, FFT_TILING, WINOGRAD, WINOGRAD_NONFUSED};
-        return k[algo];
-    }
-    static const Kind k[] = {IMPLICIT, IMPLICIT, FFT, IMPLICIT, NEVER, WINOGRAD_NONFUSED, FFT_TILING};
-    return k[algo];
-}
-
-/* whether cuDNN runs `algo` on this configuration (a model of its support tables) */
-bool supported(Dir d, int algo, const Geo &g, cudnnDataType_t t) {
-    const bool plain = g.u == 1 && g.v == 1 && g.dh == 1 && g.dw == 1 && g.g == 1;
-    switch (kind_of(d, algo)) {
-    case IMPLICIT: case PRECOMP: return true;
-    case GEMM: return t != CUDNN_DATA_BFLOAT16;
-    case DIRECT: case NEVER: return false;
-    case FFT: case FFT_TILING: return plain && t != CUDNN_DATA_BFLOAT16 && g.r <= g.h + 2 * g.ph && g.s <= g.w + 2 * g.pw;
-    case WINOGRAD: return plain && g.r == 3 && g.s == 3 && (t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_HALF);
-    case WINOGRAD_NONFUSED: return plain && ((g.r == 3 && g.s == 3) || (g.r == 5 && g.s == 5)) && t != CUDNN_DATA_BFLOAT16;
-    }
-    return false;
-}
-
-size_t workspace(Dir d, int algo, const Geo &g, cudnnDataType_t t) {
-    const size_t es = type_size(t);
-    switch (kind_of(d, algo)) {
-    case PRECOMP: return (size_t)g.cg * g.r * g.s * 8;
-    case GEMM: return (size_t)g.cg * g.r * g.s * g.oh * g.ow * es;
-    case FFT: {
-        size_t fh = (size_t)g.h + 2 * g.ph + g.r, fw = (size_t)g.w + 2 * g.pw + g.s;
-        return (size_t)(g.n * g.c + g.k * g.c + g.n * g.k) * fh * (fw / 2 + 1) * 8;
-    }
-    case FFT_TILING: return (size_t)(g.n * g.c + g.k * g.c) * 32 * 17 * 8;
-    case WINOGRAD_NONFUSED: return (size_t)(g.n * g.c + g.k * g.c + g.n * g.k) * ((g.oh + 1) / 2) * ((g.ow + 1) / 2) * 36 * 4;
-    default: return 0;
-    }
-}
-
-float emulated_ms(Dir d, int algo, const Geo &g, bool tensor_math) {
-    static const float speed[] = {1.0f, 1.6f, 1.2f, 1.0f, 1.4f, 1.5f, 2.0f, 1.8f, 1.0f}; /* by Kind */
-    const double flops = 2.0 * g.n * g.k * g.oh * g.ow * (double)g.cg * g.r * g.s;
-    double ms = flops / 1e9 / speed[kind_of(d, algo)] * (d == BWD_FILTER ? 1.1 : d == BWD_DATA ? 1.05 : 1.0);
-    return (float)(tensor_math ? ms / 2 : ms) + 1e-3f * (float)algo;
-}
-
+/* ---- Find and the heuristics ---- */
 struct Result {
     int algo;
     cudnnStatus_t status;
     float time;
     size_t memory;
     cudnnMathType_t math;
+    cudnnDeterminism_t determinism;
 };
 
-std::vector<Result> find(Dir d, const Geo &g, const CD &cd, cudnnDataType_t t) {
+/* NVCNN_EMU_FIND: whether it holds `token` (its comma-separated items) */
+bool find_mode(const char *token) {
+    const char *v = emu::env("NVCNN_EMU_FIND");
+    if (!v) return false;
+    const size_t n = strlen(token);
+    for (const char *p = v; *p;) {
+        const size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, token, n) == 0) return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
+/* Checks NVCNN_EMU_FIND's items: duplicates, nondeterministic, or an algorithm's name. */
+void check_find_mode() {
+    const char *v = emu::env("NVCNN_EMU_FIND");
+    for (const char *p = v ? v : ""; *p;) {
+        const size_t len = strcspn(p, ",");
+        std::string item(p, len);
+        bool known = item == "duplicates" || item == "nondeterministic";
+        for (int d = 0; d < 3 && !known; d++)
+            for (int a = 0; a < emu::dnn::algo_count[d] && !known; a++) known = item == emu::dnn::algo_name((Dir)d, a);
+        if (!known)
+            emu::fatal("NVCNN_EMU_FIND=%s: '%s' is none of duplicates, nondeterministic, or an algorithm's name (IMPLICIT_GEMM, FFT, ALGO_0, ...)",
+                       v, item.c_str());
+        p += len + (p[len] == ',');
+    }
+}
+
+/* whether NVCNN_EMU_FIND puts `algo` first */
+bool preferred(Dir d, int algo) {
+    return find_mode(emu::dnn::algo_name(d, algo)) || (find_mode("nondeterministic") && emu::dnn::determinism(d, algo) == CUDNN_NON_DETERMINISTIC);
+}
+
+/* Every algorithm in the descriptor's math type and (when that is not DEFAULT) in DEFAULT: the
+ * supported ones by time (measured: the model with noise; heuristic: the model alone, reported as
+ * -1), the failing ones after them. */
+std::vector<Result> find(Dir d, const Geo &g, const CD &cd, cudnnDataType_t t, bool measured) {
     std::vector<Result> ok, failed;
-    const char *mode = emu::env("NVCNN_EMU_FIND");
-    const bool dups = mode && strcmp(mode, "duplicates") == 0;
-    if (mode && !dups) emu::fatal("NVCNN_EMU_FIND=%s: want duplicates, or leave it unset", mode);
+    check_find_mode();
+    const bool dups = measured && find_mode("duplicates");
     const size_t free_bytes = emu::mem_free();
-    for (int a = 0; a < algo_count[d]; a++) {
+    std::vector<double> key;
+    for (int a = 0; a < emu::dnn::algo_count[d]; a++) {
         cudnnMathType_t maths[2] = {cd.math, CUDNN_DEFAULT_MATH};
         for (int m = 0; m < (cd.math == CUDNN_DEFAULT_MATH ? 1 : 2); m++) {
-            Result r = {a, CUDNN_STATUS_SUCCESS, 0, workspace(d, a, g, t), maths[m]};
-            if (!supported(d, a, g, t)) {
+            const Arith ar = {t, cd.compute, maths[m]};
+            Result r = {a, CUDNN_STATUS_SUCCESS, 0, emu::dnn::workspace(d, a, g, ar), maths[m], emu::dnn::determinism(d, a)};
+            if (emu::dnn::unsupported_because(d, a, g, ar)) {
                 r.status = CUDNN_STATUS_NOT_SUPPORTED, r.time = -1, r.memory = 0;
                 failed.push_back(r);
             } else if (r.memory > free_bytes) {
                 r.status = CUDNN_STATUS_ALLOC_FAILED, r.time = -1, r.memory = 0;
                 failed.push_back(r);
             } else {
-                r.time = emulated_ms(d, a, g, maths[m] != CUDNN_FMA_MATH && t == CUDNN_DATA_FLOAT);
+                double ms = emu::dnn::model_ms(d, a, g, ar) * (measured ? emu::dnn::noise(0.1) : 1.0);
+                if (preferred(d, a)) ms *= 1e-3;
+                r.time = measured ? (float)ms : -1.0f;
+                key.push_back(ms);
                 ok.push_back(r);
             }
         }
     }
-    std::stable_sort(ok.begin(), ok.end(), [](const Result &a, const Result &b) { return a.time < b.time; });
+    std::vector<size_t> order(ok.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key[x] < key[y]; });
     std::vector<Result> out;
     if (dups)
         for (int copy = 0; copy < 3; copy++)
-            for (const Result &r : ok)
-                if (r.math == CUDNN_DEFAULT_MATH || cd.math == CUDNN_DEFAULT_MATH) {
-                    Result q = r;
+            for (size_t i : order)
+                if (ok[i].math == CUDNN_DEFAULT_MATH || cd.math == CUDNN_DEFAULT_MATH) {
+                    Result q = ok[i];
                     q.math = CUDNN_DEFAULT_MATH;
-                    q.time = r.time * 0.5f;
+                    q.time = ok[i].time * 0.5f;
                     out.push_back(q);
                 }
-    out.insert(out.end(), ok.begin(), ok.end());
+    for (size_t i : order) out.push_back(ok[i]);
     out.insert(out.end(), failed.begin(), failed.end());
     return out;
 }
@@ -366,7 +355,7 @@ template <typename Perf> void report(const std::vector<Result> &all, int request
         p.status = r.status;
         p.time = r.time;
         p.memory = r.memory;
-        p.determinism = CUDNN_DETERMINISTIC;
+        p.determinism = r.determinism;
         p.mathType = r.math;
         perf[n++] = p;
     }
@@ -374,10 +363,11 @@ template <typename Perf> void report(const std::vector<Result> &all, int request
 }
 
 /* Checks a compute call's algorithm and workspace. */
-cudnnStatus_t check_algo(const char *call, Dir d, int algo, const Geo &g, cudnnDataType_t t, const void *ws, size_t ws_bytes, size_t *need) {
-    if (algo < 0 || algo >= algo_count[d]) return bad("%s: algorithm %d is not one of cuDNN's", call, algo);
-    if (!supported(d, algo, g, t)) return unsupported("%s: algorithm %d does not support this configuration", call, algo);
-    *need = workspace(d, algo, g, t);
+cudnnStatus_t check_algo(const char *call, Dir d, int algo, const Geo &g, const Arith &ar, const void *ws, size_t ws_bytes, size_t *need) {
+    if (algo < 0 || algo >= emu::dnn::algo_count[d]) return bad("%s: algorithm %d is not one of cuDNN's", call, algo);
+    if (const char *why = emu::dnn::unsupported_because(d, algo, g, ar))
+        return unsupported("%s: algorithm %d (%s) does not support this configuration: %s", call, algo, emu::dnn::algo_name(d, algo), why);
+    *need = emu::dnn::workspace(d, algo, g, ar);
     if (ws_bytes < *need)
         return bad("%s: algorithm %d needs %zu bytes of workspace, %zu given", call, algo, *need, ws_bytes);
     if (*need && (!ws || !emu::is_device_range(ws, *need)))
@@ -390,141 +380,6 @@ void need_device(const char *call, const char *what, const void *p, size_t bytes
         char d[200];
         emu::describe_pointer(p, d, sizeof d);
         emu::fatal("%s: %s (%zu bytes) is %s, not inside one device allocation", call, what, bytes, d);
-    }
-}
-
-/* ---- the maths (dense float arrays) ----
- * Each direction is a matrix product per image and group over the im2col matrix of the input
- * (col[p][q]: p = (c', r, s) of the group's filter taps, q = (oh, ow) of the output; zero where a tap
- * falls on padding). Threads take whole images (forward, backward data) or whole rows of the
- * filter gradient (backward filter), so every output element is one thread's and accumulates its
- * products in one fixed order (p, or n then q, ascending), whatever the number of threads. */
-
-/* Whether a convolution is worth more than one thread (small ones spend more on the threads'
- * start than on the work). */
-bool parallel_worth(const Geo &g) { return 2.0 * g.n * g.k * g.oh * g.ow * (double)g.cg * g.r * g.s > 4e6; }
-
-/* C[m][n] += A[m][k] B[k][n] (row-major, leading dimensions lda, ldb, ldc), on the calling thread.
- * Four rows of C share each row of B; element (i, j) sums over k in ascending order. */
-void matmul(int m, int n, int k, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {
-    for (int i0 = 0; i0 < m; i0 += 4) {
-        const int rows = m - i0 < 4 ? m - i0 : 4;
-        for (int jb = 0; jb < n; jb += 512) {
-            const int je = n - jb < 512 ? n : jb + 512;
-            if (rows == 4) {
-                float *c0 = C + (size_t)i0 * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-                for (int p = 0; p < k; p++) {
-                    const float a0 = A[(size_t)i0 * lda + p], a1 = A[(size_t)(i0 + 1) * lda + p], a2 = A[(size_t)(i0 + 2) * lda + p],
-                                a3 = A[(size_t)(i0 + 3) * lda + p];
-                    const float *b = B + (size_t)p * ldb;
-                    for (int j = jb; j < je; j++) {
-                        const float bv = b[j];
-                        c0[j] += a0 * bv;
-                        c1[j] += a1 * bv;
-                        c2[j] += a2 * bv;
-                        c3[j] += a3 * bv;
-                    }
-                }
-            } else {
-                for (int i = i0; i < i0 + rows; i++)
-                    for (int p = 0; p < k; p++) {
-                        const float a = A[(size_t)i * lda + p];
-                        const float *b = B + (size_t)p * ldb;
-                        float *c = C + (size_t)i * ldc;
-                        for (int j = jb; j < je; j++) c[j] += a * b[j];
-                    }
-            }
-        }
-    }
-}
-
-/* col[p][q] of image n, group grp (p over cg * r * s, q over oh * ow); transposed (col[q][p]) when
- * `transpose` */
-void im2col(const Geo &g, const float *x, int n, int grp, float *col, bool transpose) {
-    const int Q = g.oh * g.ow, P = g.cg * g.r * g.s;
-    for (int p = 0; p < P; p++) {
-        const int cc = p / (g.r * g.s), r = p / g.s % g.r, s = p % g.s;
-        const int rr = g.flip ? g.r - 1 - r : r, ss = g.flip ? g.s - 1 - s : s;
-        const float *xin = x + ((size_t)n * g.c + (size_t)grp * g.cg + cc) * g.h * g.w;
-        for (int oh = 0; oh < g.oh; oh++) {
-            const int ih = oh * g.u - g.ph + rr * g.dh;
-            for (int ow = 0; ow < g.ow; ow++) {
-                const int iw = ow * g.v - g.pw + ss * g.dw, q = oh * g.ow + ow;
-                const float v = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w ? xin[(size_t)ih * g.w + iw] : 0.0f;
-                if (transpose)
-                    col[(size_t)q * P + p] = v;
-                else
-                    col[(size_t)p * Q + q] = v;
-            }
-        }
-    }
-}
-
-/* y[n][k][q] = sum over p of w[k][p] col[p][q] */
-void conv_forward(const Geo &g, const std::vector<float> &x, const std::vector<float> &w, std::vector<float> &y) {
-    const int kg = g.k / g.g, P = g.cg * g.r * g.s, Q = g.oh * g.ow;
-    std::fill(y.begin(), y.end(), 0.0f);
-#pragma omp parallel if (parallel_worth(g))
-    {
-        std::vector<float> col((size_t)P * Q);
-#pragma omp for schedule(static)
-        for (int ng = 0; ng < g.n * g.g; ng++) {
-            const int n = ng / g.g, grp = ng % g.g;
-            im2col(g, x.data(), n, grp, col.data(), false);
-            matmul(kg, Q, P, &w[(size_t)grp * kg * P], P, col.data(), Q, &y[((size_t)n * g.k + (size_t)grp * kg) * Q], Q);
-        }
-    }
-}
-
-/* dcol[p][q] = sum over k of w[k][p] dy[k][q] (as w^T dy), then each input position gathers the
- * dcol entries of the taps that land on it, in the order p, q */
-void conv_backward_data(const Geo &g, const std::vector<float> &dy, const std::vector<float> &w, std::vector<float> &dx) {
-    const int kg = g.k / g.g, P = g.cg * g.r * g.s, Q = g.oh * g.ow;
-    std::vector<float> wt((size_t)g.g * P * kg);
-    for (int grp = 0; grp < g.g; grp++)
-        for (int k = 0; k < kg; k++)
-            for (int p = 0; p < P; p++) wt[((size_t)grp * P + p) * kg + k] = w[((size_t)grp * kg + k) * P + p];
-    std::fill(dx.begin(), dx.end(), 0.0f);
-#pragma omp parallel if (parallel_worth(g))
-    {
-        std::vector<float> dcol((size_t)P * Q);
-#pragma omp for schedule(static)
-        for (int ng = 0; ng < g.n * g.g; ng++) {
-            const int n = ng / g.g, grp = ng % g.g;
-            std::fill(dcol.begin(), dcol.end(), 0.0f);
-            matmul(P, Q, kg, &wt[(size_t)grp * P * kg], kg, &dy[((size_t)n * g.k + (size_t)grp * kg) * Q], Q, dcol.data(), Q);
-            for (int p = 0; p < P; p++) {
-                const int cc = p / (g.r * g.s), r = p / g.s % g.r, s = p % g.s;
-                const int rr = g.flip ? g.r - 1 - r : r, ss = g.flip ? g.s - 1 - s : s;
-                float *out = &dx[((size_t)n * g.c + (size_t)grp * g.cg + cc) * g.h * g.w];
-                const float *d = &dcol[(size_t)p * Q];
-                for (int oh = 0; oh < g.oh; oh++) {
-                    const int ih = oh * g.u - g.ph + rr * g.dh;
-                    if (ih < 0 || ih >= g.h) continue;
-                    for (int ow = 0; ow < g.ow; ow++) {
-                        const int iw = ow * g.v - g.pw + ss * g.dw;
-                        if (iw >= 0 && iw < g.w) out[(size_t)ih * g.w + iw] += d[oh * g.ow + ow];
-                    }
-                }
-            }
-        }
-    }
-}
-
-/* dw[k][p] = sum over n, then q, of dy[n][k][q] colT_n[q][p]; threads take blocks of rows k */
-void conv_backward_filter(const Geo &g, const std::vector<float> &x, const std::vector<float> &dy, std::vector<float> &dw) {
-    const int kg = g.k / g.g, P = g.cg * g.r * g.s, Q = g.oh * g.ow;
-    std::vector<float> colt((size_t)g.n * g.g * Q * P);
-    const bool par = parallel_worth(g);
-#pragma omp parallel for schedule(static) if (par)
-    for (int ng = 0; ng < g.n * g.g; ng++) im2col(g, x.data(), ng / g.g, ng % g.g, &colt[(size_t)ng * Q * P], true);
-    std::fill(dw.begin(), dw.end(), 0.0f);
-    const int per_group = (kg + 3) / 4; /* blocks of 4 rows, never straddling two groups */
-#pragma omp parallel for schedule(static) if (par)
-    for (int b = 0; b < g.g * per_group; b++) {
-        const int grp = b / per_group, kb = grp * kg + b % per_group * 4, rows = (grp + 1) * kg - kb < 4 ? (grp + 1) * kg - kb : 4;
-        for (int n = 0; n < g.n; n++)
-            matmul(rows, P, Q, &dy[((size_t)n * g.k + kb) * Q], Q, &colt[((size_t)n * g.g + grp) * Q * P], P, &dw[(size_t)kb * P], P);
     }
 }
 
@@ -713,39 +568,65 @@ cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescri
 /* ---- Find and workspaces ---- */
 } /* extern "C" */
 
-/* Find (synchronous: it runs the algorithms, so it waits for the stream first). */
+static long finds_made, heuristics_made; /* emu_counts.h */
+
+/* Find (synchronous: it runs the algorithms, so it waits for the stream first), or the
+ * heuristics (`measured` 0: nothing runs). */
 template <typename Perf>
 static cudnnStatus_t find_call(const char *call, Dir d, cudnnHandle_t h, const TD *x, const FD *w, const CD *cd, const TD *y, int requested,
-                               int *returned, Perf *perf) {
+                               int *returned, Perf *perf, bool measured) {
     emu::Lock lock;
     Geo g{};
     if (!h || !returned || !perf || requested <= 0) return bad("%s: NULL argument or count %d", call, requested);
     cudnnStatus_t st = geometry(call, x, w, cd, y, &g);
     if (st) return st;
-    emu::sync_stream(h->stream);
-    report(find(d, g, *cd, x->type), requested, returned, perf);
+    if (measured) emu::sync_stream(h->stream);
+    report(find(d, g, *cd, x->type, measured), requested, returned, perf);
+    (measured ? finds_made : heuristics_made)++;
     return CUDNN_STATUS_SUCCESS;
 }
 
 extern "C" {
 
+long emu_cudnn_finds(void) { return finds_made; }
+long emu_cudnn_heuristics(void) { return heuristics_made; }
+
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
                                                    const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t y, const int requested,
                                                    int *returned, cudnnConvolutionFwdAlgoPerf_t *perf) {
-    return find_call("cudnnFindConvolutionForwardAlgorithm", FWD, h, x, w, cd, y, requested, returned, perf);
+    return find_call("cudnnFindConvolutionForwardAlgorithm", FWD, h, x, w, cd, y, requested, returned, perf, true);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
                                                         const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t dx,
                                                         const int requested, int *returned, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
-    return find_call("cudnnFindConvolutionBackwardDataAlgorithm", BWD_DATA, h, dx, w, cd, dy, requested, returned, perf);
+    return find_call("cudnnFindConvolutionBackwardDataAlgorithm", BWD_DATA, h, dx, w, cd, dy, requested, returned, perf, true);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                           const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t cd,
                                                           const cudnnFilterDescriptor_t dw, const int requested, int *returned,
                                                           cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
-    return find_call("cudnnFindConvolutionBackwardFilterAlgorithm", BWD_FILTER, h, x, dw, cd, dy, requested, returned, perf);
+    return find_call("cudnnFindConvolutionBackwardFilterAlgorithm", BWD_FILTER, h, x, dw, cd, dy, requested, returned, perf, true);
+}
+
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
+                                                     const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t y,
+                                                     const int requested, int *returned, cudnnConvolutionFwdAlgoPerf_t *perf) {
+    return find_call("cudnnGetConvolutionForwardAlgorithm_v7", FWD, h, x, w, cd, y, requested, returned, perf, false);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
+                                                          const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t dx,
+                                                          const int requested, int *returned, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+    return find_call("cudnnGetConvolutionBackwardDataAlgorithm_v7", BWD_DATA, h, dx, w, cd, dy, requested, returned, perf, false);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                            const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t cd,
+                                                            const cudnnFilterDescriptor_t dw, const int requested, int *returned,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
+    return find_call("cudnnGetConvolutionBackwardFilterAlgorithm_v7", BWD_FILTER, h, x, dw, cd, dy, requested, returned, perf, false);
 }
 
 static cudnnStatus_t ws_size(const char *call, Dir d, int algo, const TD *x, const FD *w, const CD *cd, const TD *y, size_t *bytes) {
@@ -753,9 +634,11 @@ static cudnnStatus_t ws_size(const char *call, Dir d, int algo, const TD *x, con
     if (!bytes) return bad("%s: NULL size", call);
     cudnnStatus_t st = geometry(call, x, w, cd, y, &g);
     if (st) return st;
-    if (algo < 0 || algo >= algo_count[d]) return bad("%s: algorithm %d is not one of cuDNN's", call, algo);
-    if (!supported(d, algo, g, x->type)) return unsupported("%s: algorithm %d does not support this configuration", call, algo);
-    *bytes = workspace(d, algo, g, x->type);
+    if (algo < 0 || algo >= emu::dnn::algo_count[d]) return bad("%s: algorithm %d is not one of cuDNN's", call, algo);
+    const Arith ar = {x->type, cd->compute, cd->math};
+    if (const char *why = emu::dnn::unsupported_because(d, algo, g, ar))
+        return unsupported("%s: algorithm %d (%s) does not support this configuration: %s", call, algo, emu::dnn::algo_name(d, algo), why);
+    *bytes = emu::dnn::workspace(d, algo, g, ar);
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -783,6 +666,16 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, co
 /* ---- the convolutions ---- */
 } /* extern "C" */
 
+/* "cudnnConvolutionForward (FFT)": the work's name in diagnostics and NVCNN_EMU_PROFILE's table
+ * (kept for the process's life, one per call and algorithm) */
+static const char *work_name(const char *call, Dir d, int algo) {
+    static std::vector<std::string> names[3];
+    std::vector<std::string> &v = names[d];
+    if (v.empty())
+        for (int a = 0; a < emu::dnn::algo_count[d]; a++) v.push_back(std::string(call) + " (" + emu::dnn::algo_name(d, a) + ")");
+    return v[(size_t)algo].c_str();
+}
+
 /* One convolution call: direction d reads two of x, w and y (dy) and writes the third into `out`
  * (out = alpha * result + beta * out). */
 static cudnnStatus_t convolve(const char *call, Dir d, cudnnHandle_t h, const void *alpha, const void *beta, const TD *xd, const void *x,
@@ -793,28 +686,28 @@ static cudnnStatus_t convolve(const char *call, Dir d, cudnnHandle_t h, const vo
     size_t need = 0;
     if (!h || !alpha || !beta) return bad("%s: NULL handle, alpha or beta", call);
     cudnnStatus_t st = geometry(call, xd, wd, cd, yd, &g);
-    if (!st) st = check_algo(call, d, algo, g, xd->type, ws, ws_bytes, &need);
+    const Arith ar = {xd->type, cd->compute, cd->math};
+    if (!st) st = check_algo(call, d, algo, g, ar, ws, ws_bytes, &need);
     if (st) return st;
     need_device(call, d == BWD_DATA ? "dx" : "x", d == BWD_DATA ? out : x, extent(*xd));
     need_device(call, d == BWD_FILTER ? "dw" : "w", d == BWD_FILTER ? out : w, extent(*wd));
     need_device(call, d == FWD ? "y" : "dy", d == FWD ? out : y, extent(*yd));
     const TD X = *xd, Y = *yd;
     const FD W = *wd;
-    const bool round = uses_tf32(*cd, xd->type);
     const float a = scalar(alpha, xd->type), b = scalar(beta, xd->type);
-    emu::enqueue(h->stream, call, [=]() {
+    emu::enqueue(h->stream, work_name(call, d, algo), [=]() {
         if (need) emu::poison(ws, need);
         if (d == FWD) {
-            std::vector<float> xv = dense(X, x, round), wv = dense(W, w, round), yv((size_t)g.n * g.k * g.oh * g.ow);
-            conv_forward(g, xv, wv, yv);
+            std::vector<float> yv((size_t)g.n * g.k * g.oh * g.ow);
+            emu::dnn::compute(d, algo, g, ar, dense(X, x), dense(W, w), yv);
             blend(Y, out, yv, a, b);
         } else if (d == BWD_DATA) {
-            std::vector<float> dyv = dense(Y, y, round), wv = dense(W, w, round), dxv((size_t)g.n * g.c * g.h * g.w);
-            conv_backward_data(g, dyv, wv, dxv);
+            std::vector<float> dxv((size_t)g.n * g.c * g.h * g.w);
+            emu::dnn::compute(d, algo, g, ar, dense(Y, y), dense(W, w), dxv);
             blend(X, out, dxv, a, b);
         } else {
-            std::vector<float> xv = dense(X, x, round), dyv = dense(Y, y, round), dwv((size_t)g.k * g.cg * g.r * g.s);
-            conv_backward_filter(g, xv, dyv, dwv);
+            std::vector<float> dwv((size_t)g.k * g.cg * g.r * g.s);
+            emu::dnn::compute(d, algo, g, ar, dense(X, x), dense(Y, y), dwv);
             blend(W, out, dwv, a, b);
         }
     });

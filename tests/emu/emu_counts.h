@@ -10,6 +10,10 @@ extern "C" {
 /* Launches of `kernel` that the device accepted so far in this process, by the name LAUNCH
  * gives it (src/cuda/common.h: the kernel as written, "k_larc_norms" or "k_bias_partial<T>"). */
 long emu_launches(const char *kernel);
+/* Calls of cuDNN's Find (cudnnFind*ConvolutionForward/BackwardData/BackwardFilterAlgorithm: the
+ * timed measurements) and of its heuristics (cudnnGet*Algorithm_v7) so far in this process. */
+long emu_cudnn_finds(void);
+long emu_cudnn_heuristics(void);
 
 #ifdef __cplusplus
 }
