@@ -128,6 +128,11 @@ static const Flag flags[] = {
     {"cudnn_workspace_mb", 0, NUM(cudnn_workspace_mb, 0, 1 << 24), .init = "4096",
      .help = "GPU backend: cuDNN's workspace at most this many MiB (each convolution takes the fastest algorithm within it "
              "and the memory free), room left for cuBLAS and NCCL"},
+    {"deterministic", 0, ON(deterministic),
+     .help = "GPU backend: bitwise-reproducible runs: each convolution takes the first of cuDNN's deterministic algorithms "
+             "in its heuristics' order instead of the fastest it measures (everything else of a step is deterministic "
+             "already). Costs convolution speed on a GPU: the fastest backward algorithms are often non-deterministic "
+             "(atomics) and the heuristics' choice is not timed; the emulated device cannot measure how much"},
     {"save_interval", 0, INT(save_interval, 1, 1 << 30), .init = "43200", .help = "seconds between checkpoints"},
     {"step_timeout", 0, NUM(step_timeout, 0, 1e9), .init = "600",
      .help = "seconds a rank may wait in one phase of a step (a collective, the input) before it exits 5 with a line "

@@ -61,6 +61,7 @@ typedef struct Config {
     AllreduceKind allreduce;
     double bucket_mb;
     double cudnn_workspace_mb; /* GPU backend: the cap of cuDNN's workspace */
+    int deterministic;         /* GPU backend: bitwise-reproducible steps (gpunet.h: GPUNET_DETERMINISTIC) */
     int save_interval;         /* seconds */
     double step_timeout;       /* seconds a rank may wait in one phase (watchdog.h); 0: forever */
     int verbose;

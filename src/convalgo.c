@@ -24,12 +24,12 @@ int convalgo_math_ok(int precision, int math) {
 
 int convalgo_desc_math(int precision, int math) { return precision == PREC_FP32 ? CONVALGO_MATH_FMA : math; }
 
-int convalgo_order(const ConvAlgoList *l, int precision, size_t limit, int *idx, int *over) {
+int convalgo_order(const ConvAlgoList *l, int precision, int deterministic, size_t limit, int *idx, int *over) {
     int k = 0, smallest = -1;
     *over = 0;
     for (int i = 0; i < l->n && i < CONVALGO_MAX; i++) {
         const ConvAlgoPerf *p = &l->p[i];
-        if (!p->ok || !convalgo_math_ok(precision, p->math)) continue;
+        if (!p->ok || !convalgo_math_ok(precision, p->math) || (deterministic && !p->deterministic)) continue;
         if (smallest < 0 || p->memory < l->p[smallest].memory ||
             (p->memory == l->p[smallest].memory && p->ms < l->p[smallest].ms))
             smallest = i;
@@ -56,7 +56,8 @@ void convalgo_describe(const ConvAlgoList *l, char *buf, size_t n) {
     for (int i = 0; i < l->n && i < CONVALGO_MAX && at + 1 < n; i++) {
         const ConvAlgoPerf *p = &l->p[i];
         const char *m = p->math >= 0 && p->math < 4 ? math[p->math] : "math?";
-        int w = p->ok ? snprintf(buf + at, n - at, "%salgo %d %s %.3f ms %zu B", i ? ", " : "", p->algo, m, p->ms, p->memory)
+        int w = p->ok ? snprintf(buf + at, n - at, "%salgo %d %s %.3f ms %zu B%s", i ? ", " : "", p->algo, m, p->ms, p->memory,
+                                 p->deterministic ? "" : " non-deterministic")
                       : snprintf(buf + at, n - at, "%salgo %d %s failed", i ? ", " : "", p->algo, m);
         if (w < 0) break;
         at += (size_t)w;

@@ -7,7 +7,9 @@
  * precision only if its math type keeps that precision's arithmetic (true fp32 takes no tensor-op
  * result: no TF32; nothing but fp16 takes a result that converted its data to fp16). Of those,
  * the fastest whose workspace fits a limit is chosen; if none fits, the one with the smallest
- * workspace. Measurements are cached by what they depend on (ConvKey: direction, precision,
+ * workspace. A deterministic run (--deterministic) takes only results that cuDNN reports
+ * CUDNN_DETERMINISTIC, from its heuristics' list instead of its measurements (their order does
+ * not depend on timings), in that list's order. Measurements are cached by what they depend on (ConvKey: direction, precision,
  * shapes, padding, strides), so that a network's repeated shapes are measured once.
  */
 #ifndef NVCNN_CONVALGO_H
@@ -30,6 +32,7 @@ typedef struct ConvAlgoPerf {
     float ms;      /* its time */
     size_t memory; /* its workspace in bytes, as measured */
     int math;      /* the math type it ran with */
+    int deterministic; /* cuDNN reports it CUDNN_DETERMINISTIC (the same bits every call) */
 } ConvAlgoPerf;
 
 /* cudnnFind* returns one result per algorithm AND math type (FMA, DEFAULT, TENSOR_OP, ...), so a
@@ -49,12 +52,14 @@ int convalgo_math_ok(int precision, int math);
  * measured one, except that fp32 always runs with FMA math (never TF32). */
 int convalgo_desc_math(int precision, int math);
 /* The candidates in the order to try them: indexes into l->p of the results that ran, serve
- * `precision` and need at most `limit` bytes of workspace, fastest first. When none fits, the
- * one result that serves the precision with the smallest workspace, and *over = 1. Returns how
- * many (0: nothing serves the precision). idx holds CONVALGO_MAX entries. */
-int convalgo_order(const ConvAlgoList *l, int precision, size_t limit, int *idx, int *over);
+ * `precision` (and are deterministic, when `deterministic`) and need at most `limit` bytes of
+ * workspace, fastest first (equal times in the list's order). When none fits, the one result that
+ * serves with the smallest workspace, and *over = 1. Returns how many (0: nothing serves).
+ * idx holds CONVALGO_MAX entries. */
+int convalgo_order(const ConvAlgoList *l, int precision, int deterministic, size_t limit, int *idx, int *over);
 
-/* The list as one line for an error message: "algo 1 FMA 0.120 ms 0 B ok, algo 6 DEFAULT failed, ...". */
+/* The list as one line for an error message: "algo 1 FMA 0.120 ms 0 B, algo 0 FMA 0.100 ms 0 B
+ * non-deterministic, algo 6 DEFAULT failed, ...". */
 void convalgo_describe(const ConvAlgoList *l, char *buf, size_t n);
 
 /* What a measurement depends on. Zero the whole key (memset) before filling it: keys compare

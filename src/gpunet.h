@@ -40,8 +40,23 @@ typedef struct GpuNet GpuNet;
  * with a message in err when it cannot (precision not supported, out of device memory: the
  * message names the bytes requested; *oom is set to 1 in that case). */
 #define GPUNET_WORKSPACE_DEFAULT ((size_t)4096 << 20) /* 4 GiB, TensorFlow's default limit */
-GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, char *err, size_t errlen, int *oom);
+/* flags: GPUNET_DETERMINISTIC makes every step's bits a function of its inputs alone
+ * (--deterministic): each convolution direction takes the first result of cuDNN's heuristics
+ * (cudnnGet*Algorithm_v7: a function of the shapes, the GPU and cuDNN's version, never of
+ * timings) that cuDNN reports CUDNN_DETERMINISTIC and whose workspace fits, instead of the fastest
+ * that cudnnFind* measured (timings vary from run to run, and so would the algorithms). The rest
+ * of a step is deterministic either way: nvcnn's kernels add partial sums in a fixed order (no
+ * atomics), cuBLAS's GEMMs give the same bits on GPUs of one architecture and SM count with one
+ * stream per handle (its documentation's "Results reproducibility"; the handle here has one),
+ * dropout's masks are a hash of a seed. */
+#define GPUNET_DETERMINISTIC 1u
+GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, unsigned flags, char *err, size_t errlen, int *oom);
 void gpunet_free(GpuNet *g);
+
+/* The cuDNN algorithm that conv layer li runs in direction dir (ConvDir, convalgo.h), -1 if none
+ * (not a convolution, or a direction never run); *deterministic (may be NULL) receives whether
+ * cuDNN reports it CUDNN_DETERMINISTIC. */
+int gpunet_conv_algorithm(const GpuNet *g, int li, int dir, int *deterministic);
 
 /* Device bytes this GpuNet allocated (arenas, scratch, workspace). */
 size_t gpunet_bytes(const GpuNet *g);

@@ -8,8 +8,8 @@
 
 /* The GPU backend's entry points: unreachable without CUDA (gpu_count() is 0, so no run or test
  * gets as far as a GpuNet), and gpunet_new() says why if it is reached anyway. */
-GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, char *err, size_t errlen, int *oom) {
-    (void)net, (void)device, (void)precision, (void)workspace_cap;
+GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, unsigned flags, char *err, size_t errlen, int *oom) {
+    (void)net, (void)device, (void)precision, (void)workspace_cap, (void)flags;
     if (oom) *oom = 0;
     snprintf(err, errlen, "this nvcnn was built without CUDA (CUDA=0)");
     return NULL;
@@ -17,6 +17,10 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, ch
 void gpunet_free(GpuNet *g) { (void)g; }
 #define NO_GPU die("GPU backend call in a build without CUDA")
 size_t gpunet_bytes(const GpuNet *g) { (void)g; return 0; }
+int gpunet_conv_algorithm(const GpuNet *g, int li, int dir, int *deterministic) {
+    (void)g, (void)li, (void)dir, (void)deterministic;
+    NO_GPU;
+}
 size_t gpunet_layer_scratch(const GpuNet *g, int li) { (void)g, (void)li; return 0; }
 void gpunet_print_plan(const GpuNet *g, FILE *f) { (void)g, (void)f; NO_GPU; }
 void gpunet_upload_params(GpuNet *g) { (void)g; NO_GPU; }

@@ -160,8 +160,8 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
     if (!r->gpu) return NULL;
     char err[512];
     int oom = 0;
-    GpuNet *g = gpunet_new(net, r->gpu_device, (int)r->cfg.precision, (size_t)(r->cfg.cudnn_workspace_mb * 1048576.0), err, sizeof err,
-                           &oom);
+    GpuNet *g = gpunet_new(net, r->gpu_device, (int)r->cfg.precision, (size_t)(r->cfg.cudnn_workspace_mb * 1048576.0),
+                           r->cfg.deterministic ? GPUNET_DETERMINISTIC : 0, err, sizeof err, &oom);
     if (!g) {
         if (oom) die_code(EXIT_OOM, "--model=%s --batch_size=%d does not fit on the GPU: %s", r->model->name, r->cfg.batch_size, err);
         die_code(EXIT_USAGE, "%s", err);

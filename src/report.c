@@ -42,6 +42,9 @@ void report_header(const Run *r, const Net *net) {
             printf("Devices:     %d x cpu (%d thread%s each%s)\n", r->dist.size, r->threads, r->threads == 1 ? "" : "s", wait);
     }
     if (!r->gpu) printf("CPU layers:  %s\n", r->cpu_layers);
+    if (r->gpu)
+        printf(c->deterministic ? "Deterministic: yes (--deterministic: cuDNN's deterministic algorithms, by its heuristics)\n"
+                                : "Deterministic: no (cuDNN's fastest measured algorithms: bits may differ between runs; --deterministic)\n");
     printf("Data format: NCHW\n");
     printf("Data type:   %s\n", precision_name(c->precision));
     if (c->forward_only)

@@ -14,7 +14,7 @@
 enum { FMA = CONVALGO_MATH_FMA, DEF = CONVALGO_MATH_DEFAULT, TOP = CONVALGO_MATH_TENSOR_OP, CONV = CONVALGO_MATH_TENSOR_OP_CONVERT };
 
 static void add(ConvAlgoList *l, int algo, int ok, float ms, size_t memory, int math) {
-    ConvAlgoPerf p = {algo, ok, ms, memory, math};
+    ConvAlgoPerf p = {algo, ok, ms, memory, math, 1};
     l->p[l->n++] = p;
 }
 
@@ -62,8 +62,8 @@ TEST(convalgo_fp32_finds_fma_among_default_duplicates) {
     int idx[CONVALGO_MAX], over = -1;
     ConvAlgoList cut = l;
     cut.n = 8; /* what a request for CUDNN_CONVOLUTION_FWD_ALGO_COUNT (8) results gets */
-    CHECK(convalgo_order(&cut, PREC_FP32, (size_t)-1, idx, &over) == 0);
-    int k = convalgo_order(&l, PREC_FP32, (size_t)-1, idx, &over);
+    CHECK(convalgo_order(&cut, PREC_FP32, 0, (size_t)-1, idx, &over) == 0);
+    int k = convalgo_order(&l, PREC_FP32, 0, (size_t)-1, idx, &over);
     CHECK_MSG(k == 6 && l.p[idx[0]].algo == 0 && l.p[idx[0]].math == FMA, "k %d", k);
     CHECK(CONVALGO_MAX >= 4 * 8); /* every forward algorithm in every math type */
     char buf[512];
@@ -84,16 +84,16 @@ TEST(convalgo_order_fastest_first_within_the_limit) {
     add(&l, 4, 1, 0.20f, 10 * MB, CONV);
     add(&l, 5, 1, 0.60f, 300 * MB, DEF);
     int idx[CONVALGO_MAX], over = -1, k;
-    k = convalgo_order(&l, PREC_FP32, (size_t)-1, idx, &over);
+    k = convalgo_order(&l, PREC_FP32, 0, (size_t)-1, idx, &over);
     CHECK_MSG(k == 2 && !over && strcmp(seq(&l, idx, k), "3,0") == 0, "fp32: %s", seq(&l, idx, k));
-    k = convalgo_order(&l, PREC_TF32, (size_t)-1, idx, &over);
+    k = convalgo_order(&l, PREC_TF32, 0, (size_t)-1, idx, &over);
     CHECK_MSG(k == 4 && !over && strcmp(seq(&l, idx, k), "1,5,3,0") == 0, "tf32: %s", seq(&l, idx, k));
-    k = convalgo_order(&l, PREC_FP16, (size_t)-1, idx, &over);
+    k = convalgo_order(&l, PREC_FP16, 0, (size_t)-1, idx, &over);
     CHECK_MSG(k == 5 && strcmp(seq(&l, idx, k), "4,1,5,3,0") == 0, "fp16: %s", seq(&l, idx, k));
     /* a limit leaves out what needs more */
-    k = convalgo_order(&l, PREC_TF32, 200 * MB, idx, &over);
+    k = convalgo_order(&l, PREC_TF32, 0, 200 * MB, idx, &over);
     CHECK_MSG(k == 2 && !over && strcmp(seq(&l, idx, k), "3,0") == 0, "tf32, 200 MiB: %s", seq(&l, idx, k));
-    k = convalgo_order(&l, PREC_BF16, 0, idx, &over);
+    k = convalgo_order(&l, PREC_BF16, 0, 0, idx, &over);
     CHECK_MSG(k == 1 && !over && strcmp(seq(&l, idx, k), "0") == 0, "bf16, no workspace: %s", seq(&l, idx, k));
     /* nothing fits: the smallest workspace, flagged */
     ConvAlgoList m;
@@ -101,7 +101,7 @@ TEST(convalgo_order_fastest_first_within_the_limit) {
     add(&m, 7, 1, 0.3f, 900 * MB, DEF);
     add(&m, 8, 1, 0.9f, 400 * MB, FMA);
     add(&m, 9, 1, 0.1f, 100 * MB, CONV); /* smaller, but not for tf32 */
-    k = convalgo_order(&m, PREC_TF32, 50 * MB, idx, &over);
+    k = convalgo_order(&m, PREC_TF32, 0, 50 * MB, idx, &over);
     CHECK_MSG(k == 1 && over == 1 && m.p[idx[0]].algo == 8, "tf32 over the limit: k %d over %d algo %d", k, over,
               k ? m.p[idx[0]].algo : -1);
     /* nothing serves the precision */
@@ -109,7 +109,39 @@ TEST(convalgo_order_fastest_first_within_the_limit) {
     memset(&t, 0, sizeof t);
     add(&t, 1, 1, 0.1f, 0, TOP);
     add(&t, 2, 0, 0.1f, 0, FMA);
-    CHECK(convalgo_order(&t, PREC_FP32, (size_t)-1, idx, &over) == 0);
+    CHECK(convalgo_order(&t, PREC_FP32, 0, (size_t)-1, idx, &over) == 0);
+}
+
+/* A deterministic run takes only what cuDNN reports CUDNN_DETERMINISTIC, in the list's order
+ * where the times are equal (the heuristics' list: conv.cu gives each result its rank as its
+ * time), and falls back to the smallest deterministic workspace; with no deterministic result it
+ * takes nothing. */
+TEST(convalgo_deterministic_takes_only_deterministic_results) {
+    const size_t MB = 1 << 20;
+    ConvAlgoList l;
+    memset(&l, 0, sizeof l);
+    add(&l, 0, 1, 0.0f, 0, FMA); /* the heuristics' first: non-deterministic (atomics) */
+    l.p[0].deterministic = 0;
+    add(&l, 1, 1, 1.0f, 0, FMA);
+    add(&l, 3, 1, 2.0f, 8, FMA);
+    l.p[2].deterministic = 0;
+    add(&l, 5, 1, 3.0f, 300 * MB, FMA);
+    int idx[CONVALGO_MAX], over = -1, k;
+    k = convalgo_order(&l, PREC_FP32, 1, (size_t)-1, idx, &over);
+    CHECK_MSG(k == 2 && !over && strcmp(seq(&l, idx, k), "1,5") == 0, "deterministic: %s", seq(&l, idx, k));
+    k = convalgo_order(&l, PREC_FP32, 0, (size_t)-1, idx, &over);
+    CHECK_MSG(k == 4 && strcmp(seq(&l, idx, k), "0,1,3,5") == 0, "any: %s", seq(&l, idx, k));
+    /* nothing deterministic fits 100 MiB but algorithm 1 (0 B) */
+    k = convalgo_order(&l, PREC_FP32, 1, 100 * MB, idx, &over);
+    CHECK_MSG(k == 1 && !over && l.p[idx[0]].algo == 1, "deterministic, 100 MiB: %s", seq(&l, idx, k));
+    ConvAlgoList m;
+    memset(&m, 0, sizeof m);
+    add(&m, 0, 1, 0.1f, 0, FMA);
+    m.p[0].deterministic = 0;
+    CHECK(convalgo_order(&m, PREC_FP32, 1, (size_t)-1, idx, &over) == 0);
+    char text[256];
+    convalgo_describe(&m, text, sizeof text);
+    CHECK_MSG(strstr(text, "non-deterministic") != NULL, "%s", text);
 }
 
 /* ResNet-50 v1 (models/resnet.c, stride on the first 1x1 of a stage's first block) has 53

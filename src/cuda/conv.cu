@@ -2,11 +2,14 @@
  *
  * Each direction (forward, backward data, backward filter) has a convolution descriptor of its
  * own. plan() measures every algorithm of each direction (cudnnFind*, which reports the math type
- * each ran with), once per distinct shape (the GpuNet's cache), and not the backward data of a
- * layer whose input is the network's (its gradient is never used). Once the arena is planned,
+ * each ran with and its determinism), once per distinct shape (the GpuNet's cache), and not the
+ * backward data of a layer whose input is the network's (its gradient is never used); a
+ * deterministic GpuNet (GPUNET_DETERMINISTIC) asks cuDNN's heuristics instead
+ * (cudnnGet*Algorithm_v7), whose order does not depend on timings. Once the arena is planned,
  * choose() takes per direction the fastest result the precision accepts (convalgo.h: true fp32
- * takes no tensor-op result) whose workspace fits the memory the arena leaves, sets the
- * direction's descriptor to the math type it was measured with, and takes its workspace from
+ * takes no tensor-op result; a deterministic GpuNet only CUDNN_DETERMINISTIC ones, in the
+ * heuristics' order) whose workspace fits the memory the arena leaves, sets the direction's
+ * descriptor to the math type it was measured with, and takes its workspace from
  * cudnnGet*WorkspaceSize on that final descriptor. conv_desc() is the one place a descriptor is
  * made.
  *
@@ -21,6 +24,7 @@ typedef struct ConvGpu {
     cudnnConvolutionDescriptor_t cd[CONV_NDIR]; /* per direction, with its algorithm's math type */
     ConvAlgoList found[CONV_NDIR];               /* cudnnFind*'s measurements (plan; n 0: not needed) */
     int algo[CONV_NDIR];                         /* the chosen algorithm of each direction (choose) */
+    int det[CONV_NDIR];                          /* its determinism as cuDNN reports it */
     size_t ws[CONV_NDIR];                        /* its workspace on cd[dir] */
     int padded;       /* 1: explicit padding through xpad */
     int hp, wp;       /* padded input size */
@@ -71,41 +75,54 @@ static cudnnConvolutionDescriptor_t conv_desc(const Conv *c, int padded, cudnnMa
 /* The convolution's input as cuDNN sees it: x, or its padded copy. */
 static cudnnTensorDescriptor_t in_desc(const ConvGpu *p) { return p->padded ? p->xp : p->x; }
 
-/* cuDNN's measurements (any of its three perf types) as a ConvAlgoList. */
-template <typename Perf> static void to_list(const Perf *perf, int got, ConvAlgoList *out) {
+/* cuDNN's measurements (any of its three perf types) as a ConvAlgoList; the heuristics' list
+ * (`ranked`) with each result's rank as its time, so that their order is kept. */
+template <typename Perf> static void to_list(const Perf *perf, int got, int ranked, ConvAlgoList *out) {
     out->n = 0;
     for (int k = 0; k < got && out->n < CONVALGO_MAX; k++) {
         ConvAlgoPerf *q = &out->p[out->n++];
         q->algo = (int)perf[k].algo;
         q->ok = perf[k].status == CUDNN_STATUS_SUCCESS;
-        q->ms = perf[k].time;
+        q->ms = ranked ? (float)k : perf[k].time;
         q->memory = perf[k].memory;
         q->math = (int)perf[k].mathType;
+        q->deterministic = perf[k].determinism == CUDNN_DETERMINISTIC;
     }
 }
 
-/* Measures every algorithm of direction `dir` on cd[dir] (set to the precision's math type). cuDNN
- * reports each algorithm once per math type it ran with: room for CONVALGO_MAX results (at least
- * four times the algorithm count), so that a precision's acceptable results are never pushed off
- * the end of the list by results it must refuse. */
+/* Measures every algorithm of direction `dir` on cd[dir] (set to the precision's math type), or
+ * in a deterministic GpuNet lists them as cuDNN's heuristics rank them. cuDNN reports each
+ * algorithm once per math type it ran with: room for CONVALGO_MAX results (at least four times
+ * the algorithm count), so that a precision's acceptable results are never pushed off the end of
+ * the list by results it must refuse. */
 static void find_all(GpuNet *g, ConvGpu *p, int dir, ConvAlgoList *out) {
     static_assert(CONVALGO_MAX >= 4 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT && CONVALGO_MAX >= 4 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT &&
                       CONVALGO_MAX >= 4 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                   "room for every algorithm in every math type");
     int got = 0;
+    const int h = g->deterministic;
     cudnnTensorDescriptor_t in = in_desc(p);
     if (dir == CONV_FWD) {
         cudnnConvolutionFwdAlgoPerf_t r[CONVALGO_MAX];
-        CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CONVALGO_MAX, &got, r));
-        to_list(r, got, out);
+        if (h)
+            CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, in, p->w, p->cd[dir], p->y, CONVALGO_MAX, &got, r));
+        else
+            CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CONVALGO_MAX, &got, r));
+        to_list(r, got, h, out);
     } else if (dir == CONV_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t r[CONVALGO_MAX];
-        CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->cd[dir], in, CONVALGO_MAX, &got, r));
-        to_list(r, got, out);
+        if (h)
+            CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, p->y, p->cd[dir], in, CONVALGO_MAX, &got, r));
+        else
+            CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->cd[dir], in, CONVALGO_MAX, &got, r));
+        to_list(r, got, h, out);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t r[CONVALGO_MAX];
-        CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, in, p->y, p->cd[dir], p->w, CONVALGO_MAX, &got, r));
-        to_list(r, got, out);
+        if (h)
+            CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, in, p->y, p->cd[dir], p->w, CONVALGO_MAX, &got, r));
+        else
+            CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, in, p->y, p->cd[dir], p->w, CONVALGO_MAX, &got, r));
+        to_list(r, got, h, out);
     }
 }
 
@@ -126,7 +143,7 @@ static cudnnStatus_t workspace_of(GpuNet *g, ConvGpu *p, int dir, int algo, size
  * none fits, the acceptable one with the smallest workspace). Leaves cd[dir] set for it. */
 static void choose_dir(GpuNet *g, const Layer *l, ConvGpu *p, int dir, const ConvAlgoList *found, size_t limit) {
     int idx[CONVALGO_MAX], over = 0;
-    int k = convalgo_order(found, g->prec, limit, idx, &over);
+    int k = convalgo_order(found, g->prec, g->deterministic, limit, idx, &over);
     for (int i = 0; i < k; i++) {
         const ConvAlgoPerf *q = &found->p[idx[i]];
         CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd[dir], (cudnnMathType_t)convalgo_desc_math(g->prec, q->math)));
@@ -134,13 +151,14 @@ static void choose_dir(GpuNet *g, const Layer *l, ConvGpu *p, int dir, const Con
         if (workspace_of(g, p, dir, q->algo, &ws) != CUDNN_STATUS_SUCCESS) continue; /* not with this math type */
         if (ws > limit && !over) continue;
         p->algo[dir] = q->algo;
+        p->det[dir] = q->deterministic;
         p->ws[dir] = ws;
         return;
     }
     char list[2048];
     convalgo_describe(found, list, sizeof list);
-    die("%s: cuDNN found no %s algorithm for %s among the %d results it returned: %s", l->name, dir_name[dir],
-        precision_name((Precision)g->prec), found->n, list);
+    die("%s: cuDNN found no %s%s algorithm for %s among the %d results it returned: %s", l->name,
+        g->deterministic ? "deterministic " : "", dir_name[dir], precision_name((Precision)g->prec), found->n, list);
 }
 
 /* Direction dir's measurements: from the cache when this shape was measured before. */
@@ -283,3 +301,11 @@ static void conv_destroy(GpuNet *g, Layer *l, int li) {
 }
 
 const GpuLayerImpl gpu_conv_impl = {"conv", conv_plan, conv_bind, conv_forward, conv_backward, conv_destroy, conv_choose};
+
+int gpunet_conv_algorithm(const GpuNet *g, int li, int dir, int *deterministic) {
+    if (li < 0 || li >= g->net->nlayer || g->impl[li] != &gpu_conv_impl || dir < 0 || dir >= CONV_NDIR) return -1;
+    const ConvGpu *p = (const ConvGpu *)g->lp[li];
+    if (dir == CONV_BWD_DATA && g->net->layer[li].in[0] == g->net->input) return -1; /* never run */
+    if (deterministic) *deterministic = p->det[dir];
+    return p->algo[dir];
+}

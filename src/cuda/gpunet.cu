@@ -291,7 +291,7 @@ static int bind_arena(GpuNet *g, const ArenaPlan *a, char *err, size_t errlen, i
     return 0;
 }
 
-GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, char *err, size_t errlen, int *oom) {
+GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, unsigned flags, char *err, size_t errlen, int *oom) {
     if (oom) *oom = 0;
     if (!net->finalized) die("gpunet_new before net_finalize");
     if (precision != PREC_FP32 && precision != PREC_TF32 && precision != PREC_FP16 && precision != PREC_BF16) {
@@ -304,6 +304,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, ch
     g->net = net;
     g->device = device;
     g->prec = precision;
+    g->deterministic = (flags & GPUNET_DETERMINISTIC) != 0;
     g->esize = gpu_half(g) ? 2 : 4;
     g->dtype = precision == PREC_FP16 ? CUDNN_DATA_HALF : precision == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     g->ctype = precision == PREC_FP16 ? CUDA_R_16F : precision == PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -402,8 +403,13 @@ void gpunet_print_plan(const GpuNet *g, FILE *f) {
     const double MiB = 1048576.0, GiB = 1073741824.0;
     if (g->sync_check)
         fprintf(f, "NVCNN_SYNC_CHECK=1: synchronising after every layer's forward and backward (slow: names the layer at fault)\n");
-    fprintf(f, "cuDNN algorithm search: %.2f s (%d measured, %d repeated shapes from the cache, %d not needed)\n", g->search_s,
-            g->searches, g->searches_cached, g->searches_skipped);
+    if (g->deterministic)
+        fprintf(f, "cuDNN algorithm search: %.2f s (--deterministic: %d looked up in cuDNN's heuristics, deterministic algorithms only; "
+                   "%d repeated shapes from the cache, %d not needed)\n",
+                g->search_s, g->searches, g->searches_cached, g->searches_skipped);
+    else
+        fprintf(f, "cuDNN algorithm search: %.2f s (%d measured, %d repeated shapes from the cache, %d not needed)\n", g->search_s,
+                g->searches, g->searches_cached, g->searches_skipped);
     fprintf(f, "cuDNN workspace: %.1f MiB (each algorithm the fastest within %.1f MiB: the cap of %.0f MiB "
                "(--cudnn_workspace_mb), or %.2f GiB free less the %.2f GiB arena and a %.2f GiB margin)\n",
             (double)g->ws_bytes / MiB, (double)g->ws_limit / MiB, (double)g->ws_cap / MiB, (double)g->mem_free / GiB,

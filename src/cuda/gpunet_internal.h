@@ -67,8 +67,9 @@ struct GpuNet {
     size_t ws_cap;                            /* the cap asked for (gpunet_new) */
     /* cuDNN's convolution measurements, cached by shape (convalgo.h), and what they cost */
     struct ConvAlgoCache *algo_cache;
-    double search_s;                          /* seconds in cudnnFind* */
+    double search_s;                          /* seconds in cudnnFind* (or the heuristics) */
     int searches, searches_cached, searches_skipped;
+    int deterministic;                        /* GPUNET_DETERMINISTIC: cuDNN's heuristics, deterministic algorithms */
     int sync_check;                           /* NVCNN_SYNC_CHECK=1: synchronise after every layer */
     int32_t *labels;                          /* [batch] on the device */
     /* the optimizer's device tables (optim.cu): LARC's chunks, each tensor's first chunk, the

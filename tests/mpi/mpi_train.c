@@ -37,7 +37,7 @@ static void run(Net *net, Dist *d, double bucket_mb, int steps, const int32_t *l
         int ngpu = gpu_count(err, sizeof err);
         if (ngpu == 0) die("no GPU: %s", err);
         gpu_select(d->local_rank % ngpu);
-        g = gpunet_new(net, d->local_rank % ngpu, PREC_FP32, GPUNET_WORKSPACE_DEFAULT, err, sizeof err, NULL);
+        g = gpunet_new(net, d->local_rank % ngpu, PREC_FP32, GPUNET_WORKSPACE_DEFAULT, 0, err, sizeof err, NULL);
         if (!g) die("gpunet_new: %s", err);
     }
     Trainer t;
