@@ -159,3 +159,14 @@ int tu_band_set(char *dir, size_t dlen, const char *name, int ntrain, int nval, 
                ? -1
                : 0;
 }
+
+void tu_parity_row(const char *what, const char *precision, double abs_err, double rel, double tol) {
+    printf("    parity | %s | %s | %s | %.3e | %.3e | %.1e | %s\n", th_current_test(), what, precision, abs_err, rel, tol,
+           rel <= tol ? "pass" : "FAIL");
+}
+
+void tu_parity_floor_row(const char *what, const char *precision, double value, double floor) {
+    const double ratio = value > 0 ? floor / value : INFINITY;
+    printf("    parity | %s | %s (%.4g, at least %.4g) | %s | %.3e | %.3e | %.1e | %s\n", th_current_test(), what, value, floor, precision,
+           value, ratio, 1.0, value >= floor ? "pass" : "FAIL");
+}

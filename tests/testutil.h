@@ -37,4 +37,14 @@ int tu_gpus(void);
  * labelled (c + 5) % 10 + 1 (a model that learnt the bands gets those wrong). 0 on success. */
 int tu_band_set(char *dir, size_t dlen, const char *name, int ntrain, int nval, int mislabel);
 
+/* One row of the parity table that scripts/gpu_check.sh collects from every GPU test with a
+ * numeric limit (its worst row against its limit is the test's line of the summary):
+ *     parity | TEST | WHAT | PRECISION | MAX ABS | MAX REL | TOLERANCE | pass or FAIL
+ * MAX REL is the figure held against the tolerance (passes when rel <= tol). */
+void tu_parity_row(const char *what, const char *precision, double abs_err, double rel, double tol);
+/* The same for a figure that must reach a floor (an accuracy, a fraction): passes when
+ * value >= floor; the row's MAX REL column holds floor / value, its TOLERANCE 1, so that the
+ * summary's ratio reads the same way (above 1: failed). */
+void tu_parity_floor_row(const char *what, const char *precision, double value, double floor);
+
 #endif
