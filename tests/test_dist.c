@@ -173,6 +173,8 @@ TEST(dist_gpu_ranks_stay_identical_mpi_and_nccl) {
         CHECK_MSG(identical == 1, "%s: parameters differ between ranks", mode[k]);
         printf("    %s: 2 GPU ranks vs 1 CPU process with twice the batch: max relative difference %.2e\n", mode[k], maxrel);
         CHECK_MSG(maxrel <= 2e-3, "%s: max relative difference %g > 2e-3", mode[k], maxrel);
+        tu_parity_row(k ? "lenet, 2 ranks (NCCL) vs 1 CPU process, 6 steps: parameters" : "lenet, 2 ranks (MPI) vs 1 CPU process, 6 steps: parameters",
+                      "fp32", maxrel, maxrel, 2e-3);
         free(o);
         o = NULL;
     }
@@ -279,7 +281,11 @@ static int count_of(const char *s, const char *what) {
  * equals bit for bit the one of the same run averaged through the host (--allreduce=mpi: for two
  * ranks the average is a + b halved, exact whichever order), and, within rounding, the one of a single process with the
  * total batch of 8 (ranks r of 2 read records r, r + 2, ...: the same 8 images per step). Buckets
- * of 1 MiB: lenet's 6.4 MiB of gradients go in 7 NCCL calls, launched as backward reaches them. */
+ * of 1 MiB: lenet's 6.4 MiB of gradients go in 7 NCCL calls, launched as backward reaches them.
+ * Equal bits from two runs need --deterministic: each run chooses its own algorithms, and cuDNN's
+ * non-deterministic ones (atomics) change the bits from call to call; on the emulated device the
+ * runs have seeds of their own (NVCNN_EMU_SEED: Find's timings, the atomics' orders), as two runs
+ * on a GPU do. */
 TEST(dist_gpu_nvcnn_nccl_equals_mpi_and_one_process) {
     int ngpu = tu_gpus();
     if (ngpu == 0) return;
@@ -298,14 +304,15 @@ TEST(dist_gpu_nvcnn_nccl_equals_mpi_and_one_process) {
     if (rc != 0) return;
     snprintf(common, sizeof common,
              "./nvcnn --model=lenet --device=gpu --data_dir=%s/rec --num_classes=2 --num_batches=4 --shuffle_buffer=0 "
-             "--display_every=1 --nstep_burnin=0 --noeval --bucket_mb=1",
+             "--display_every=1 --nstep_burnin=0 --noeval --bucket_mb=1 --deterministic",
              dir);
     static const char *const name[3] = {"nccl", "mpi", "one"};
     for (int k = 0; k < 3; k++) {
         if (k < 2)
-            snprintf(cmd, sizeof cmd, "%s %s --batch_size=4 --allreduce=%s --verbose --log_dir=%s/%s", mr, common, name[k], dir, name[k]);
+            snprintf(cmd, sizeof cmd, "%s -x NVCNN_EMU_SEED=%d %s --batch_size=4 --allreduce=%s --verbose --log_dir=%s/%s", mr, 31 + k, common,
+                     name[k], dir, name[k]);
         else
-            snprintf(cmd, sizeof cmd, "%s --batch_size=8 --log_dir=%s/%s", common, dir, name[k]);
+            snprintf(cmd, sizeof cmd, "NVCNN_EMU_SEED=33 %s --batch_size=8 --log_dir=%s/%s", common, dir, name[k]);
         rc = th_run(cmd, &o);
         CHECK_MSG(rc == 0, "%s: exit %d\n%s", name[k], rc, o ? o : "");
         if (k < 2) {
@@ -335,6 +342,7 @@ TEST(dist_gpu_nvcnn_nccl_equals_mpi_and_one_process) {
         }
         printf("    2 ranks (NCCL) vs 1 process with the total batch: max relative difference %.2e\n", maxrel);
         CHECK_MSG(maxrel <= 1e-5, "max relative difference %g > 1e-5", maxrel);
+        tu_parity_row("./nvcnn lenet, 2 ranks (NCCL) vs 1 process, 4 steps: parameters", "fp32", maxrel, maxrel, 1e-5);
     }
     net_free(two), net_free(one);
 }

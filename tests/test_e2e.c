@@ -38,6 +38,7 @@ static void fashion_two_epochs(const char *device) {
         double top1 = atof(v + strlen("Validation Top-1: "));
         printf("    Fashion-MNIST lenet, 2 epochs on the %s: validation top-1 %.2f %%\n", device, top1);
         CHECK_MSG(top1 >= E2E_MIN_TOP1, "validation top-1 %.2f %% < %.1f %%", top1, E2E_MIN_TOP1);
+        tu_parity_floor_row("Fashion-MNIST lenet 2 epochs: validation top-1 %", "fp32", top1, E2E_MIN_TOP1);
     }
     CHECK(o && strstr(o, "Num images:  60000\n") != NULL);
     /* each setting once in the echo of the flags: the script's row interval, not a second one */
@@ -127,6 +128,8 @@ static void fashion_slice_gpu_vs_cpu(void) {
     }
     printf("    Fashion-MNIST slice, lenet, 16 steps: validation top-1 %.2f %% on the cpu, %.2f %% on the emulated gpu\n", top1[0], top1[1]);
     CHECK_MSG(top1[0] > 50 && fabs(top1[0] - top1[1]) <= 2.0, "cpu %.2f %%, gpu %.2f %%", top1[0], top1[1]);
+    tu_parity_row("Fashion-MNIST slice, lenet 16 steps: |validation top-1 gpu - cpu| (points)", "fp32", fabs(top1[0] - top1[1]),
+                  fabs(top1[0] - top1[1]), 2.0);
 }
 
 #endif

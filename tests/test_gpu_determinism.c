@@ -25,12 +25,6 @@
 #include "emu/emu_counts.h"
 #endif
 
-static int have_gpu(void) {
-    if (tu_gpus() == 0) return 0;
-    gpu_select(0);
-    return 1;
-}
-
 /* A reduced resnet18 (32x32, widths / 16, batch 4): 3x3, 1x1 and 7x7 convolutions, strided
  * and not, so that every direction has several algorithms to choose from. */
 static Net *small_resnet(void) {
@@ -129,7 +123,7 @@ TEST(gpu_deterministic_steps_repeat_bit_for_bit) {
 #ifdef NVCNN_GPU_EMU
     setenv("NVCNN_EMU_FIND", "nondeterministic", 1);
 #endif
-    if (!have_gpu()) return;
+    if (!tu_select_gpu()) return;
     repeat_bits(PREC_FP32);
     repeat_bits(PREC_TF32);
 }

@@ -27,13 +27,6 @@
 #include "emu/emu_counts.h"
 #endif
 
-/* A GPU, and GPU 0 selected for this test's process (as tests/test_gpu.c's have_gpu). */
-static int have_gpu(void) {
-    if (tu_gpus() == 0) return 0;
-    gpu_select(0);
-    return 1;
-}
-
 /* net's input and labels filled at random (seed), the GpuNet made in fp32. */
 static GpuNet *gpu_of(Net *net, int32_t *labels, uint64_t seed) {
     Rng r;
@@ -66,7 +59,7 @@ static size_t padded_input_bytes(const Net *net, int li) {
  * input gradient comes back through a second one. The network's input has no gradient: the
  * first convolution reserves the padded input alone, a later one both. */
 TEST(gpu_padded_first_conv_reserves_no_input_gradient) {
-    if (!have_gpu()) return;
+    if (!tu_select_gpu()) return;
     Net *net = net_new(2, 3, 16, 16);
     int a = conv_create(net, net->input, 4, 7, 7, 2, 2, PAD_SAME, 0); /* 16 -> 8: padding 2 + 3 */
     int b = conv_create(net, a, 4, 3, 3, 2, 2, PAD_SAME, 0);          /* 8 -> 4: padding 0 + 1 */
@@ -95,7 +88,7 @@ TEST(gpu_padded_first_conv_reserves_no_input_gradient) {
  * 65,537 outputs against the sum of its output's gradient, over the batch and the positions, on
  * the host in double. */
 TEST(gpu_bias_gradient_over_65535_channels) {
-    if (!have_gpu()) return;
+    if (!tu_select_gpu()) return;
     enum { N = 2, C = 65537 };
     Net *net = net_new(N, 2, 2, 2);
     int y = conv_create(net, net->input, C, 1, 1, 1, 1, PAD_SAME, 1);
@@ -142,7 +135,7 @@ static void out_of_order(void *arg) {
 }
 
 TEST(gpu_parameters_out_of_layer_order_are_refused) {
-    if (!have_gpu()) return;
+    if (!tu_select_gpu()) return;
     Net *net = net_new(2, 3, 6, 6);
     int a = conv_create(net, net->input, 4, 3, 3, 1, 1, PAD_SAME, 0);
     int b = conv_create(net, a, 4, 3, 3, 1, 1, PAD_SAME, 0);
@@ -175,7 +168,7 @@ TEST(gpu_larc_is_three_launches_per_step) {
     th_skip("launch counts come from the emulated device (make GPU_EMU=1), which make test builds");
     return;
 #else
-    if (!have_gpu()) return;
+    if (!tu_select_gpu()) return;
     Net *net = net_new(2, 3, 8, 8);
     int x = net->input;
     /* conv6's weights (72 x 72 x 9) span two of LARC's chunks of 32K elements */

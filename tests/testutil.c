@@ -123,6 +123,12 @@ int tu_gpus(void) {
     return 0;
 }
 
+int tu_select_gpu(void) {
+    if (tu_gpus() == 0) return 0;
+    gpu_select(0);
+    return 1;
+}
+
 /* dir/name with n band images (testutil.h); the records from `mislabel` on mislabelled. */
 static int write_band_images(const char *dir, const char *name, int n, int mislabel) {
     char path[600], err[256];

@@ -30,6 +30,9 @@ GradCheck tu_gradcheck_layer(Net *net, int li, double eps, int max_per_tensor, d
  * runtime cannot use (a driver too old for this build): then the test FAILS, naming the driver
  * version needed, since skipping would hide a machine that cannot run what it should. */
 int tu_gpus(void);
+/* tu_gpus() > 0, and then GPU 0 selected for this process (gpu_select): for tests that use the
+ * GPU backend in their own process. */
+int tu_select_gpu(void);
 
 /* th_tmpdir()/name (into dir, dlen bytes) holding train-00000-of-00001 with ntrain images and
  * validation-00000-of-00001 with nval: 28x28 gray PNGs where record k shows a white band at rows

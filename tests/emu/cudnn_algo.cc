@@ -434,12 +434,10 @@ void fft_window(const float *src, int hs, int ws, int y0, int x0, int h, int w, 
     fft2(dst, n1, n2, false, col);
 }
 
-/* out[b][k] = sum over j of in[b][j] correlated with f[k][j], through whole-plane transforms or
- * (tiled) 32 x 32 tiles of the output's plane with their input windows (overlap-save). */
-void fft_correlate(int B, int K, int J, const Planes &in, const Planes &f, const OutPlanes &out, bool tiled, bool par) {
-    const int n1 = tiled ? 32 : pow2_at_least(in.h), n2 = tiled ? 32 : pow2_at_least(in.w);
-    const int t1 = tiled ? n1 - f.h + 1 : out.h, t2 = tiled ? n2 - f.w + 1 : out.w;
-    const int ty = (out.h + t1 - 1) / t1, tx = (out.w + t2 - 1) / t2, nt = ty * tx;
+/* The transforms (n1 x n2) of every plane in[b][j]'s windows at the tile origins (t1 apart down,
+ * t2 across; ty x tx tiles), [b][j][tile] */
+std::vector<Cx> fft_windows(int B, int J, const Planes &in, int n1, int n2, int t1, int t2, int ty, int tx, bool par) {
+    const int nt = ty * tx;
     const size_t plane = (size_t)n1 * n2;
     std::vector<Cx> X((size_t)B * J * nt * plane);
 #pragma omp parallel if (par)
@@ -451,6 +449,17 @@ void fft_correlate(int B, int K, int J, const Planes &in, const Planes &f, const
             fft_window(in.at(b, j), in.h, in.w, t / tx * t1, t % tx * t2, n1, n2, &X[(size_t)i * plane], n1, n2, col.data());
         }
     }
+    return X;
+}
+
+/* out[b][k] = sum over j of in[b][j] correlated with f[k][j], through whole-plane transforms or
+ * (tiled) 32 x 32 tiles of the output's plane with their input windows (overlap-save). */
+void fft_correlate(int B, int K, int J, const Planes &in, const Planes &f, const OutPlanes &out, bool tiled, bool par) {
+    const int n1 = tiled ? 32 : pow2_at_least(in.h), n2 = tiled ? 32 : pow2_at_least(in.w);
+    const int t1 = tiled ? n1 - f.h + 1 : out.h, t2 = tiled ? n2 - f.w + 1 : out.w;
+    const int ty = (out.h + t1 - 1) / t1, tx = (out.w + t2 - 1) / t2, nt = ty * tx;
+    const size_t plane = (size_t)n1 * n2;
+    const std::vector<Cx> X = fft_windows(B, J, in, n1, n2, t1, t2, ty, tx, par);
 #pragma omp parallel if (par)
     {
         std::vector<Cx> F((size_t)J * plane), acc(plane), col((size_t)n1);
@@ -484,16 +493,7 @@ void fft_tiled_filter_grad(int B, int K, int J, const Planes &in, const Planes &
     const int n = 32, t1 = n - out.h + 1, t2 = n - out.w + 1;
     const int ty = (f.h + t1 - 1) / t1, tx = (f.w + t2 - 1) / t2, nt = ty * tx;
     const size_t plane = (size_t)n * n;
-    std::vector<Cx> X((size_t)J * nt * B * plane);
-#pragma omp parallel if (par)
-    {
-        std::vector<Cx> col((size_t)n);
-#pragma omp for schedule(static)
-        for (int i = 0; i < J * nt * B; i++) {
-            const int b = i % B, t = i / B % nt, j = i / B / nt;
-            fft_window(in.at(b, j), in.h, in.w, t / tx * t1, t % tx * t2, n, n, &X[(size_t)i * plane], n, n, col.data());
-        }
-    }
+    const std::vector<Cx> X = fft_windows(B, J, in, n, n, t1, t2, ty, tx, par);
 #pragma omp parallel if (par)
     {
         std::vector<Cx> acc((size_t)B * plane), F(plane), col((size_t)n);
@@ -510,7 +510,7 @@ void fft_tiled_filter_grad(int B, int K, int J, const Planes &in, const Planes &
                             tile[(size_t)y * t2 + x] = y0 + y < f.h && x0 + x < f.w ? src[(size_t)(y0 + y) * f.w + x0 + x] : 0.0f;
                     fft_window(tile.data(), t1, t2, 0, 0, t1, t2, F.data(), n, n, col.data());
                     for (int b = 0; b < B; b++) {
-                        const Cx *x = &X[(((size_t)j * nt + t) * B + b) * plane];
+                        const Cx *x = &X[(((size_t)b * J + j) * nt + t) * plane];
                         Cx *a = &acc[(size_t)b * plane];
                         for (size_t e = 0; e < plane; e++) {
                             const Cx p = mul_conj(x[e], F[e]);
