@@ -103,16 +103,54 @@ stage_tests() {
     sed -n -E 's/^(PASS|FAIL|SKIP) ([A-Za-z0-9_]+):? ?(.*)$/| \2 | \1 | \3 |/p' "$W/tests.out" | sed 's/| (\(.*\)) |$/| \1 |/'
     [ -n "$skipped_e2e" ] && echo "| $skipped_e2e | not run | data/fashion-mnist absent (make data on Debian, or carry it: 55 MB) |"
     echo
-    echo "Parity (GPU against the CPU reference; max rel: the largest relative error of the compared quantities):"
+    echo "Limits, test by test: every GPU test that ran, its parity rows, and the row nearest its limit (value / limit:"
+    echo "above 1 it failed; near 1, the limit is too tight for this GPU; far below 1, it could be tighter). Sorted by that share."
     echo
-    echo "| test | layer | precision | max abs | max rel | tolerance | result |"
+    echo "| test | result | rows | worst row | precision | value | limit | value / limit |"
+    echo "|---|---|---:|---|---|---:|---:|---:|"
+    limits_table "$W/tests.out"
+    echo
+    echo "Parity (GPU against the CPU reference or a double-precision one; max rel: the figure held against the tolerance):"
+    echo
+    echo "| test | what | precision | max abs | max rel | tolerance | result |"
     echo "|---|---|---|---:|---:|---:|---|"
     sed -n 's/^    parity | \(.*\)$/| \1 |/p' "$W/tests.out"
   } >>"$W/tests.md"
-  local summary
+  local summary worst
   summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$W/tests.out" | tail -n 1)
-  echo "${summary:-no summary line (the runner was stopped)}; parity rows: $(grep -c '^    parity | ' "$W/tests.out"), failed: $(grep -c '^    parity | .*| FAIL$' "$W/tests.out")" >"$W/tests.note"
+  worst=$(limits_table "$W/tests.out" | awk -F'|' '$9 ~ /[0-9]/ { gsub(/ /, "", $2); gsub(/ /, "", $9); print $9 " (" $2 ")"; exit }')
+  echo "${summary:-no summary line (the runner was stopped)}; parity rows: $(grep -c '^    parity | ' "$W/tests.out"), failed: $(grep -c '^    parity | .*| FAIL$' "$W/tests.out"); nearest a limit: ${worst:-none}" >"$W/tests.note"
   if [ -z "$summary" ] || ! grep -q ' 0 failed' <<<"$summary"; then touch "$W/tests.fail"; fi
+}
+
+# The per-test table of stage_tests from a runner's output ($1): each test that passed or failed,
+# how many parity rows it printed, its row with the largest value / limit (a limit of 0: an exact
+# comparison, whose share is 0 when it held and inf when not), sorted by that share, largest first.
+# Tests without rows end the table: those with no numeric limit, and any that should have one.
+limits_table() {
+  awk -F'|' '
+    function trim(s) { gsub(/^ +| +$/, "", s); return s }
+    /^(PASS|FAIL) [A-Za-z0-9_]+/ { split($0, w, " "); result[w[2]] = w[1]; order[++n] = w[2]; next }
+    /^    parity \| / {
+      t = trim($2); v = trim($6) + 0; lim = trim($7) + 0
+      share = lim > 0 ? v / lim : (v > 0 ? "inf" : 0)
+      rows[t]++
+      if (!(t in best) || (share == "inf") || (best[t] != "inf" && share + 0 > best[t] + 0)) {
+        best[t] = share; what[t] = trim($3); prec[t] = trim($4); val[t] = trim($6); limv[t] = trim($7)
+      }
+    }
+    END {
+      for (i = 1; i <= n; i++) {
+        t = order[i]
+        if (t in rows) {
+          s = best[t] == "inf" ? 1e300 : best[t]
+          printf "%.6e\t| %s | %s | %d | %s | %s | %s | %s | %s |\n", s, t, result[t], rows[t], what[t], prec[t], val[t], limv[t],
+                 best[t] == "inf" ? "inf" : sprintf("%.2f", best[t])
+        } else {
+          printf "-1\t| %s | %s | 0 | (no parity rows: no numeric limit) | | | | |\n", t, result[t]
+        }
+      }
+    }' "$1" | sort -t "$(printf '\t')" -k1,1 -g -r | cut -f2-
 }
 
 stage_sanitize() {

@@ -436,7 +436,7 @@ static void dropout_law(int precision) {
     CHECK_MSG(!bad, "%s: kept elements must be x / keep, dropped ones get no gradient", precision_name((Precision)precision));
     CHECK_MSG(fabs(frac - 0.5) < 0.03, "%s: kept fraction %.3f", precision_name((Precision)precision), frac);
     /* 8192 elements: the kept fraction's standard deviation is 0.0055, the limit 5.4 of them */
-    tu_parity_row("dropout keep 0.5: |kept fraction - 0.5|", precision_name((Precision)precision), fabs(frac - 0.5), fabs(frac - 0.5), 0.03);
+    tu_parity_row("dropout keep 0.5: the kept fraction's distance from 0.5", precision_name((Precision)precision), fabs(frac - 0.5), fabs(frac - 0.5), 0.03);
     printf("    %s: kept fraction %.4f\n", precision_name((Precision)precision), frac);
     /* a second forward draws a different mask */
     float *y2 = xmalloc(n * 4);

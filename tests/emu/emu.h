@@ -8,7 +8,7 @@
  * descriptors. Its maths is written here with plain loops, independently of src/layers/.
  *
  * Parts (tests/emu/): runtime.cc (devices, memory, streams and events, errors), kernel.cc (grids, blocks and
- * threads as fibers), cudnn.cc, cublas.cc, nccl.cc.
+ * threads as fibers), cudnn.cc (with cudnn_algo.cc: the convolution algorithms), cublas.cc, nccl.cc.
  */
 #ifndef NVCNN_EMU_H
 #define NVCNN_EMU_H
