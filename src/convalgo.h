@@ -9,8 +9,9 @@
  * the fastest whose workspace fits a limit is chosen; if none fits, the one with the smallest
  * workspace. A deterministic run (--deterministic) takes only results that cuDNN reports
  * CUDNN_DETERMINISTIC, from its heuristics' list instead of its measurements (their order does
- * not depend on timings), in that list's order. Measurements are cached by what they depend on (ConvKey: direction, precision,
- * shapes, padding, strides), so that a network's repeated shapes are measured once.
+ * not depend on timings), in that list's order. Measurements are cached by what they depend on
+ * (ConvKey: direction, precision, shapes, padding, strides), so that a network's repeated shapes
+ * are measured once.
  */
 #ifndef NVCNN_CONVALGO_H
 #define NVCNN_CONVALGO_H
