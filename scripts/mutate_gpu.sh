@@ -23,11 +23,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # The GPU tests, cheapest first: each mutant stops at the first that fails.
 TESTS=${TESTS:-"gpu_conv_matches_cpu gpu_conv_finds gpu_bn_pool_reshape gpu_activations gpu_grouped gpu_tf32_fp16_bf16 gpu_dropout
-gpu_staged gpu_padded gpu_parameters_out gpu_larc_is gpu_bias_gradient gpu_training_steps_match_cpu gpu_larc_steps
-gpu_fp16_dynamic dist_gpu_ranks dist_gpu_nvcnn gpu_every_model_trains_fp32
+gpu_staged gpu_deterministic gpu_padded gpu_parameters_out gpu_larc_is gpu_bias_gradient gpu_training_steps_match_cpu gpu_larc_steps
+gpu_fp16_dynamic dist_gpu_ranks dist_gpu_nvcnn gpu_layers_match_cpu_with gpu_every_model_trains_fp32
 gpu_every_model_trains_fp16 gpu_every_model_trains_bf16"}
 
-# name|file|text|replacement[|text|replacement ...]   (\n in a text or replacement: a newline)
+# name|file|text|replacement[|text|replacement ...]   (\n in a text or replacement: a newline); no '|' in either
 read -r -d '' DEFECTS <<'EOF'
 find_too_few|src/cuda/conv.cu|CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CONVALGO_MAX, &got, r));|CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, in, p->w, p->cd[dir], p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, r));
 index_off_by_one|src/cuda/concat.cu|j = s * chw_out + off + r;|j = s * chw_out + off + r + 1;
@@ -49,6 +49,11 @@ dxpad_reserved|src/cuda/conv.cu|*scratch = (l->in[0] == net->input ? 1 : 2) *|*s
 bias_grid_y|src/cuda/bias.cu|const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;|const int ch = blockIdx.y, s = blockIdx.x, S = gridDim.x;|dim3((unsigned)c, (unsigned)S)|dim3((unsigned)S, (unsigned)c)
 layout_unchecked|src/cuda/gpunet.cu|        if (l->nparam > 0 && l->param0 != next)\n            die(|        if (0)\n            die(
 larc_per_tensor|src/cuda/optim.cu|        LAUNCH(k_larc_norms, (unsigned)g->larc_nchunk, GPU_THREADS, 0, g->s, chunks, g->params, g->grads, (float)weight_decay,\n               g->larc_part);\n        LAUNCH(k_larc_factors, (unsigned)((n->nparam + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, g->larc_first, n->nparam,\n               g->larc_part, g->larc_factor, larc_eta, lr, larc_scale);\n        LAUNCH(k_larc_sgd, (unsigned)g->larc_nchunk, GPU_THREADS, 0, g->s, chunks, g->params, g->grads, g->velocity, g->larc_factor,\n               (float)lr, (float)momentum, nesterov);|        for (int t = 0, k0 = 0; t < n->nparam; t++) {\n            const int nc = (int)((n->param[t].count + LARC_CHUNK - 1) / LARC_CHUNK);\n            LAUNCH(k_larc_norms, (unsigned)nc, GPU_THREADS, 0, g->s, chunks + k0, g->params, g->grads, (float)weight_decay, g->larc_part + 2 * k0);\n            LAUNCH(k_larc_factors, 1, GPU_THREADS, 0, g->s, g->larc_first + t, 1, g->larc_part, g->larc_factor + t, larc_eta, lr, larc_scale);\n            LAUNCH(k_larc_sgd, (unsigned)nc, GPU_THREADS, 0, g->s, chunks + k0, g->params, g->grads, g->velocity, g->larc_factor, (float)lr, (float)momentum, nesterov);\n            k0 += nc;\n        }
+nondet_accepted|src/cuda/conv.cu|convalgo_order(found, g->prec, g->deterministic, limit, idx, &over)|convalgo_order(found, g->prec, 0, limit, idx, &over)
+bn_biased_running_var|src/cuda/bn.cu|factor * (float)(m > 1 ? var * m / (m - 1) : var)|factor * (float)var
+fp16_unscale_10pc|src/train.c|    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));|    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.1 / t->loss_scale));
+fp32_takes_tensor_ops|src/convalgo.c|        return math == CONVALGO_MATH_FMA; /* DEFAULT|        return 1; /* DEFAULT|int convalgo_desc_math(int precision, int math) { return precision == PREC_FP32 ? CONVALGO_MATH_FMA : math; }|int convalgo_desc_math(int precision, int math) { (void)precision; return math; }
+deterministic_by_find|src/cuda/conv.cu|    const int h = g->deterministic;|    const int h = 0;
 EOF
 
 selected=${MUTANTS:-$(cut -d'|' -f1 <<<"$DEFECTS" | tr '\n' ' ')}
