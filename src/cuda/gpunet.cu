@@ -461,7 +461,7 @@ static void layer_done(GpuNet *g, int li, const char *phase) {
 
 /* The lifetimes of the activation arena's tensors start where layer li's forward (its output,
  * unless it runs in place over an input) or backward (every input gradient it writes first, by
- * net_grad_schedule's plan) begins. The emulated device fills them with its poison pattern there
+ * net_grad_schedule's plan, and its output's gradient if nothing consumed the output) begins. The emulated device fills them with its poison pattern there
  * (memory that no one wrote this step reads as NaN: a read before the write shows at once);
  * nothing happens in the real build. */
 #ifdef NVCNN_GPU_EMU
@@ -474,6 +474,8 @@ static void lifetimes_start(GpuNet *g, int li, int backward) {
         emu::poison_async(g->x[l->out], shape_count(n->node[l->out].shape) * g->esize, g->s);
         return;
     }
+    if (g->zero_at[li] >= 0) /* an output gradient that nothing wrote: zeros follow, unless the loss's */
+        emu::poison_async(g->dx[l->out], shape_count(n->node[l->out].shape) * g->esize, g->s);
     for (int k = 0; k < l->nin; k++)
         if (g->dx[l->in[k]] && !gpu_acc(g, li, k))
             emu::poison_async(g->dx[l->in[k]], shape_count(n->node[l->in[k]].shape) * g->esize, g->s);
@@ -517,15 +519,19 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
         CUDA_CHECK(cudaEventCreate(&g->ev_b2));
     }
     CUDA_CHECK(cudaEventRecord(g->ev_b0, g->s));
+    /* needed: the layers add their parameter gradients into the arena (cuDNN's backward filter
+     * and cuBLAS with beta 1, the bias and batch-norm kernels' +=), and NCCL averages whole
+     * buckets, the gaps between tensors included */
     CUDA_CHECK(cudaMemsetAsync(g->grads, 0, g->P * sizeof(float), g->s));
     g->next = 0;
     for (int i = n->nlayer - 1; i >= 0; i--) {
         Layer *l = &n->layer[i];
-        /* a node nothing consumed (the loss's output) reads as zeros; every other gradient is
-         * written by its first consumer before anything reads it */
+        /* a node nothing consumed reads as zeros, where its producer's backward reads it (the
+         * loss's does not); every other gradient is written by its first consumer before
+         * anything reads it */
         enter(g, i, "backward");
         lifetimes_start(g, i, 1);
-        if (g->zero_at[i] >= 0)
+        if (g->zero_at[i] >= 0 && g->impl[i] != &gpu_xent_impl)
             CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * g->esize, g->s));
         g->impl[i]->backward(g, l, i);
         layer_done(g, i, "backward");
