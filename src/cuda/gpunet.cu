@@ -287,6 +287,10 @@ static int bind_arena(GpuNet *g, const ArenaPlan *a, char *err, size_t errlen, i
     }
     g->ws = a->ws ? g->acts + a->end : NULL;
     memcpy(g->scratch, a->scratch, (size_t)net->nlayer * sizeof *g->scratch);
+#ifdef NVCNN_GPU_EMU
+    g->scratch_at = (char **)xcalloc((size_t)net->nlayer, sizeof *g->scratch_at);
+    for (int i = 0; i < net->nlayer; i++) g->scratch_at[i] = a->scratch[i] ? g->acts + a->soff[i] : NULL;
+#endif
     for (int i = 0; i < net->nlayer; i++)
         if (g->impl[i]->bind) g->impl[i]->bind(g, &net->layer[i], i, a->scratch[i] ? g->acts + a->soff[i] : NULL);
     return 0;
@@ -392,6 +396,9 @@ void gpunet_free(GpuNet *g) {
     free(g->x);
     free(g->dx);
     free(g->scratch);
+#ifdef NVCNN_GPU_EMU
+    free(g->scratch_at);
+#endif
     free(g);
 }
 
@@ -460,8 +467,9 @@ static void layer_done(GpuNet *g, int li, const char *phase) {
 }
 
 /* The lifetimes of the activation arena's tensors start where layer li's forward (its output,
- * unless it runs in place over an input) or backward (every input gradient it writes first, by
- * net_grad_schedule's plan, and its output's gradient if nothing consumed the output) begins. The emulated device fills them with its poison pattern there
+ * unless it runs in place over an input, and its scratch, which it keeps for its backward) or
+ * backward (every input gradient it writes first, by net_grad_schedule's plan, and its output's
+ * gradient if nothing consumed the output) begins. The emulated device fills them with its poison pattern there
  * (memory that no one wrote this step reads as NaN: a read before the write shows at once);
  * nothing happens in the real build. */
 #ifdef NVCNN_GPU_EMU
@@ -469,6 +477,7 @@ static void lifetimes_start(GpuNet *g, int li, int backward) {
     const Net *n = g->net;
     const Layer *l = &n->layer[li];
     if (!backward) {
+        if (g->scratch[li]) emu::poison_async(g->scratch_at[li], g->scratch[li], g->s);
         for (int k = 0; k < l->nin; k++)
             if (g->x[l->in[k]] == g->x[l->out]) return;
         emu::poison_async(g->x[l->out], shape_count(n->node[l->out].shape) * g->esize, g->s);
