@@ -177,39 +177,58 @@ int emu_st_oom(size_t *free_bytes) {
     return e == cudaErrorMemoryAllocation && f == cudaSuccess && !p;
 }
 
-/* A copy stream fills `src` with 1..n from pinned host memory; the compute stream doubles it into
- * dst, after cudaStreamWaitEvent when `wait`. Returns how many elements of dst are 2 x (i + 1): all
- * of them with the wait; without it the compute stream runs first and sees the poison pattern. */
-int emu_st_stream_order(int wait) {
-    gpu_select(0);
-    const int n = 1024;
-    float *h = (float *)gpu_host_alloc(n * sizeof(float)), *src, *dst, *back = (float *)malloc(n * sizeof(float));
-    for (int i = 0; i < n; i++) h[i] = (float)(i + 1);
+/* What the two-stream sequences below share: a copy stream and a compute stream, an event, n
+ * floats of pinned host memory h (1..n), device buffers src and dst, and back for dst's copy. */
+typedef struct TwoStreams {
+    int n;
+    float *h, *src, *dst, *back;
     cudaStream_t copy, compute;
-    cudaEvent_t copied;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
-    CUDA_CHECK(cudaMalloc((void **)&src, n * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&dst, n * sizeof(float)));
-    LAUNCH(k_st_double, 4, 256, 0, compute, src, dst, n); /* the compute stream has run a kernel */
-    CUDA_CHECK(cudaStreamSynchronize(compute));
-    CUDA_CHECK(cudaMemcpyAsync(src, h, n * sizeof(float), cudaMemcpyHostToDevice, copy));
-    CUDA_CHECK(cudaEventRecord(copied, copy));
-    if (wait) CUDA_CHECK(cudaStreamWaitEvent(compute, copied, 0));
-    LAUNCH(k_st_double, 4, 256, 0, compute, src, dst, n);
-    CUDA_CHECK(cudaMemcpyAsync(back, dst, n * sizeof(float), cudaMemcpyDeviceToHost, compute));
+    cudaEvent_t ev;
+} TwoStreams;
+
+static void two_streams_open(TwoStreams *t, int n) {
+    gpu_select(0);
+    t->n = n;
+    t->h = (float *)gpu_host_alloc(n * sizeof(float));
+    t->back = (float *)malloc(n * sizeof(float));
+    for (int i = 0; i < n; i++) t->h[i] = (float)(i + 1);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&t->copy, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&t->compute, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&t->ev, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMalloc((void **)&t->src, n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&t->dst, n * sizeof(float)));
+}
+
+/* Copies dst back on the compute stream, waits for the device, frees everything: how many
+ * elements of dst are 2 x (i + 1). */
+static int two_streams_close(TwoStreams *t) {
+    CUDA_CHECK(cudaMemcpyAsync(t->back, t->dst, t->n * sizeof(float), cudaMemcpyDeviceToHost, t->compute));
     CUDA_CHECK(cudaDeviceSynchronize());
     int right = 0;
-    for (int i = 0; i < n; i++) right += back[i] == 2.0f * (float)(i + 1);
-    cudaFree(src);
-    cudaFree(dst);
-    gpu_host_free(h);
-    free(back);
-    cudaEventDestroy(copied);
-    cudaStreamDestroy(copy);
-    cudaStreamDestroy(compute);
+    for (int i = 0; i < t->n; i++) right += t->back[i] == 2.0f * (float)(i + 1);
+    cudaFree(t->src);
+    cudaFree(t->dst);
+    gpu_host_free(t->h);
+    free(t->back);
+    cudaEventDestroy(t->ev);
+    cudaStreamDestroy(t->copy);
+    cudaStreamDestroy(t->compute);
     return right;
+}
+
+/* A copy stream fills `src` with 1..n from pinned host memory; the compute stream doubles it into
+ * dst, after cudaStreamWaitEvent when `wait`. Returns how many elements of dst are 2 x (i + 1): all
+ * of them with the wait; without it the compute stream may run first and see the poison pattern. */
+int emu_st_stream_order(int wait) {
+    TwoStreams t;
+    two_streams_open(&t, 1024);
+    LAUNCH(k_st_double, 4, 256, 0, t.compute, t.src, t.dst, t.n); /* the compute stream has run a kernel */
+    CUDA_CHECK(cudaStreamSynchronize(t.compute));
+    CUDA_CHECK(cudaMemcpyAsync(t.src, t.h, t.n * sizeof(float), cudaMemcpyHostToDevice, t.copy));
+    CUDA_CHECK(cudaEventRecord(t.ev, t.copy));
+    if (wait) CUDA_CHECK(cudaStreamWaitEvent(t.compute, t.ev, 0));
+    LAUNCH(k_st_double, 4, 256, 0, t.compute, t.src, t.dst, t.n);
+    return two_streams_close(&t);
 }
 
 /* The compute stream doubles src (1..n) into dst; then a copy stream writes other values into
@@ -217,35 +236,15 @@ int emu_st_stream_order(int wait) {
  * many elements of dst are 2 x (i + 1): all of them with the wait; without it the copy may run
  * before the kernel, which then doubles the new values. */
 int emu_st_copy_overwrite(int wait) {
-    gpu_select(0);
-    const int n = 1024;
-    float *h = (float *)gpu_host_alloc(n * sizeof(float)), *src, *dst, *back = (float *)malloc(n * sizeof(float));
-    cudaStream_t copy, compute;
-    cudaEvent_t used;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&used, cudaEventDisableTiming));
-    CUDA_CHECK(cudaMalloc((void **)&src, n * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&dst, n * sizeof(float)));
-    for (int i = 0; i < n; i++) h[i] = (float)(i + 1);
-    CUDA_CHECK(cudaMemcpy(src, h, n * sizeof(float), cudaMemcpyHostToDevice));
-    for (int i = 0; i < n; i++) h[i] = -1.0f;
-    LAUNCH(k_st_double, 4, 256, 0, compute, src, dst, n);
-    CUDA_CHECK(cudaEventRecord(used, compute));
-    if (wait) CUDA_CHECK(cudaStreamWaitEvent(copy, used, 0));
-    CUDA_CHECK(cudaMemcpyAsync(src, h, n * sizeof(float), cudaMemcpyHostToDevice, copy));
-    CUDA_CHECK(cudaMemcpyAsync(back, dst, n * sizeof(float), cudaMemcpyDeviceToHost, compute));
-    CUDA_CHECK(cudaDeviceSynchronize());
-    int right = 0;
-    for (int i = 0; i < n; i++) right += back[i] == 2.0f * (float)(i + 1);
-    cudaFree(src);
-    cudaFree(dst);
-    gpu_host_free(h);
-    free(back);
-    cudaEventDestroy(used);
-    cudaStreamDestroy(copy);
-    cudaStreamDestroy(compute);
-    return right;
+    TwoStreams t;
+    two_streams_open(&t, 1024);
+    CUDA_CHECK(cudaMemcpy(t.src, t.h, t.n * sizeof(float), cudaMemcpyHostToDevice));
+    for (int i = 0; i < t.n; i++) t.h[i] = -1.0f;
+    LAUNCH(k_st_double, 4, 256, 0, t.compute, t.src, t.dst, t.n);
+    CUDA_CHECK(cudaEventRecord(t.ev, t.compute));
+    if (wait) CUDA_CHECK(cudaStreamWaitEvent(t.copy, t.ev, 0));
+    CUDA_CHECK(cudaMemcpyAsync(t.src, t.h, t.n * sizeof(float), cudaMemcpyHostToDevice, t.copy));
+    return two_streams_close(&t);
 }
 
 void emu_st_set_streams(const char *order) { emu::set_streams(order); }
