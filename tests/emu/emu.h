@@ -32,7 +32,8 @@ namespace emu {
 void reject(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- configuration (environment, read once) ---- */
-/* NVCNN_EMU_SEED: the seed of every shuffle (block and thread order); default 1. */
+/* NVCNN_EMU_SEED: the seed of every shuffle (block and thread order, and the streams' random order
+ * unless NVCNN_EMU_STREAMS names a seed of its own); default 1. */
 uint64_t seed();
 /* A variable of the environment, or NULL. */
 const char *env(const char *name);

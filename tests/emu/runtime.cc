@@ -11,7 +11,8 @@
  *                          that have run a kernel or a library computation run their work at once,
  *                          the others (copies, NCCL) only when something waits for it; side-first:
  *                          the reverse
- *   NVCNN_EMU_SEED=N       seed of the block and thread orders (default 1)
+ *   NVCNN_EMU_SEED=N       seed of the block and thread orders, and of the streams' random order
+ *                          (default 1)
  *
  * Memory: each cudaMalloc is a mapping of its own with a guard page before and after; the block
  * ends as close to the trailing guard page as the 256-byte alignment allows, and the bytes around
