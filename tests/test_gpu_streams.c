@@ -3,9 +3,9 @@
  * other orders of the emulated device's streams. make test runs every GPU test in the random order
  * of NVCNN_EMU_SEED (1); this one runs those again in the two fixed orders (compute-first: a copy
  * or NCCL runs only when something waits for it; side-first: before the compute stream's work) and
- * under another seed of the random one (tests/emu/runtime.cc, docs/gpu-emulation.md): about 45 s
- * on two idle cores. On a GPU the streams really run side by side, in whatever order the hardware
- * takes: there it skips. */
+ * under another seed of the random one (tests/emu/runtime.cc, docs/gpu-emulation.md): three times
+ * those tests' time, 43 s on two cores shared with other work (13 s for one order). On a GPU the
+ * streams really run side by side, in whatever order the hardware takes: there it skips. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
