@@ -61,6 +61,9 @@ struct GpuNet {
     char *acts;                               /* activation arena: data, grads, scratch, workspace */
     size_t acts_bytes, grad_off, grad_bytes;  /* the node gradients region (planned by lifetime) */
     size_t *scratch;                          /* [nlayer] bytes of each layer's scratch in the arena */
+#ifdef NVCNN_GPU_EMU
+    char **scratch_at;                        /* [nlayer] where it is (the emulated build's lifetimes) */
+#endif
     void *ws;                                 /* shared cuDNN workspace */
     size_t ws_bytes;
     size_t ws_limit, mem_free, mem_margin;    /* the workspace's limit: min(cap, free - arena - margin) */
