@@ -126,6 +126,10 @@ void gpunet_backward_ms(GpuNet *g, double *backward, double *exposed);
  * that first event was queued. Returns 0 when nothing was recorded. */
 void gpunet_profile(GpuNet *g, int on);
 int gpunet_profile_times(GpuNet *g, double *host0, double *fwd, double *bwd);
+/* The NCCL buckets of the same backward (gpunet_nccl_init): bucket i's allreduce from t[2i] to
+ * t[2i+1] ms on their stream, from the same first event. Returns the buckets recorded (0 without
+ * NCCL). */
+int gpunet_profile_buckets(GpuNet *g, double *t);
 /* 1 in the emulated device's build (make GPU_EMU=1): event times are the emulator's. */
 int gpunet_emulated(void);
 

@@ -40,6 +40,7 @@ struct Profiler {
     double step_total;
     int steps;
     double *gf, *gb;           /* GPU: [2 * nlayer] event times of one step (ms) */
+    double *gn;                /* GPU: [2 * buckets] the NCCL buckets' event times (ms) */
 };
 
 static void add(Profiler *p, int kind, int idx, int tid, long step, double t0, double t1) {
@@ -90,6 +91,7 @@ Profiler *profile_open(Run *r, Net *net, Trainer *tr, long step0) {
     if (tr->gpu) {
         p->gf = xmalloc(2 * (size_t)net->nlayer * sizeof *p->gf);
         p->gb = xmalloc(2 * (size_t)net->nlayer * sizeof *p->gb);
+        p->gn = xmalloc(2 * ((size_t)gpunet_nccl_buckets(tr->gpu) + 1) * sizeof *p->gn);
     }
     tr->prof = p;
     printf("Profile:     steps %ld to %ld into %s%s (--profile)\n", first + 1, first + k, c->profile,
@@ -146,6 +148,8 @@ void profile_step_end(Profiler *p, long step, double t0, double t1) {
                 if (isfinite(f[0])) add(p, K_LAYER_FWD, i, TID_GPU, step, host0 + f[0] * 1e-3, host0 + f[1] * 1e-3);
                 if (isfinite(b[0])) add(p, K_LAYER_BWD, i, TID_GPU, step, host0 + b[0] * 1e-3, host0 + b[1] * 1e-3);
             }
+            const int nb = gpunet_profile_buckets(p->tr->gpu, p->gn);
+            for (int i = 0; i < nb; i++) add(p, K_BUCKET, i, TID_BUCKETS, step, host0 + p->gn[2 * i] * 1e-3, host0 + p->gn[2 * i + 1] * 1e-3);
         }
     }
     /* the gradient buckets' allreduces (CPU backend, several ranks) */
@@ -246,7 +250,8 @@ static void write_trace(Profiler *p) {
                       "emulator's, not a GPU's"
                     : "host wall clock; the GPU track's layers by CUDA events on the compute stream, placed at the step's first event");
     int first = 1;
-    const char *tname[4] = {"", "host", "allreduce (MPI buckets)", r->gpu && emu ? "GPU compute stream (emulated)" : "GPU compute stream"};
+    const char *tname[4] = {"", "host", r->gpu ? (emu ? "allreduce (NCCL buckets, emulated)" : "allreduce (NCCL buckets)") : "allreduce (MPI buckets)",
+                            emu ? "GPU compute stream (emulated)" : "GPU compute stream"};
     for (int t = 1; t <= 3; t++) {
         size_t i = 0;
         while (i < p->n && p->s[i].tid != t) i++;
@@ -356,5 +361,6 @@ void profile_close(Profiler *p) {
     free(p->bwd);
     free(p->gf);
     free(p->gb);
+    free(p->gn);
     free(p);
 }

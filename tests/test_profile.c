@@ -159,4 +159,20 @@ TEST_LIMIT(gpu_profile_trace, 300) {
     snprintf(cmd, sizeof cmd, "%s/g.json --steps 2 --layers 11 --gpu%s", dir, emulated ? " --emulated" : "");
     check_trace(cmd, "", &c);
     free(c);
+#ifdef NVCNN_MPI
+    /* two ranks averaging with NCCL: each bucket's allreduce by events on NCCL's stream */
+    if (th_run("command -v mpirun", NULL) != 0) return;
+    snprintf(cmd, sizeof cmd,
+             "OMP_NUM_THREADS=1 timeout 200 mpirun -np 2 --oversubscribe %s ./nvcnn --device=gpu --model=lenet --num_classes=10 "
+             "--batch_size=8 --num_batches=3 --nstep_burnin=0 --bucket_mb=2 --profile=%s/n.json --profile_steps=2:2",
+             geteuid() == 0 ? "--allow-run-as-root" : "", dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d\n%s", rc, o);
+    free(o);
+    for (int r = 0; r < 2; r++) {
+        snprintf(cmd, sizeof cmd, "%s/n.json.rank%d --steps 2 --layers 11 --gpu --buckets%s", dir, r, emulated ? " --emulated" : "");
+        check_trace(cmd, "", &c);
+        free(c);
+    }
+#endif
 }

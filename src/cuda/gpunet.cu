@@ -358,8 +358,10 @@ void gpunet_free(GpuNet *g) {
         cudaEventDestroy(g->pev_f[i]);
         cudaEventDestroy(g->pev_b[i]);
     }
+    for (int i = 0; g->pev_nccl && i < 2 * g->nb; i++) cudaEventDestroy(g->pev_nccl[i]);
     free(g->pev_f);
     free(g->pev_b);
+    free(g->pev_nccl);
     if (g->ev_b0) {
         cudaEventDestroy(g->ev_b0);
         cudaEventDestroy(g->ev_b1);
@@ -480,9 +482,24 @@ void gpunet_profile(GpuNet *g, int on) {
             CUDA_CHECK(cudaEventCreate(&g->pev_f[i]));
             CUDA_CHECK(cudaEventCreate(&g->pev_b[i]));
         }
+        g->pev_nccl = (cudaEvent_t *)xcalloc(2 * (size_t)g->nb + 1, sizeof *g->pev_nccl);
+        for (int i = 0; i < 2 * g->nb; i++) CUDA_CHECK(cudaEventCreate(&g->pev_nccl[i]));
     }
-    if (on) g->prof_fwd = g->prof_bwd = 0;
+    if (on) g->prof_fwd = g->prof_bwd = g->prof_nccl = 0;
     g->prof = on;
+}
+
+int gpunet_profile_buckets(GpuNet *g, double *t) {
+    if (!g->prof_fwd && !g->prof_bwd) return 0;
+    gpunet_sync(g);
+    if (g->comm) CUDA_CHECK(cudaStreamSynchronize(g->cs));
+    cudaEvent_t ref = g->prof_fwd ? g->pev_f[0] : g->pev_b[g->net->nlayer - 1];
+    for (int i = 0; i < 2 * g->prof_nccl; i++) {
+        float ms;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, ref, g->pev_nccl[i]));
+        t[i] = ms;
+    }
+    return g->prof_nccl;
 }
 
 int gpunet_profile_times(GpuNet *g, double *host0, double *fwd, double *bwd) {
