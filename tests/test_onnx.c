@@ -271,21 +271,22 @@ TEST_LIMIT(onnx_bad_input_exit_2_nothing_written, 120) {
              dir, dir);
     CHECK(th_run(args, &o) == 0);
     free(o);
-    snprintf(args, sizeof args, "--model=trivial --log_dir=%s/lenet --export_onnx=%s/x.onnx", dir, dir);
-    refused(args, "is a checkpoint of lenet, not of --model=trivial", dir);
-    snprintf(args, sizeof args, "--model=lenet --num_classes=5 --log_dir=%s/lenet --export_onnx=%s/x.onnx", dir, dir);
-    refused(args, "has 10 classes, not --num_classes=5", dir);
-    snprintf(args, sizeof args, "--model=resnet18 --image_size=64 --log_dir=%s/r18 --export_onnx=%s/x.onnx", dir, dir);
-    refused(args, "was trained at 32x32, not --image_size=64", dir);
-    snprintf(args, sizeof args, "--model=lenet --log_dir=%s --export_onnx=%s/x.onnx", dir, dir);
-    refused(args, "--export_onnx: no checkpoint in --log_dir", dir);
-    snprintf(args, sizeof args, "--model=lenet --log_dir=%s/lenet --export_onnx=%s/no/such/dir/x.onnx", dir, dir);
-    refused(args, "/no/such/dir/x.onnx: cannot write there: No such file or directory", dir);
-    snprintf(args, sizeof args, "--model=lenet --log_dir=%s/lenet --export_onnx=%s/", dir, dir);
-    refused(args, "not a file name", dir);
-    /* with training flags the path is checked before anything is trained */
-    snprintf(args, sizeof args, "--model=lenet --num_batches=2 --log_dir=%s/lenet2 --export_onnx=%s/no/x.onnx", dir, dir);
-    refused(args, "cannot write there", dir);
+    /* each with --log_dir and --export_onnx in the test's folder (the two %s) */
+    static const char *const bad[][2] = {
+        {"--model=trivial --log_dir=%s/lenet --export_onnx=%s/x.onnx", "is a checkpoint of lenet, not of --model=trivial"},
+        {"--model=lenet --num_classes=5 --log_dir=%s/lenet --export_onnx=%s/x.onnx", "has 10 classes, not --num_classes=5"},
+        {"--model=resnet18 --image_size=64 --log_dir=%s/r18 --export_onnx=%s/x.onnx", "was trained at 32x32, not --image_size=64"},
+        {"--model=lenet --log_dir=%s --export_onnx=%s/x.onnx", "--export_onnx: no checkpoint in --log_dir"},
+        {"--model=lenet --log_dir=%s/lenet --export_onnx=%s/no/such/dir/x.onnx",
+         "/no/such/dir/x.onnx: cannot write there: No such file or directory"},
+        {"--model=lenet --log_dir=%s/lenet --export_onnx=%s/", "not a file name"},
+        /* with training flags the path is checked before anything is trained */
+        {"--model=lenet --num_batches=2 --log_dir=%s/lenet2 --export_onnx=%s/no/x.onnx", "cannot write there"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, bad[i][0], dir, dir);
+        refused(args, bad[i][1], dir);
+    }
     char sub[1200], names[4096];
     snprintf(sub, sizeof sub, "%s/lenet2", dir);
     list_dir(sub, names, sizeof names);

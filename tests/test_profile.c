@@ -27,6 +27,12 @@ static int check_trace(const char *file, const char *opts, char **out) {
     return rc;
 }
 
+/* th_tmpdir()/name, made */
+static void subdir(char *dir, size_t n, const char *name) {
+    snprintf(dir, n, "%s/%s", th_tmpdir(), name);
+    mkdir(dir, 0755);
+}
+
 static int lines_starting(const char *s, const char *prefix) {
     int n = 0;
     for (const char *p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
@@ -36,8 +42,7 @@ static int lines_starting(const char *s, const char *prefix) {
 
 TEST_LIMIT(profile_trace_and_table_cpu, 180) {
     char dir[1024], cmd[4096], *o = NULL, *c = NULL;
-    snprintf(dir, sizeof dir, "%s/profile_cpu", th_tmpdir());
-    mkdir(dir, 0755);
+    subdir(dir, sizeof dir, "profile_cpu");
     /* the default steps: 3 after the burn-in (--nstep_burnin=1: steps 2 to 4) */
     snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --num_classes=10 --batch_size=32 --num_batches=6 --nstep_burnin=1 --profile=%s/lenet.json",
              dir);
@@ -77,8 +82,7 @@ TEST_LIMIT(profile_trace_and_table_cpu, 180) {
  * velocity, the dropout generator) are byte for byte the same. */
 TEST_LIMIT(profile_trains_the_same_bits, 180) {
     char dir[512], cmd[8192], *o = NULL;
-    snprintf(dir, sizeof dir, "%s/profile_bits", th_tmpdir());
-    mkdir(dir, 0755);
+    subdir(dir, sizeof dir, "profile_bits");
     const char *runs[2] = {"--model=lenet --num_classes=10 --batch_size=16 --num_batches=5",
                            "--model=resnet18 --image_size=32 --num_classes=10 --batch_size=4 --num_batches=5"};
     for (int k = 0; k < 2; k++) {
@@ -102,8 +106,7 @@ TEST_LIMIT(profile_two_ranks_a_file_each, 180) {
         return;
     }
     char dir[1024], cmd[4096], *o = NULL, *c = NULL;
-    snprintf(dir, sizeof dir, "%s/profile_ranks", th_tmpdir());
-    mkdir(dir, 0755);
+    subdir(dir, sizeof dir, "profile_ranks");
     snprintf(cmd, sizeof cmd,
              "OMP_NUM_THREADS=1 timeout 120 mpirun -np 2 --oversubscribe %s ./nvcnn --model=lenet --num_classes=10 --batch_size=8 "
              "--num_batches=4 --nstep_burnin=0 --bucket_mb=2 --profile=%s/t.json --profile_steps=2:2",
@@ -142,8 +145,7 @@ TEST(profile_bad_values_exit_2) {
 TEST_LIMIT(gpu_profile_trace, 300) {
     if (tu_gpus() == 0) return;
     char dir[1024], cmd[4096], *o = NULL, *c = NULL;
-    snprintf(dir, sizeof dir, "%s/profile_gpu", th_tmpdir());
-    mkdir(dir, 0755);
+    subdir(dir, sizeof dir, "profile_gpu");
     snprintf(cmd, sizeof cmd,
              "./nvcnn --device=gpu --model=lenet --num_classes=10 --batch_size=8 --num_batches=3 --nstep_burnin=0 --profile=%s/g.json "
              "--profile_steps=2:2",
