@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "io/proto/onnx.pb-c.h"
 #include "harness.h"
 #include "layers/layers.h"
 #include "layers/priv.h"
@@ -323,4 +324,45 @@ TEST(onnx_unknown_layer_refused) {
     list_dir(dir, names, sizeof names);
     CHECK_MSG(names[0] == 0, "left: %s", names);
     net_free(net);
+}
+
+/* The initializers of an ONNX file by name, read back with protobuf-c: 1 when a and b hold the same
+ * names with the same bytes. */
+static int same_initializers(const char *a, const char *b, char *why, size_t n) {
+    size_t la, lb;
+    uint8_t *da = tu_read_file(a, &la), *db = tu_read_file(b, &lb);
+    Onnx__ModelProto *ma = da ? onnx__model_proto__unpack(NULL, la, da) : NULL, *mb = db ? onnx__model_proto__unpack(NULL, lb, db) : NULL;
+    int same = ma && mb && ma->graph && mb->graph && ma->graph->n_initializer == mb->graph->n_initializer;
+    snprintf(why, n, "%s", same ? "" : "unreadable, or another number of initializers");
+    for (size_t i = 0; same && i < ma->graph->n_initializer; i++) {
+        const Onnx__TensorProto *t = ma->graph->initializer[i], *u = mb->graph->initializer[i];
+        same = strcmp(t->name, u->name) == 0 && t->raw_data.len == u->raw_data.len &&
+               memcmp(t->raw_data.data, u->raw_data.data, t->raw_data.len) == 0;
+        if (!same) snprintf(why, n, "initializer %s differs", t->name);
+    }
+    if (ma) onnx__model_proto__free_unpacked(ma, NULL);
+    if (mb) onnx__model_proto__free_unpacked(mb, NULL);
+    free(da);
+    free(db);
+    return same;
+}
+
+/* The GPU backend: the model exported at the end of a run without --log_dir (no checkpoint has
+ * copied the device's weights to the host) holds the device's weights and statistics: the same
+ * bytes as the export of the checkpoint of the same run with --log_dir. */
+TEST_LIMIT(gpu_export_onnx_matches_checkpoint, 300) {
+    if (tu_gpus() == 0) return;
+    char dir[1024], cmd[8192], why[256], a[1200], b[1200], *o = NULL;
+    snprintf(dir, sizeof dir, "%s/onnx_gpu", th_tmpdir());
+    mkdir(dir, 0755);
+    const char *run = "./nvcnn --device=gpu --model=resnet18 --image_size=32 --num_classes=10 --batch_size=4 --num_batches=2 "
+                      "--nstep_burnin=0";
+    snprintf(cmd, sizeof cmd, "%s --log_dir=%s/r && %s --export_onnx=%s/run.onnx && ./nvcnn --model=resnet18 --log_dir=%s/r --export_onnx=%s/ckpt.onnx",
+             run, dir, run, dir, dir, dir);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d\n%s", rc, o);
+    free(o);
+    snprintf(a, sizeof a, "%s/run.onnx", dir);
+    snprintf(b, sizeof b, "%s/ckpt.onnx", dir);
+    CHECK_MSG(same_initializers(a, b, why, sizeof why), "%s", why);
 }
