@@ -25,6 +25,8 @@ static int in_folder(const char *path, const char *dir) {
 void export_check_path(const Run *r, int before_log_dir) {
     const Config *c = &r->cfg;
     char err[512];
+    if (before_log_dir && c->profile && export_only_run(r))
+        die_code(EXIT_USAGE, "--profile: --export_onnx alone (without --num_batches or --num_epochs) trains no step to profile");
     if (!c->export_onnx || r->dist.rank != 0) return;
     if (before_log_dir && c->log_dir && in_folder(c->export_onnx, c->log_dir)) return; /* once --log_dir is made */
     if (onnx_check_path(c->export_onnx, err, sizeof err) != 0) die_code(EXIT_USAGE, "%s", err);
@@ -69,5 +71,7 @@ int export_checkpoint(Run *r) {
 void export_trained(Run *r, Net *net, Trainer *tr, long step) {
     if (!r->cfg.export_onnx || r->dist.rank != 0) return;
     trainer_sync_host(tr); /* the GPU backend's parameters and statistics */
-    write_onnx(r, net, step, r->cfg.log_dir ? r->cfg.log_dir : NULL);
+    char source[4200];
+    snprintf(source, sizeof source, "the end of a training run (--log_dir=%s)", r->cfg.log_dir ? r->cfg.log_dir : "none");
+    write_onnx(r, net, step, source);
 }

@@ -458,13 +458,12 @@ int onnx_export(const Net *net, const OnnxInfo *info, const char *path, char *er
                  "resized bilinearly to the input size"),
             meta(&g, "outputs", "logits [N, classes]; softmax [N, classes], class k = label k + 1 of the TFRecords"),
             meta(&g, "training_steps", gstr(&g, "%ld", info->step)),
-            meta(&g, "source", info->source ? info->source : "(the run that wrote it)"),
+            meta(&g, "source", info->source ? info->source : "nvcnn"),
         };
         Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
         m.has_ir_version = 1;
         m.ir_version = ONNX_IR_VERSION;
         m.producer_name = (char *)"nvcnn";
-        m.producer_version = (char *)"1";
         m.doc_string = gstr(&g, "nvcnn's %s at %dx%d, %d classes, after %ld training steps", info->model, in.h, in.w, classes, info->step);
         m.graph = &graph;
         m.n_opset_import = 1;

@@ -79,13 +79,13 @@ TEST_LIMIT(profile_trace_and_table_cpu, 180) {
 }
 
 /* The same bits with and without --profile: the checkpoints (weights, batch-norm statistics,
- * velocity, the dropout generator) are byte for byte the same. */
+ * velocity, the dropout generator) are byte for byte the same: resnet18 at 32x32 (convolutions,
+ * batch norm, residual sums, the global pool, the classifier), 5 steps of which 2 to 4 profiled. */
 TEST_LIMIT(profile_trains_the_same_bits, 180) {
     char dir[512], cmd[8192], *o = NULL;
     subdir(dir, sizeof dir, "profile_bits");
-    const char *runs[2] = {"--model=lenet --num_classes=10 --batch_size=16 --num_batches=5",
-                           "--model=resnet18 --image_size=32 --num_classes=10 --batch_size=4 --num_batches=5"};
-    for (int k = 0; k < 2; k++) {
+    const char *runs[1] = {"--model=resnet18 --image_size=32 --num_classes=10 --batch_size=4 --num_batches=5"};
+    for (int k = 0; k < 1; k++) {
         snprintf(cmd, sizeof cmd,
                  "./nvcnn %s --log_dir=%s/a%d && ./nvcnn %s --log_dir=%s/b%d --profile=%s/p%d.json --profile_steps=2:3 && "
                  "cmp %s/a%d/ckpt-5.nvcnn %s/b%d/ckpt-5.nvcnn && test -s %s/p%d.json",
@@ -130,6 +130,7 @@ TEST(profile_bad_values_exit_2) {
         {"--model=lenet --profile=/tmp/x.json --profile_steps=3", "--profile_steps=3: expected N:K"},
         {"--model=lenet --profile=/tmp/x.json --profile_steps=2:0", "--profile_steps=2:0: N and K must be >= 1"},
         {"--model=lenet --profile=/tmp/x.json --profile_steps=2:x", "--profile_steps=2:x: expected N:K"},
+        {"--model=lenet --log_dir=/tmp --export_onnx=/tmp/x.onnx --profile=/tmp/x.json", "trains no step to profile"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024], *o = NULL;
