@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cost of --profile on the CPU backend. Each row's model trains the same steps without and with
-# --profile=FILE (its profiled steps in the middle of the run), the two runs back to back, ROUNDS
-# times. From each step's time (the table's rows with --display_every=1: batch / Img/sec) it prints
+# --profile=FILE (its profiled steps in the middle of the run), the two runs back to back (in turn
+# one or the other first), ROUNDS times. From each step's time (the table's rows with --display_every=1: batch / Img/sec) it prints
 # the median over the rounds of: the mean time of the profiled steps with --profile against the same
 # steps without, and the same for every other step after the first 2 (those outside the profiled
 # steps). The trace is written between the last profiled step and the next, in no step's time: its
@@ -47,8 +47,14 @@ for row in $ROWS; do
   IFS=: read -r m b n first k <<<"$row"
   : >"$tmp/in"; : >"$tmp/out_r"; : >"$tmp/wall"; : >"$tmp/step"
   for ((r = 1; r <= rounds; r++)); do
-    run "$m" "$b" "$n" >"$tmp/a" || exit 1
-    run "$m" "$b" "$n" --profile="$tmp/trace.json" --profile_steps="$first:$k" >"$tmp/p" || exit 1
+    # odd rounds without first, even rounds with first: neither order favours one side
+    if ((r % 2)); then
+      run "$m" "$b" "$n" >"$tmp/a" || exit 1
+      run "$m" "$b" "$n" --profile="$tmp/trace.json" --profile_steps="$first:$k" >"$tmp/p" || exit 1
+    else
+      run "$m" "$b" "$n" --profile="$tmp/trace.json" --profile_steps="$first:$k" >"$tmp/p" || exit 1
+      run "$m" "$b" "$n" >"$tmp/a" || exit 1
+    fi
     # per step: without, with; the ratio of the means over the profiled steps and over the others
     join <(tail -n +2 "$tmp/a" | sort -k1,1) <(tail -n +2 "$tmp/p" | sort -k1,1) >"$tmp/j"
     awk -v f="$first" -v k="$k" '$1 > 2 { if ($1 >= f && $1 < f + k) { ia += $2; ip += $3 } else { oa += $2; op += $3; n++ } }

@@ -51,7 +51,7 @@ def main():
         y = -depth
         c = colour.get(args.get("type"), (0.75, 0.75, 0.75))
         ax.barh(y, s1 - s0, left=s0 - t0, height=0.8, color=c, edgecolor="black" if depth < 2 else c, linewidth=0.3)
-        if depth < 2 or (s1 - s0) > 0.06 * (t1 - t0):
+        if (s1 - s0) > 0.04 * (t1 - t0):  # the names that fit
             label = name if depth < 2 else "%s %s" % (name, "fwd" if cat == "forward" else "bwd")
             ax.text((s0 + s1) / 2 - t0, y, label, ha="center", va="center", fontsize=7, clip_on=True)
     depth = max(s[5] for s in inside)

@@ -321,23 +321,24 @@ void profile_close(Profiler *p) {
             printf("  %-18s %-12s %-18s %10.3f %10.3f %6.1f%%\n", net->layer[i].name, net->layer[i].ops->type,
                    shape_text(net, i, shape, sizeof shape), p->fwd[i] * per, p->bwd[i] * per, step > 0 ? 100 * tot[i] / step : 0);
         }
-        /* by type, in the order of their time */
+        /* by type, the longest first: each type's total on its first layer (in the order above) */
+        double *ttot = xcalloc((size_t)nl, sizeof *ttot);
+        int *types = xmalloc((size_t)nl * sizeof *types), nt = 0;
+        for (int i = 0; i < nl; i++) {
+            int j = 0;
+            while (j < i && strcmp(net->layer[j].ops->type, net->layer[i].ops->type) != 0) j++;
+            if (j == i) types[nt++] = i;
+            ttot[j] += tot[i];
+        }
+        sort_time = ttot;
+        qsort(types, (size_t)nt, sizeof *types, by_time_desc);
         char line[1024];
         int off = snprintf(line, sizeof line, "  by type:");
-        char *done = xcalloc((size_t)nl, 1);
-        for (int k = 0; k < nl; k++) {
-            const char *type = net->layer[order[k]].ops->type;
-            if (done[order[k]]) continue;
-            double t = 0;
-            for (int j = 0; j < nl; j++)
-                if (!done[j] && strcmp(net->layer[j].ops->type, type) == 0) {
-                    t += tot[j];
-                    done[j] = 1;
-                }
-            if (off < (int)sizeof line)
-                off += snprintf(line + off, sizeof line - (size_t)off, "%s %s %.1f%%", k ? "," : "", type, step > 0 ? 100 * t / step : 0);
-        }
-        free(done);
+        for (int k = 0; k < nt && off < (int)sizeof line; k++)
+            off += snprintf(line + off, sizeof line - (size_t)off, "%s %s %.1f%%", k ? "," : "", net->layer[types[k]].ops->type,
+                            step > 0 ? 100 * ttot[types[k]] / step : 0);
+        free(ttot);
+        free(types);
         printf("%s\n", line);
         double other = step - layers;
         off = snprintf(line, sizeof line, "  not in any layer: %.3f ms a step (%.1f%%)", other, step > 0 ? 100 * other / step : 0);
