@@ -32,6 +32,12 @@ static const char *python(void) {
     return p && *p ? p : ".deps/venv/bin/python3";
 }
 
+/* th_tmpdir()/name, made */
+static void subdir(char *dir, size_t n, const char *name) {
+    snprintf(dir, n, "%s/%s", th_tmpdir(), name);
+    mkdir(dir, 0755);
+}
+
 static int python_ready(void) {
     char cmd[512], *o = NULL;
     snprintf(cmd, sizeof cmd, "%s -c 'import onnx, onnxruntime, numpy'", python());
@@ -159,8 +165,7 @@ static int onnx_check(const char *dir, const char *names, int count) {
 TEST_LIMIT(onnx_zoo_matches_onnxruntime, 300) {
     if (!python_ready()) return;
     char dir[1024], names[2048] = "", err[512];
-    snprintf(dir, sizeof dir, "%s/onnx_zoo", th_tmpdir());
-    mkdir(dir, 0755);
+    subdir(dir, sizeof dir, "onnx_zoo");
     int n;
     model_list(&n);
     CHECK(n == REDUCED_COUNT); /* every model of --help has its reduced variant here */
@@ -209,8 +214,7 @@ static void case_from_checkpoint(const char *ckdir, const char *model, int size,
 TEST_LIMIT(onnx_full_models_from_nvcnn, 300) {
     if (!python_ready()) return;
     char dir[512], cmd[8192], *o = NULL;
-    snprintf(dir, sizeof dir, "%s/onnx_full", th_tmpdir());
-    mkdir(dir, 0755);
+    subdir(dir, sizeof dir, "onnx_full");
     /* the two runs side by side (each mostly starting up and planning, on one thread) */
     snprintf(cmd, sizeof cmd,
              "export OMP_NUM_THREADS=1; "
@@ -261,8 +265,7 @@ static void refused(const char *args, const char *want, const char *dir) {
 
 TEST_LIMIT(onnx_bad_input_exit_2_nothing_written, 120) {
     char dir[1024], args[8192], *o = NULL;
-    snprintf(dir, sizeof dir, "%s/onnx_bad", th_tmpdir());
-    mkdir(dir, 0755);
+    subdir(dir, sizeof dir, "onnx_bad");
     /* a lenet checkpoint (10 classes) and a resnet18 one at 32x32 */
     snprintf(args, sizeof args,
              "./nvcnn --model=lenet --num_classes=10 --batch_size=2 --num_batches=1 --nstep_burnin=0 --log_dir=%s/lenet && "
@@ -307,8 +310,7 @@ static const LayerOps mystery_ops = {"mystery", mystery_forward, mystery_forward
 
 TEST(onnx_unknown_layer_refused) {
     char dir[1024], path[1200], err[512], names[4096];
-    snprintf(dir, sizeof dir, "%s/onnx_mystery", th_tmpdir());
-    mkdir(dir, 0755);
+    subdir(dir, sizeof dir, "onnx_mystery");
     Net *net = net_new(1, 3, 8, 8);
     int x = conv_create(net, net->input, 4, 3, 3, 1, 1, PAD_SAME, 1);
     Layer *l = net_add_layer(net, &mystery_ops, &x, 1, net->node[x].shape, NULL);
@@ -352,8 +354,7 @@ static int same_initializers(const char *a, const char *b, char *why, size_t n) 
 TEST_LIMIT(gpu_export_onnx_matches_checkpoint, 300) {
     if (tu_gpus() == 0) return;
     char dir[1024], cmd[8192], why[256], a[1200], b[1200], *o = NULL;
-    snprintf(dir, sizeof dir, "%s/onnx_gpu", th_tmpdir());
-    mkdir(dir, 0755);
+    subdir(dir, sizeof dir, "onnx_gpu");
     const char *run = "./nvcnn --device=gpu --model=resnet18 --image_size=32 --num_classes=10 --batch_size=4 --num_batches=2 "
                       "--nstep_burnin=0";
     snprintf(cmd, sizeof cmd, "%s --log_dir=%s/r && %s --export_onnx=%s/run.onnx && ./nvcnn --model=resnet18 --log_dir=%s/r --export_onnx=%s/ckpt.onnx",
