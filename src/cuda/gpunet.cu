@@ -359,6 +359,14 @@ void gpunet_free(GpuNet *g) {
             free(g->lp[i]);
         }
     gpu_allreduce_free(g);
+    for (int i = 0; g->pev_f && i <= g->net->nlayer; i++) {
+        cudaEventDestroy(g->pev_f[i]);
+        cudaEventDestroy(g->pev_b[i]);
+    }
+    for (int i = 0; g->pev_nccl && i < 2 * g->nb; i++) cudaEventDestroy(g->pev_nccl[i]);
+    free(g->pev_f);
+    free(g->pev_b);
+    free(g->pev_nccl);
     if (g->ev_b0) {
         cudaEventDestroy(g->ev_b0);
         cudaEventDestroy(g->ev_b1);
@@ -493,15 +501,87 @@ static void lifetimes_start(GpuNet *g, int li, int backward) {
 static inline void lifetimes_start(GpuNet *, int, int) {}
 #endif
 
+/* --profile: event k of forward (pev_f) or backward (pev_b) on the compute stream */
+static void prof_mark(GpuNet *g, cudaEvent_t *ev, int k) {
+    if (!g->prof) return;
+    if (!g->prof_fwd && !g->prof_bwd) g->prof_host0 = now_seconds();
+    CUDA_CHECK(cudaEventRecord(ev[k], g->s));
+}
+
+void gpunet_profile(GpuNet *g, int on) {
+    const int nl = g->net->nlayer;
+    if (on && !g->pev_f) {
+        g->pev_f = (cudaEvent_t *)xcalloc((size_t)nl + 1, sizeof *g->pev_f);
+        g->pev_b = (cudaEvent_t *)xcalloc((size_t)nl + 1, sizeof *g->pev_b);
+        for (int i = 0; i <= nl; i++) {
+            CUDA_CHECK(cudaEventCreate(&g->pev_f[i]));
+            CUDA_CHECK(cudaEventCreate(&g->pev_b[i]));
+        }
+        g->pev_nccl = (cudaEvent_t *)xcalloc(2 * (size_t)g->nb + 1, sizeof *g->pev_nccl);
+        for (int i = 0; i < 2 * g->nb; i++) CUDA_CHECK(cudaEventCreate(&g->pev_nccl[i]));
+    }
+    if (on) g->prof_fwd = g->prof_bwd = g->prof_nccl = 0;
+    g->prof = on;
+}
+
+int gpunet_profile_buckets(GpuNet *g, double *t) {
+    if (!g->prof_fwd && !g->prof_bwd) return 0;
+    gpunet_sync(g);
+    if (g->comm) CUDA_CHECK(cudaStreamSynchronize(g->cs));
+    cudaEvent_t ref = g->prof_fwd ? g->pev_f[0] : g->pev_b[g->net->nlayer - 1];
+    for (int i = 0; i < 2 * g->prof_nccl; i++) {
+        float ms;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, ref, g->pev_nccl[i]));
+        t[i] = ms;
+    }
+    return g->prof_nccl;
+}
+
+int gpunet_profile_times(GpuNet *g, double *host0, double *fwd, double *bwd) {
+    const int nl = g->net->nlayer;
+    if (!g->prof_fwd && !g->prof_bwd) return 0;
+    gpunet_sync(g);
+    cudaEvent_t ref = g->prof_fwd ? g->pev_f[0] : g->pev_b[nl - 1];
+    float a, b;
+    for (int i = 0; i < nl; i++) {
+        fwd[2 * i] = fwd[2 * i + 1] = bwd[2 * i] = bwd[2 * i + 1] = NAN;
+        if (g->prof_fwd) {
+            CUDA_CHECK(cudaEventElapsedTime(&a, ref, g->pev_f[i]));
+            CUDA_CHECK(cudaEventElapsedTime(&b, ref, g->pev_f[i + 1]));
+            fwd[2 * i] = a;
+            fwd[2 * i + 1] = b;
+        }
+        if (g->prof_bwd) { /* backward runs from the last layer to the first: pev_b[nl] after layer 0 */
+            CUDA_CHECK(cudaEventElapsedTime(&a, ref, g->pev_b[i]));
+            CUDA_CHECK(cudaEventElapsedTime(&b, ref, g->pev_b[i > 0 ? i - 1 : nl]));
+            bwd[2 * i] = a;
+            bwd[2 * i + 1] = b;
+        }
+    }
+    *host0 = g->prof_host0;
+    return 1;
+}
+
+int gpunet_emulated(void) {
+#ifdef NVCNN_GPU_EMU
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 void gpunet_forward(GpuNet *g) {
     Net *n = g->net;
     g->dropout_calls++;
     for (int i = 0; i < n->nlayer; i++) {
         enter(g, i, "forward");
+        prof_mark(g, g->pev_f, i);
         lifetimes_start(g, i, 0);
         g->impl[i]->forward(g, &n->layer[i], i);
         layer_done(g, i, "forward");
     }
+    prof_mark(g, g->pev_f, n->nlayer);
+    if (g->prof) g->prof_fwd = 1;
     enter(NULL, -1, NULL);
 }
 
@@ -539,6 +619,7 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
          * loss's does not); every other gradient is written by its first consumer before
          * anything reads it */
         enter(g, i, "backward");
+        prof_mark(g, g->pev_b, i);
         lifetimes_start(g, i, 1);
         if (g->zero_at[i] >= 0 && g->impl[i] != &gpu_xent_impl)
             CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * g->esize, g->s));
@@ -551,6 +632,8 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
             on_ready(ctx, n->param[l->param0].off);
         }
     }
+    prof_mark(g, g->pev_b, n->nlayer);
+    if (g->prof) g->prof_bwd = 1;
     CUDA_CHECK(cudaEventRecord(g->ev_b1, g->s));
     if (g->comm) gpu_allreduce_finish(g); /* the compute stream waits for every bucket */
     CUDA_CHECK(cudaEventRecord(g->ev_b2, g->s));

@@ -107,6 +107,12 @@ struct GpuNet {
     char *acc;                                /* [input slots] 1: add into the input's gradient */
     int *slot0;                               /* [nlayer] layer i's first input slot */
     int *zero_at;                             /* [nlayer] unconsumed node to zero before layer i's backward, or -1 */
+    /* --profile (gpunet_profile): events before each layer and after the last, forward and backward */
+    int prof, prof_fwd, prof_bwd;             /* on; forward, backward recorded since it was turned on */
+    cudaEvent_t *pev_f, *pev_b;               /* [nlayer + 1] each */
+    cudaEvent_t *pev_nccl;                    /* [2 * nb] before and after each bucket's allreduce (stream cs) */
+    int prof_nccl;                            /* buckets recorded */
+    double prof_host0;                        /* the host clock when the first of them was queued */
 };
 
 /* Whether layer li's backward adds into its input k's gradient (1) or writes it (0). Gradients
