@@ -43,7 +43,6 @@ where wall_s counts from the start of the script (imports, data loading and eval
 included) to the end of training, or to the evaluation that reached --target_top1.
 """
 import argparse
-import gzip
 import math
 import os
 import sys
@@ -95,12 +94,7 @@ def parse_args():
 
 # ---- data --------------------------------------------------------------------------------------
 
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from idx_files import read_idx  # noqa: E402  (scripts/idx_files.py)
 
 
 # ---- crops (vectorised over a whole epoch) -----------------------------------------------------

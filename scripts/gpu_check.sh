@@ -35,6 +35,28 @@ export LC_ALL=C
 B=${NVCNN_BUILD:-build} # the build directory (make's BUILD)
 export NVCNN_BUILD=$B
 
+# A GPU host's CUDA image may lack libraries that nvcnn links: scripts/gpu_deps.sh (run on Debian)
+# puts Debian's into .deps/usr. Each is used only where the host has no library of that name: the
+# linker finds them through LIBRARY_PATH (and OpenBLAS's cblas.h through CPATH), the programs
+# through LD_LIBRARY_PATH, which names only the missing ones (.deps/rt), so that other programs
+# (the PyTorch peer) keep the host's.
+use_deps() {
+  local d=$PWD/.deps/usr l s f
+  l=$d/lib/x86_64-linux-gnu
+  [ -d "$l" ] || return 0
+  export LIBRARY_PATH=$l:$l/openblas-openmp${LIBRARY_PATH:+:$LIBRARY_PATH}
+  ls /usr/include/cblas.h /usr/include/x86_64-linux-gnu/cblas.h >/dev/null 2>&1 ||
+    export CPATH=$d/include/x86_64-linux-gnu/openblas-openmp${CPATH:+:$CPATH}
+  mkdir -p .deps/rt
+  for s in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libpng16.so.16; do
+    ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$s " && continue
+    f=$(ls "$l/$s" "$l/openblas-openmp/$s" 2>/dev/null | head -n 1)
+    [ -n "$f" ] && ln -sf "$f" ".deps/rt/$s"
+  done
+  export LD_LIBRARY_PATH=$PWD/.deps/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+}
+use_deps
+
 STAGES="build tests sanitize models peer mpi input"
 declare -A BUDGET=([build]=80 [tests]=60 [sanitize]=45 [models]=150 [peer]=95 [mpi]=25 [input]=55)
 declare -A TITLE=([build]="build" [tests]="GPU tests and parity table" [sanitize]="compute-sanitizer memcheck"

@@ -7,14 +7,28 @@ set -euo pipefail
 # sysctl): the tests' two hosts on this machine (tests/hosts/hosts.sh) and their link.
 pkgs=(build-essential libopenblas-dev libopenblas-openmp-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
       libprotobuf-c-dev protobuf-c-compiler libopenmpi-dev openmpi-bin dataset-fashion-mnist
-      clang libclang-rt-14-dev libdnnl-dev slurmctld slurmd slurm-client munge iproute2 procps)
+      clang libclang-rt-14-dev libdnnl-dev slurmctld slurmd slurm-client munge iproute2 procps python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
 done
+# The tests' Python packages, from PyPI: onnx and onnxruntime check the models of --export_onnx
+# (tests/test_onnx.c). They go into a virtual environment of the repository, .deps/venv (Debian's
+# own python3 refuses pip installs outside one), once; the tests run .deps/venv/bin/python3. If
+# they cannot be installed the ONNX tests fail, naming this script: nothing else needs them.
+python_deps() {
+  local venv pkgs=(onnx==1.23.2 onnxruntime==1.32.0 numpy==2.4.6)
+  venv="$(cd "$(dirname "$0")/.." && pwd)/.deps/venv"
+  if "$venv/bin/python3" -c 'import onnx, onnxruntime, numpy' 2>/dev/null; then return 0; fi
+  echo "install-deps: installing ${pkgs[*]} into .deps/venv (pip)"
+  if ! { python3 -m venv "$venv" && "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${pkgs[@]}"; }; then
+    echo "install-deps: warning: could not install ${pkgs[*]} into $venv: the ONNX tests will fail" >&2
+  fi
+}
 if [ ${#missing[@]} -eq 0 ]; then
+  python_deps
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
@@ -46,4 +60,5 @@ for try in 1 2 3 4 5 6; do
   sleep 20
 done
 $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+python_deps
 echo "install-deps: done"

@@ -5,7 +5,10 @@
 # then plants one defect at a time in the GPU backend (exact text replacements, each of which must
 # match once), rebuilds, and runs the GPU tests in a fixed order until one fails. The table it prints
 # (and writes to OUTDIR/mutants.md): each defect, the file, and the first test that caught it,
-# or "NOT CAUGHT". Exit status: 0 when every defect was caught, 1 otherwise.
+# "NOT CAUGHT", or "does not build" (a defect that must be rewritten: the compiler is not a test).
+# Exit status: 0 when every defect was caught, 1 otherwise, 2 when the unchanged code does not
+# build, fails a test, or passes none for one of the names (a name that matches no test, or tests
+# that all skip, would count every defect as caught by nothing).
 #   MUTANTS="name1 name2" runs some of them; TESTS="..." changes the tests (substrings, in order).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +27,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The GPU tests, cheapest first: each mutant stops at the first that fails.
 TESTS=${TESTS:-"gpu_conv_matches_cpu gpu_conv_finds gpu_bn_pool_reshape gpu_activations gpu_grouped gpu_tf32_fp16_bf16 gpu_dropout
 gpu_staged gpu_deterministic gpu_padded gpu_parameters_out gpu_larc_is gpu_bias_gradient gpu_training_steps_match_cpu gpu_larc_steps
-gpu_fp16_dynamic dist_gpu_ranks dist_gpu_nvcnn gpu_layers_match_cpu_with gpu_every_model_trains_fp32
+gpu_fp16_dynamic dist_gpu_ranks dist_gpu_nvcnn gpu_multi_stream_tests gpu_layers_match_cpu_with gpu_every_model_trains_fp32
 gpu_every_model_trains_fp16 gpu_every_model_trains_bf16"}
 
 # name|file|text|replacement[|text|replacement ...]   (\n in a text or replacement: a newline); no '|' in either
@@ -54,20 +57,46 @@ bn_biased_running_var|src/cuda/bn.cu|factor * (float)(m > 1 ? var * m / (m - 1) 
 fp16_unscale_10pc|src/train.c|    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));|    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.1 / t->loss_scale));
 fp32_takes_tensor_ops|src/convalgo.c|        return math == CONVALGO_MATH_FMA; /* DEFAULT|        return 1; /* DEFAULT|int convalgo_desc_math(int precision, int math) { return precision == PREC_FP32 ? CONVALGO_MATH_FMA : math; }|int convalgo_desc_math(int precision, int math) { (void)precision; return math; }
 deterministic_by_find|src/cuda/conv.cu|    const int h = g->deterministic;|    const int h = 0;
+nccl_before_backward|src/cuda/gpunet.cu|        enter(NULL, -1, NULL);\n        if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);\n|        enter(NULL, -1, NULL);\n|        g->impl[i]->backward(g, l, i);\n|        if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);\n        g->impl[i]->backward(g, l, i);\n
+nccl_no_wait|src/cuda/allreduce.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->cs, ready, 0));\n|
+read_before_write|src/cuda/act.cu|dx[i] = from_f<T>(acc ? to_f(dx[i]) + d : d);|dx[i] = from_f<T>(to_f(dx[i]) * (float)acc + d);
+misaligned_vector|src/cuda/bias.cu|    size_t head = ((16 - ((uintptr_t)x & 15)) & 15) / sizeof(T);|    size_t head = 0;
 EOF
 
 selected=${MUTANTS:-$(cut -d'|' -f1 <<<"$DEFECTS" | tr '\n' ' ')}
 
 build() { (cd "$tree" && make --no-print-directory -j"$jobs" GPU_EMU=1 emu >"$out/build.log" 2>&1); }
 
+# the runner's summary line for the tests named $1 ("N passed, N failed, N skipped", or what came instead)
+summary() {
+  (cd "$tree/build-emu/root" && NVCNN_BUILD="$tree/build-emu" timeout -k 5 900 ../run_tests "$1" </dev/null 2>&1) |
+    tee -a "$out/run.log" | tail -n 1
+}
+
 # runs the tests in order; prints the first that fails, or nothing
 first_failure() {
-  local t line
+  local t
   for t in $TESTS; do
-    line=$(cd "$tree/build-emu/root" && NVCNN_BUILD="$tree/build-emu" timeout -k 5 900 ../run_tests "$t" </dev/null 2>&1 | tee -a "$out/run.log" | tail -n 1)
-    if ! grep -q ' 0 failed' <<<"$line"; then
+    if ! grep -q ' 0 failed' <<<"$(summary "$t")"; then
       echo "$t"
       return
+    fi
+  done
+}
+
+# the unchanged code: every name must select tests that pass, none failing; prints what is wrong
+baseline() {
+  local t line
+  for t in $TESTS; do
+    line=$(summary "$t")
+    if ! [[ "$line" =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+      echo "$t: the runner ended with '$line'"
+    elif [ "${BASH_REMATCH[2]}" != 0 ]; then
+      echo "$t fails"
+    elif [ "${BASH_REMATCH[1]}" = 0 ]; then
+      echo "$t: no test passed ($line: a name that matches no test, or tests that skip)"
+    elif [ "${BASH_REMATCH[3]}" != 0 ]; then
+      echo "mutate_gpu: note: $t: $line" >&2
     fi
   done
 }
@@ -92,8 +121,12 @@ PY
 echo "mutate_gpu: building the emulated device in $tree"
 if ! build; then echo "mutate_gpu: the unchanged tree does not build (see $out/build.log)" >&2; exit 2; fi
 : >"$out/run.log"
-base=$(first_failure)
-if [ -n "$base" ]; then echo "mutate_gpu: $base fails on the unchanged code (see $out/run.log)" >&2; exit 2; fi
+base=$(baseline)
+if [ -n "$base" ]; then
+  echo "mutate_gpu: the unchanged code (see $out/run.log):" >&2
+  echo "$base" | sed 's/^/  /' >&2
+  exit 2
+fi
 
 table="| defect | file | caught by |
 | --- | --- | --- |"
@@ -109,7 +142,9 @@ while IFS= read -r -u 3 line; do
     row="| $name | $file | the defect did not apply (the code changed?) |"
     missed=1
   elif ! build; then
-    row="| $name | $file | the build (it does not compile) |"
+    row="| $name | $file | does not build (see $out/build-$name.log; not a test's catch: rewrite the defect) |"
+    missed=1
+    cp "$out/build.log" "$out/build-$name.log"
   else
     t=$(first_failure)
     if [ -n "$t" ]; then row="| $name | $file | $t |"; else row="| $name | $file | NOT CAUGHT |"; missed=1; fi

@@ -50,6 +50,7 @@ static void parse_set(Config *cfg, const Flag *f, const char *v);
 static void parse_loss_scale(Config *cfg, const Flag *f, const char *v);
 static void parse_data_format(Config *cfg, const Flag *f, const char *v);
 static void parse_help(Config *cfg, const Flag *f, const char *v);
+static void parse_profile_steps(Config *cfg, const Flag *f, const char *v);
 
 #define FIELD(x) .off = offsetof(Config, x)
 #define STR(x) .parse = parse_str, .has_arg = 1, FIELD(x)
@@ -144,6 +145,14 @@ static const Flag flags[] = {
      .help = "onednn | reference: the CPU backend's layers (oneDNN, or the hand-written reference)"},
     {"print_layers", 0, ON(print_layers),
      .help = "print the layers: settings, shape, parameters, GFLOPs, inputs where it branches; modules as headings"},
+    {"export_onnx", 0, PATH(export_onnx), .def = "(none)",
+     .help = "write the model as ONNX (opset 17) to this file: the newest checkpoint of --log_dir when neither "
+             "--num_batches nor --num_epochs is given, else the model at the end of the run"},
+    {"profile", 0, PATH(profile), .def = "(none)",
+     .help = "write a Chrome trace (JSON) of the --profile_steps to this file (FILE.rankN per rank with several ranks) "
+             "and print the layers that took the most time"},
+    {"profile_steps", 0, .parse = parse_profile_steps, .has_arg = 1, FIELD(profile_first), .init = "0:3", .def = "3 steps after the burn-in",
+     .help = "N:K: --profile's steps, N to N+K-1 (counted from 1, as the table's Step)"},
     {"help", 'h', .parse = parse_help, .has_arg = 2,
      .help = "this help (--help=markdown: the flag table of the README)"},
 };
@@ -327,6 +336,20 @@ static void parse_help(Config *cfg, const Flag *f, const char *v) {
     exit(0);
 }
 
+/* N:K, both positive on the command line (the default, parsed before any flag is recorded, is 0:3:
+ * N = 0 means after the burn-in, see profile.h) */
+static void parse_profile_steps(Config *cfg, const Flag *f, const char *v) {
+    char *end, *end2 = NULL;
+    errno = 0;
+    const long n = strtol(v, &end, 10), k = *end == ':' ? strtol(end + 1, &end2, 10) : 0;
+    if (errno || end == v || *end != ':' || end2 == end + 1 || *end2)
+        bad_value(f->name, v, "expected N:K (K steps from step N, counted from 1)");
+    if (n < (cfg->nargs > 0 ? 1 : 0) || k < 1 || k > (1 << 20))
+        bad_value(f->name, v, "N and K must be >= 1 (K steps from step N, counted from 1)");
+    cfg->profile_first = n;
+    cfg->profile_count = (int)k;
+}
+
 /* ---- the command line -------------------------------------------------------------------- */
 
 /* -g N / --num_gpus=N with N > 1: nvcnn.py drives N GPUs from one process; here each GPU has its
@@ -375,6 +398,12 @@ static void check_config(const Config *cfg) {
     if ((cfg->eval_every_epochs > 0 || cfg->target_top1 > 0) && !cfg->data_dir)
         die_code(EXIT_USAGE, "--%s needs --data_dir with validation-* shards",
                  cfg->eval_every_epochs > 0 ? "eval_every_epochs" : "target_top1");
+    if (cfg->export_onnx && (cfg->eval || cfg->forward_only))
+        die_code(EXIT_USAGE, "--export_onnx with --%s: it exports a trained model (alone with --log_dir: its newest checkpoint)",
+                 cfg->eval ? "eval" : "forward_only");
+    if (config_given(cfg, &cfg->profile_first) && !cfg->profile)
+        die_code(EXIT_USAGE, "--profile_steps needs --profile=FILE");
+    if (cfg->profile && cfg->eval) die_code(EXIT_USAGE, "--profile profiles training steps: not with --eval");
     const ModelInfo *m = model_find(cfg->model);
     if (cfg->image_size && cfg->image_size != m->image_size) {
         if (!model_fully_convolutional(m))

@@ -70,6 +70,10 @@ typedef struct Config {
     int summary_interval;      /* seconds between TensorBoard summaries */
     int num_gpus;              /* GPUs per process: only 1 (one process per GPU) */
     CpuImplKind cpu_impl;      /* AUTO: oneDNN where built */
+    const char *export_onnx;   /* --export_onnx=FILE: the model as ONNX (export.h); NULL: none */
+    const char *profile;       /* --profile=FILE: a Chrome trace of some steps (profile.h); NULL: none */
+    long profile_first;        /* --profile_steps=N:K: the first step profiled (1-based); 0: after the burn-in */
+    int profile_count;         /* K: steps profiled */
     /* Which flags were given explicitly (config_given() answers for any field). */
     int given_larc_mode, given_loss_scale, given_learning_rate, given_display_every;
 } Config;

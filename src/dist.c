@@ -145,6 +145,7 @@ struct GradSync {
     int nb;          /* buckets; bucket i covers [lo[i], hi[i]), i = 0 is the arena's end */
     size_t *lo, *hi;
     int next;        /* next bucket to launch */
+    double *t_launch, *t_done; /* this step's wall clock of each bucket's launch and of the wait that returned it */
 #ifdef NVCNN_MPI
     MPI_Comm comm;   /* a private communicator: no interference with other collectives */
     MPI_Request *req;
@@ -166,6 +167,8 @@ GradSync *gradsync_new(Dist *d, float *buf, size_t n, size_t bucket_bytes) {
         g->hi[i] = n - (size_t)i * per;
         g->lo[i] = g->hi[i] > per ? g->hi[i] - per : 0;
     }
+    g->t_launch = xcalloc((size_t)(g->nb ? g->nb : 1), sizeof *g->t_launch);
+    g->t_done = xcalloc((size_t)(g->nb ? g->nb : 1), sizeof *g->t_done);
 #ifdef NVCNN_MPI
     g->req = xmalloc((size_t)(g->nb ? g->nb : 1) * sizeof *g->req);
     for (int i = 0; i < g->nb; i++) g->req[i] = MPI_REQUEST_NULL;
@@ -179,9 +182,17 @@ GradSync *gradsync_new(Dist *d, float *buf, size_t n, size_t bucket_bytes) {
 
 int gradsync_buckets(const GradSync *g) { return g->nb; }
 
+int gradsync_bucket_times(const GradSync *g, int i, double *launched, double *done) {
+    if (!g || g->d->size == 1 || i < 0 || i >= g->nb || g->t_done[i] < g->t_launch[i]) return 0;
+    *launched = g->t_launch[i];
+    *done = g->t_done[i];
+    return 1;
+}
+
 void gradsync_begin(GradSync *g) { g->next = 0; }
 
 static void launch(GradSync *g, int i) {
+    g->t_launch[i] = now_seconds();
 #ifdef NVCNN_MPI
     nbc_choose((g->hi[i] - g->lo[i]) * sizeof(float));
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g->buf + g->lo[i], (int)(g->hi[i] - g->lo[i]), MPI_FLOAT, MPI_SUM, g->comm,
@@ -212,6 +223,7 @@ void gradsync_finish(GradSync *g) {
     for (int i = 0; i < g->nb; i++) {
         watchdog_enter(WD_BUCKET, i + 1, g->nb);
         MPI_CHECK(MPI_Wait(&g->req[i], MPI_STATUS_IGNORE));
+        g->t_done[i] = now_seconds();
     }
     watchdog_leave();
 #endif
@@ -230,6 +242,8 @@ void gradsync_free(GradSync *g) {
 #endif
     free(g->lo);
     free(g->hi);
+    free(g->t_launch);
+    free(g->t_done);
     free(g);
 }
 

@@ -42,6 +42,10 @@ void gradsync_begin(GradSync *g); /* a new step: no bucket launched yet */
 void gradsync_ready(GradSync *g, size_t final_from);
 void gradsync_finish(GradSync *g);
 int gradsync_buckets(const GradSync *g);
+/* Bucket i of the last step (--profile): the wall clock of its launch and of the return of the
+ * wait for it (MPI progresses it in between, during backward: it ended at or before that); 0 when
+ * it has no such times (one rank, not launched). */
+int gradsync_bucket_times(const GradSync *g, int i, double *launched, double *done);
 void gradsync_free(GradSync *g);
 
 #endif

@@ -54,6 +54,10 @@ void gpunet_nccl_init(GpuNet *g, const void *id, int rank, int nranks, size_t bu
 }
 int gpunet_nccl_buckets(const GpuNet *g) { (void)g; return 0; }
 void gpunet_backward_ms(GpuNet *g, double *b, double *e) { (void)g, (void)b, (void)e; NO_GPU; }
+void gpunet_profile(GpuNet *g, int on) { (void)g, (void)on; NO_GPU; }
+int gpunet_profile_times(GpuNet *g, double *h, double *f, double *b) { (void)g, (void)h, (void)f, (void)b; NO_GPU; }
+int gpunet_profile_buckets(GpuNet *g, double *t) { (void)g, (void)t; NO_GPU; }
+int gpunet_emulated(void) { return 0; }
 #else
 typedef int gpunet_none_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "dist.h"
 #include "evaluate.h"
+#include "export.h"
 #include "gpu.h"
 #include "input.h"
 #include "lifecycle.h"
@@ -23,6 +24,7 @@
 #include "onednn.h"
 #include "optim.h"
 #include "placement.h"
+#include "profile.h"
 #include "report.h"
 #include "run.h"
 #include "train.h"
@@ -343,7 +345,7 @@ static int train(Run *r) {
                ck, saved, saved == r->nstep ? "the last of" : "past the end of", r->nstep, r->nstep == 1 ? "" : "s", longer);
         loader_close(ld);
         net_free(net);
-        return 0;
+        return c->export_onnx ? export_checkpoint(r) : 0; /* --export_onnx: that checkpoint */
     }
     /* looked at now: validation shards that are not one set stop the run before it trains */
     const int validate = c->data_dir && !c->forward_only && loader_has_subset(c->data_dir, "validation");
@@ -359,6 +361,7 @@ static int train(Run *r) {
     const long step0 = lifecycle_start(&life, r, net, &tr);
     Input in;
     input_start(&in, r, &tr, ld, step0);
+    Profiler *prof = profile_open(r, net, &tr, step0); /* --profile */
     Report rep;
     report_open(&rep, r, &tr, step0);
     const LrSchedule sched = schedule(r);
@@ -366,7 +369,9 @@ static int train(Run *r) {
 
     for (long step = step0; step < r->nstep; step++) {
         const double t0 = now_seconds(), lr = lr_at(&sched, step);
+        profile_step_begin(prof, step);
         const int32_t *labels = input_next(&in, step);        /* this step's batch, staged */
+        profile_span(prof, PROF_INPUT, t0, now_seconds());
         double loss;
         if (c->forward_only) {
             trainer_forward_begin(&tr, labels);
@@ -377,7 +382,9 @@ static int train(Run *r) {
             input_prefetch(&in, step + 1 < r->nstep);          /* the next batch copied meanwhile */
             loss = trainer_step_end(&tr, lr);                  /* averaged over ranks, update */
         }
-        report_step(&rep, step, loss, lr, now_seconds() - t0); /* row, TensorBoard, CSV */
+        const double t1 = now_seconds();
+        profile_step_end(prof, step, t0, t1);
+        report_step(&rep, step, loss, lr, t1 - t0);            /* row, TensorBoard, CSV */
         if (lifecycle_poll(&life, step)) break;                /* signals, periodic checkpoint */
         if ((target = eval_while_training(r, &tr, &in, &rep, step))) break; /* --eval_every_epochs */
     }
@@ -385,12 +392,14 @@ static int train(Run *r) {
     input_finish(&in, r->nstep);
     if (!c->forward_only) lifecycle_finish(&life, step0);
     report_end(&rep, r->nstep - step0);
+    profile_close(prof);
     if (validate && !life.stopped && !target) {
         double t1, t5;
         evaluate(r, &tr, 0, 1, &t1, &t5);
         report_validation(&rep, r->nstep, t1, t5);
     }
     report_close(&rep);
+    if (!c->forward_only) export_trained(r, net, &tr, r->nstep); /* --export_onnx */
     trainer_free(&tr);
     gpunet_free(gpu);
     net_free(net);
@@ -438,9 +447,12 @@ int main(int argc, char **argv) {
     omp_set_num_threads(r.threads);
     openblas_set_num_threads(r.threads);
 
-    if (r.cfg.log_dir && r.dist.rank == 0 && !r.cfg.eval) prepare_log_dir(r.cfg.log_dir); /* --eval writes nothing */
+    export_check_path(&r, 1); /* --export_onnx: a path that cannot be written stops the run now */
+    /* --eval writes nothing to --log_dir, nor does --export_onnx alone */
+    if (r.cfg.log_dir && r.dist.rank == 0 && !r.cfg.eval && !export_only_run(&r)) prepare_log_dir(r.cfg.log_dir);
+    export_check_path(&r, 0);
     dist_barrier(&r.dist);
-    int rc = r.cfg.eval ? eval_only(&r) : train(&r);
+    int rc = r.cfg.eval ? eval_only(&r) : export_only_run(&r) ? export_checkpoint(&r) : train(&r);
     dist_finalize(&r.dist);
     return rc;
 }

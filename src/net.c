@@ -232,22 +232,27 @@ void net_forward(Net *net) {
     if (!net->finalized) die("net_forward before net_finalize");
     NetRunner *r = net->runner;
     for (int i = 0; i < net->nlayer; i++) {
+        if (net->on_layer) net->on_layer(net->on_layer_ctx, i, 0, 0);
         if (r)
             r->forward(net, i, r->ctx);
         else
             net->layer[i].ops->forward(&net->layer[i], net);
+        if (net->on_layer) net->on_layer(net->on_layer_ctx, i, 0, 1);
     }
 }
 
 void net_backward_scaled(Net *net, float loss_scale) {
+    if (net->on_layer) net->on_layer(net->on_layer_ctx, -1, 1, 0);
     memset(net->grads, 0, net->params_total * sizeof(float));
     if (net->runner)
         net->runner->zero_grads(net, net->runner->ctx);
     else
         for (int i = 0; i < net->nnode; i++)
             if (net->node[i].grad) memset(net->node[i].grad, 0, shape_count(net->node[i].shape) * sizeof(float));
+    if (net->on_layer) net->on_layer(net->on_layer_ctx, -1, 1, 1);
     for (int i = net->nlayer - 1; i >= 0; i--) {
         Layer *l = &net->layer[i];
+        if (net->on_layer) net->on_layer(net->on_layer_ctx, i, 1, 0);
         if (net->runner)
             net->runner->backward(net, i, net->runner->ctx);
         else
@@ -257,7 +262,12 @@ void net_backward_scaled(Net *net, float loss_scale) {
             size_t n = shape_count(lg->shape);
             for (size_t k = 0; k < n; k++) lg->grad[k] *= loss_scale;
         }
-        if (l->nparam > 0 && net->on_grad_ready) net->on_grad_ready(net->on_grad_ready_ctx, net->param[l->param0].off);
+        if (net->on_layer) net->on_layer(net->on_layer_ctx, i, 1, 1);
+        if (l->nparam > 0 && net->on_grad_ready) {
+            if (net->on_layer) net->on_layer(net->on_layer_ctx, -2, 1, 0);
+            net->on_grad_ready(net->on_grad_ready_ctx, net->param[l->param0].off);
+            if (net->on_layer) net->on_layer(net->on_layer_ctx, -2, 1, 1);
+        }
     }
 }
 

@@ -129,6 +129,12 @@ struct Net {
     void (*on_grad_ready)(void *ctx, size_t final_from);
     void *on_grad_ready_ctx;
     NetRunner *runner;   /* NULL: the reference layers (see NetRunner) */
+    /* --profile (profile.h): called before (end 0) and after (end 1) each layer's forward (dir 0)
+     * and backward (dir 1), around backward's zeroing of the gradients (layer -1, dir 1) and
+     * around each call of on_grad_ready (layer -2, dir 1). NULL: not called (every step that is
+     * not profiled). */
+    void (*on_layer)(void *ctx, int layer, int dir, int end);
+    void *on_layer_ctx;
 
     /* builder defaults */
     int use_batch_norm;  /* nb_conv: batch norm (1) or bias (0) */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profile.h"
 #include "watchdog.h"
 
 static void on_grad_ready(void *ctx, size_t final_from) { gradsync_ready(ctx, final_from); }
@@ -143,15 +144,19 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr) {
     net->labels = labels;
     net->training = 1;
     net_forward(net);
+    const double tl = now_seconds();
     double l2 = t->opt.c.weight_decay != 0 ? optim_l2(net) : 0;
     double loss = net->loss + t->opt.c.weight_decay * l2;
     double t0 = now_seconds();
+    profile_span(t->prof, PROF_L2, tl, t0);
     if (t->sync) gradsync_begin(t->sync);
     net_backward_scaled(net, (float)t->loss_scale);
     double t1 = now_seconds();
     if (t->sync) gradsync_finish(t->sync);
+    const double t2 = now_seconds();
     t->backward_seconds += t1 - t0;
-    t->exposed_seconds += now_seconds() - t1;
+    t->exposed_seconds += t2 - t1;
+    if (t->sync && t->dist->size > 1) profile_span(t->prof, PROF_ALLREDUCE_WAIT, t1, t2);
     if (t->loss_scale != 1.0) {
         const float inv = (float)(1.0 / t->loss_scale);
         float *g = net->grads;
@@ -160,6 +165,7 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr) {
     }
     /* identical on every rank: the averaged gradients are the same everywhere */
     if (account_step(t, all_finite(net->grads, net->params_total))) optim_step(&t->opt, net, lr);
+    profile_span(t->prof, PROF_OPTIMIZER, t2, now_seconds());
     return loss;
 }
 

@@ -36,6 +36,7 @@ typedef struct Trainer {
     int device_input;        /* GPU backend: the batch and labels are already on the device (staged
                                 or uploaded once): steps do not copy the host input node */
     const int32_t *pending_labels; /* trainer_step_begin()'s labels */
+    struct Profiler *prof;   /* --profile (profile.h): the steps' phases; NULL: none */
 } Trainer;
 
 /* Broadcasts rank 0's parameters and batch-norm statistics so every replica starts equal. With

@@ -2,9 +2,10 @@
  * catches what it must catch: block reductions by shuffles and shared memory; a missing
  * __syncthreads (a wrong result), a barrier in divergent code, a write past the end of an
  * allocation, a use after free, a host pointer handed to a kernel (the run ends naming it); fresh
- * memory holding NaN; a missing cudaStreamWaitEvent (a wrong result); pinned memory read when the
- * copy runs; refused launches and allocations; NCCL's average across two processes, the same bits
- * in both. In a build without the emulator these tests skip, and the test runner hands them to
+ * memory holding NaN; a missing cudaStreamWaitEvent, in either direction and in the random order
+ * of the streams' work (a wrong result); a misaligned vector access (the run ends naming it);
+ * pinned memory read when the copy runs; refused launches and allocations; NCCL's average across
+ * two processes, the same bits in both. In a build without the emulator these tests skip, and the test runner hands them to
  * the emulated build (tests/harness.c). */
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@ static void fn_divergent(void *a) { (void)a, emu_st_divergent_barrier(); }
 static void fn_past_end(void *a) { emu_st_write_past_end(*(int *)a); }
 static void fn_after_free(void *a) { (void)a, emu_st_use_after_free(); }
 static void fn_host_pointer(void *a) { (void)a, emu_st_host_pointer(); }
+static void fn_misaligned_load(void *a) { (void)a, emu_st_misaligned_load(); }
+static void fn_misaligned_store(void *a) { (void)a, emu_st_misaligned_store(); }
 
 /* fn must end its process with exit 1 and the emulator's report holding `want`. */
 static void dies_with(void (*fn)(void *), void *arg, const char *what, const char *want) {
@@ -88,6 +91,54 @@ TEST(emu_memory_launches_and_streams) {
     printf("    copy stream then compute stream: %d of 1024 right with cudaStreamWaitEvent, %d without\n", with, without);
     CHECK(with == 1024 && without == 0);
     CHECK_MSG(emu_st_pinned_read_when_run() == 7, "pinned memory read when the copy runs: %d", emu_st_pinned_read_when_run());
+#endif
+}
+
+/* Two streams, each order a program might get on a GPU: a copy and the kernel that reads its
+ * result, a kernel and the copy that overwrites what it reads. Without the cudaStreamWaitEvent
+ * between them, compute-first finds only the first race (the kernel runs at once, before the copy
+ * it did not wait for), side-first only the second (the copy runs at once, before the kernel);
+ * the random order finds both over a few seeds, and with the waits every order is right. */
+TEST(emu_streams_interleave_at_random) {
+    EMU_ONLY();
+#ifdef NVCNN_GPU_EMU
+    emu_st_set_streams("compute-first");
+    CHECK_MSG(emu_st_stream_order(0) == 0 && emu_st_copy_overwrite(0) == 1024, "compute-first: %d, %d", emu_st_stream_order(0),
+              emu_st_copy_overwrite(0));
+    emu_st_set_streams("side-first");
+    CHECK_MSG(emu_st_stream_order(0) == 1024 && emu_st_copy_overwrite(0) == 0, "side-first: %d, %d", emu_st_stream_order(0),
+              emu_st_copy_overwrite(0));
+    int read_early = 0, overwritten = 0, right = 0;
+    for (int seed = 1; seed <= 16; seed++) {
+        char order[16];
+        snprintf(order, sizeof order, "%d", seed);
+        emu_st_set_streams(order);
+        /* each race is all or nothing: the copy is one piece of work, the kernel another */
+        int a = emu_st_stream_order(0), b = emu_st_copy_overwrite(0);
+        CHECK_MSG((a == 0 || a == 1024) && (b == 0 || b == 1024), "seed %d: %d, %d of 1024", seed, a, b);
+        read_early += a == 0;
+        overwritten += b == 0;
+        right += emu_st_stream_order(1) == 1024 && emu_st_copy_overwrite(1) == 1024;
+    }
+    printf("    random order, 16 seeds: the kernel read before the copy in %d, the copy overwrote before the kernel read in %d; "
+           "with the waits, %d of 16 right\n",
+           read_early, overwritten, right);
+    CHECK(read_early > 0 && read_early < 16 && overwritten > 0 && overwritten < 16 && right == 16);
+#endif
+}
+
+/* float4 and __half2 accesses: right where aligned; a misaligned one ends the run naming the
+ * kernel and the address, as a GPU's "misaligned address" fault does. */
+TEST(emu_catches_a_misaligned_vector_access) {
+    EMU_ONLY();
+#ifdef NVCNN_GPU_EMU
+    dies_with(fn_misaligned_load, NULL, "float4 load", "misaligned address: a 16-byte float4 load from ");
+    dies_with(fn_misaligned_load, NULL, "float4 load", "offset 4 of a 528-byte device block");
+    dies_with(fn_misaligned_load, NULL, "float4 load", "(in kernel k_st_vec_load");
+    dies_with(fn_misaligned_store, NULL, "__half2 store", "misaligned address: a 4-byte __half2 store to ");
+    dies_with(fn_misaligned_store, NULL, "__half2 store", "offset 2 of a 132-byte device block");
+    /* last: a child forked after this process initialised CUDA could not use it */
+    CHECK_MSG(emu_st_vectors_aligned() == 32, "aligned: %d of 32 right", emu_st_vectors_aligned());
 #endif
 }
 

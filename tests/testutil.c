@@ -129,6 +129,38 @@ int tu_select_gpu(void) {
     return 1;
 }
 
+int tu_need_gpus(int n, const char *why) {
+    int have = tu_gpus();
+    if (have == 0) return 0;
+    if (have >= n) return 1;
+    char msg[256];
+    snprintf(msg, sizeof msg, "needs %d GPUs, %d visible: %s", n, have, why);
+    th_skip(msg);
+    return 0;
+}
+
+int tu_run_tests(const char *dir, const char *env, const char *names, char **out, char *summary, size_t n) {
+    char cmd[4096], *list = NULL;
+    *out = NULL;
+    snprintf(summary, n, "(no summary line)");
+    snprintf(cmd, sizeof cmd, "cd '%s/root' && ../run_tests --list %s", dir, names);
+    int selected = 0;
+    if (th_run(cmd, &list) == 0)
+        for (const char *p = list; p && *p; p++) selected += *p == '\n';
+    free(list);
+    /* NVCNN_EMU empty: a test that skips there is not handed to yet another build */
+    snprintf(cmd, sizeof cmd, "cd '%s/root' && NVCNN_BUILD='%s' NVCNN_EMU= %s ../run_tests %s", dir, dir, env, names);
+    int rc = th_run(cmd, out);
+    /* the last line "N passed, N failed, N skipped" */
+    const char *last = NULL;
+    for (const char *p = *out ? strstr(*out, " passed, ") : NULL; p; p = strstr(p + 1, " passed, ")) last = p;
+    while (last && last > *out && last[-1] != '\n') last--;
+    if (last) snprintf(summary, n, "%.*s", (int)strcspn(last, "\n"), last);
+    int passed = -1, failed = -1, skipped = -1;
+    if (!last || sscanf(last, "%d passed, %d failed, %d skipped", &passed, &failed, &skipped) != 3) return 0;
+    return rc == 0 && selected > 0 && passed == selected && failed == 0 && skipped == 0;
+}
+
 /* dir/name with n band images (testutil.h); the records from `mislabel` on mislabelled. */
 static int write_band_images(const char *dir, const char *name, int n, int mislabel) {
     char path[600], err[256];

@@ -3,6 +3,8 @@
 #ifndef NVCNN_TEST_UTIL_H
 #define NVCNN_TEST_UTIL_H
 
+#include <math.h>
+
 #include "net.h"
 
 /* The whole file, NUL-terminated (malloc'd); NULL if it cannot be read. *len may be NULL. */
@@ -33,6 +35,22 @@ int tu_gpus(void);
 /* tu_gpus() > 0, and then GPU 0 selected for this process (gpu_select): for tests that use the
  * GPU backend in their own process. */
 int tu_select_gpu(void);
+
+/* The larger of m and d, for the largest of differences: a NaN d (a NaN on either side of a
+ * difference) makes it infinite. fmax() would skip the NaN, and a result that is NaN where the
+ * reference is not would pass as no difference at all. */
+static inline double tu_worse(double m, double d) { return d != d ? INFINITY : fmax(m, d); }
+/* 1 if there are at least n GPUs. Fewer: 0, and the test is skipped, "needs n GPUs, k visible:
+ * <why>" (none: tu_gpus()'s "no GPU", so that the emulated device, which has two, runs it). A test
+ * that needs several GPUs never passes having run nothing. */
+int tu_need_gpus(int n, const char *why);
+
+/* Runs the test runner of the build folder `dir` (in dir/root, its view of the repository) on the
+ * tests that `names` (run_tests' arguments) selects, with the environment assignments `env`
+ * ("VAR=value ...", or "") before it. 1 if every selected test passed: at least one was selected,
+ * none failed and none skipped (a run of skips tests nothing). *out: all it printed (malloc'd);
+ * summary: its last line, "N passed, N failed, N skipped", or what it printed instead. */
+int tu_run_tests(const char *dir, const char *env, const char *names, char **out, char *summary, size_t n);
 
 /* th_tmpdir()/name (into dir, dlen bytes) holding train-00000-of-00001 with ntrain images and
  * validation-00000-of-00001 with nval: 28x28 gray PNGs where record k shows a white band at rows

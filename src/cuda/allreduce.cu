@@ -43,7 +43,12 @@ void gpu_allreduce_ready(GpuNet *g, size_t final_from, cudaEvent_t ready) {
     CUDA_CHECK(cudaStreamWaitEvent(g->cs, ready, 0));
     for (; g->next < g->nb && g->blo[g->next] >= final_from; g->next++) {
         float *b = g->grads + g->blo[g->next];
+        if (g->prof) CUDA_CHECK(cudaEventRecord(g->pev_nccl[2 * g->next], g->cs)); /* --profile */
         NCCL_CHECK(ncclAllReduce(b, b, g->bhi[g->next] - g->blo[g->next], ncclFloat, ncclAvg, g->comm, g->cs));
+        if (g->prof) {
+            CUDA_CHECK(cudaEventRecord(g->pev_nccl[2 * g->next + 1], g->cs));
+            g->prof_nccl = g->next + 1;
+        }
     }
 }
 

@@ -158,9 +158,10 @@ static int alloc_fixed(GpuNet *g, char *err, size_t errlen, int *oom) {
         CUDA_CHECK(cudaEventCreateWithFlags(&g->staged[k], cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&g->consumed[k], cudaEventDisableTiming));
     }
+    /* the one arena that needs zeros: momentum starts from none (gpunet_upload_velocity replaces
+     * it on a resumed run). The parameters are uploaded whole, gaps included, before anything
+     * reads them (gpunet_new), and every backward zeroes the gradients first. */
     CUDA_CHECK(cudaMemsetAsync(g->velocity, 0, P * sizeof(float), g->s));
-    CUDA_CHECK(cudaMemsetAsync(g->params, 0, P * sizeof(float), g->s));
-    CUDA_CHECK(cudaMemsetAsync(g->grads, 0, P * sizeof(float), g->s));
     return 0;
 }
 
@@ -273,7 +274,8 @@ static int choose_algorithms(GpuNet *g, ArenaPlan *a, size_t workspace_cap, char
     return 0;
 }
 
-/* The arena as planned: allocated, zeroed, its pieces handed out. 0, or -1. */
+/* The arena as planned: allocated, its pieces handed out. 0, or -1. Nothing in it is zeroed:
+ * every tensor is written in its step before it is read (the emulated device checks it: below). */
 static int bind_arena(GpuNet *g, const ArenaPlan *a, char *err, size_t errlen, int *oom) {
     Net *net = g->net;
     g->acts_bytes = a->end + align256(a->ws);
@@ -285,9 +287,12 @@ static int bind_arena(GpuNet *g, const ArenaPlan *a, char *err, size_t errlen, i
     }
     g->ws = a->ws ? g->acts + a->end : NULL;
     memcpy(g->scratch, a->scratch, (size_t)net->nlayer * sizeof *g->scratch);
+#ifdef NVCNN_GPU_EMU
+    g->scratch_at = (char **)xcalloc((size_t)net->nlayer, sizeof *g->scratch_at);
+    for (int i = 0; i < net->nlayer; i++) g->scratch_at[i] = a->scratch[i] ? g->acts + a->soff[i] : NULL;
+#endif
     for (int i = 0; i < net->nlayer; i++)
         if (g->impl[i]->bind) g->impl[i]->bind(g, &net->layer[i], i, a->scratch[i] ? g->acts + a->soff[i] : NULL);
-    CUDA_CHECK(cudaMemsetAsync(g->acts, 0, g->acts_bytes, g->s));
     return 0;
 }
 
@@ -355,6 +360,14 @@ void gpunet_free(GpuNet *g) {
             free(g->lp[i]);
         }
     gpu_allreduce_free(g);
+    for (int i = 0; g->pev_f && i <= g->net->nlayer; i++) {
+        cudaEventDestroy(g->pev_f[i]);
+        cudaEventDestroy(g->pev_b[i]);
+    }
+    for (int i = 0; g->pev_nccl && i < 2 * g->nb; i++) cudaEventDestroy(g->pev_nccl[i]);
+    free(g->pev_f);
+    free(g->pev_b);
+    free(g->pev_nccl);
     if (g->ev_b0) {
         cudaEventDestroy(g->ev_b0);
         cudaEventDestroy(g->ev_b1);
@@ -392,6 +405,9 @@ void gpunet_free(GpuNet *g) {
     free(g->x);
     free(g->dx);
     free(g->scratch);
+#ifdef NVCNN_GPU_EMU
+    free(g->scratch_at);
+#endif
     free(g);
 }
 
@@ -464,14 +480,114 @@ static void layer_done(GpuNet *g, int li, const char *phase) {
     }
 }
 
+/* The lifetimes of the activation arena's tensors start where layer li's forward (its output,
+ * unless it runs in place over an input, and its scratch, which it keeps for its backward) or
+ * backward (every input gradient it writes first, by net_grad_schedule's plan, and its output's
+ * gradient if nothing consumed the output) begins. The emulated device fills them with its poison pattern there
+ * (memory that no one wrote this step reads as NaN: a read before the write shows at once);
+ * nothing happens in the real build. */
+#ifdef NVCNN_GPU_EMU
+static void lifetimes_start(GpuNet *g, int li, int backward) {
+    const Net *n = g->net;
+    const Layer *l = &n->layer[li];
+    if (!backward) {
+        if (g->scratch[li]) emu::poison_async(g->scratch_at[li], g->scratch[li], g->s);
+        for (int k = 0; k < l->nin; k++)
+            if (g->x[l->in[k]] == g->x[l->out]) return;
+        emu::poison_async(g->x[l->out], shape_count(n->node[l->out].shape) * g->esize, g->s);
+        return;
+    }
+    if (g->zero_at[li] >= 0) /* an output gradient that nothing wrote: zeros follow, unless the loss's */
+        emu::poison_async(g->dx[l->out], shape_count(n->node[l->out].shape) * g->esize, g->s);
+    for (int k = 0; k < l->nin; k++)
+        if (g->dx[l->in[k]] && !gpu_acc(g, li, k))
+            emu::poison_async(g->dx[l->in[k]], shape_count(n->node[l->in[k]].shape) * g->esize, g->s);
+}
+#else
+static inline void lifetimes_start(GpuNet *, int, int) {}
+#endif
+
+/* --profile: event k of forward (pev_f) or backward (pev_b) on the compute stream */
+static void prof_mark(GpuNet *g, cudaEvent_t *ev, int k) {
+    if (!g->prof) return;
+    if (!g->prof_fwd && !g->prof_bwd) g->prof_host0 = now_seconds();
+    CUDA_CHECK(cudaEventRecord(ev[k], g->s));
+}
+
+void gpunet_profile(GpuNet *g, int on) {
+    const int nl = g->net->nlayer;
+    if (on && !g->pev_f) {
+        g->pev_f = (cudaEvent_t *)xcalloc((size_t)nl + 1, sizeof *g->pev_f);
+        g->pev_b = (cudaEvent_t *)xcalloc((size_t)nl + 1, sizeof *g->pev_b);
+        for (int i = 0; i <= nl; i++) {
+            CUDA_CHECK(cudaEventCreate(&g->pev_f[i]));
+            CUDA_CHECK(cudaEventCreate(&g->pev_b[i]));
+        }
+        g->pev_nccl = (cudaEvent_t *)xcalloc(2 * (size_t)g->nb + 1, sizeof *g->pev_nccl);
+        for (int i = 0; i < 2 * g->nb; i++) CUDA_CHECK(cudaEventCreate(&g->pev_nccl[i]));
+    }
+    if (on) g->prof_fwd = g->prof_bwd = g->prof_nccl = 0;
+    g->prof = on;
+}
+
+int gpunet_profile_buckets(GpuNet *g, double *t) {
+    if (!g->prof_fwd && !g->prof_bwd) return 0;
+    gpunet_sync(g);
+    if (g->comm) CUDA_CHECK(cudaStreamSynchronize(g->cs));
+    cudaEvent_t ref = g->prof_fwd ? g->pev_f[0] : g->pev_b[g->net->nlayer - 1];
+    for (int i = 0; i < 2 * g->prof_nccl; i++) {
+        float ms;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, ref, g->pev_nccl[i]));
+        t[i] = ms;
+    }
+    return g->prof_nccl;
+}
+
+int gpunet_profile_times(GpuNet *g, double *host0, double *fwd, double *bwd) {
+    const int nl = g->net->nlayer;
+    if (!g->prof_fwd && !g->prof_bwd) return 0;
+    gpunet_sync(g);
+    cudaEvent_t ref = g->prof_fwd ? g->pev_f[0] : g->pev_b[nl - 1];
+    float a, b;
+    for (int i = 0; i < nl; i++) {
+        fwd[2 * i] = fwd[2 * i + 1] = bwd[2 * i] = bwd[2 * i + 1] = NAN;
+        if (g->prof_fwd) {
+            CUDA_CHECK(cudaEventElapsedTime(&a, ref, g->pev_f[i]));
+            CUDA_CHECK(cudaEventElapsedTime(&b, ref, g->pev_f[i + 1]));
+            fwd[2 * i] = a;
+            fwd[2 * i + 1] = b;
+        }
+        if (g->prof_bwd) { /* backward runs from the last layer to the first: pev_b[nl] after layer 0 */
+            CUDA_CHECK(cudaEventElapsedTime(&a, ref, g->pev_b[i]));
+            CUDA_CHECK(cudaEventElapsedTime(&b, ref, g->pev_b[i > 0 ? i - 1 : nl]));
+            bwd[2 * i] = a;
+            bwd[2 * i + 1] = b;
+        }
+    }
+    *host0 = g->prof_host0;
+    return 1;
+}
+
+int gpunet_emulated(void) {
+#ifdef NVCNN_GPU_EMU
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 void gpunet_forward(GpuNet *g) {
     Net *n = g->net;
     g->dropout_calls++;
     for (int i = 0; i < n->nlayer; i++) {
         enter(g, i, "forward");
+        prof_mark(g, g->pev_f, i);
+        lifetimes_start(g, i, 0);
         g->impl[i]->forward(g, &n->layer[i], i);
         layer_done(g, i, "forward");
     }
+    prof_mark(g, g->pev_f, n->nlayer);
+    if (g->prof) g->prof_fwd = 1;
     enter(NULL, -1, NULL);
 }
 
@@ -498,14 +614,20 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
         CUDA_CHECK(cudaEventCreate(&g->ev_b2));
     }
     CUDA_CHECK(cudaEventRecord(g->ev_b0, g->s));
+    /* needed: the layers add their parameter gradients into the arena (cuDNN's backward filter
+     * and cuBLAS with beta 1, the bias and batch-norm kernels' +=), and NCCL averages whole
+     * buckets, the gaps between tensors included */
     CUDA_CHECK(cudaMemsetAsync(g->grads, 0, g->P * sizeof(float), g->s));
     g->next = 0;
     for (int i = n->nlayer - 1; i >= 0; i--) {
         Layer *l = &n->layer[i];
-        /* a node nothing consumed (the loss's output) reads as zeros; every other gradient is
-         * written by its first consumer before anything reads it */
+        /* a node nothing consumed reads as zeros, where its producer's backward reads it (the
+         * loss's does not); every other gradient is written by its first consumer before
+         * anything reads it */
         enter(g, i, "backward");
-        if (g->zero_at[i] >= 0)
+        prof_mark(g, g->pev_b, i);
+        lifetimes_start(g, i, 1);
+        if (g->zero_at[i] >= 0 && g->impl[i] != &gpu_xent_impl)
             CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * g->esize, g->s));
         g->impl[i]->backward(g, l, i);
         layer_done(g, i, "backward");
@@ -516,6 +638,8 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
             on_ready(ctx, n->param[l->param0].off);
         }
     }
+    prof_mark(g, g->pev_b, n->nlayer);
+    if (g->prof) g->prof_bwd = 1;
     CUDA_CHECK(cudaEventRecord(g->ev_b1, g->s));
     if (g->comm) gpu_allreduce_finish(g); /* the compute stream waits for every bucket */
     CUDA_CHECK(cudaEventRecord(g->ev_b2, g->s));

@@ -61,6 +61,9 @@ struct GpuNet {
     char *acts;                               /* activation arena: data, grads, scratch, workspace */
     size_t acts_bytes, grad_off, grad_bytes;  /* the node gradients region (planned by lifetime) */
     size_t *scratch;                          /* [nlayer] bytes of each layer's scratch in the arena */
+#ifdef NVCNN_GPU_EMU
+    char **scratch_at;                        /* [nlayer] where it is (the emulated build's lifetimes) */
+#endif
     void *ws;                                 /* shared cuDNN workspace */
     size_t ws_bytes;
     size_t ws_limit, mem_free, mem_margin;    /* the workspace's limit: min(cap, free - arena - margin) */
@@ -105,6 +108,12 @@ struct GpuNet {
     char *acc;                                /* [input slots] 1: add into the input's gradient */
     int *slot0;                               /* [nlayer] layer i's first input slot */
     int *zero_at;                             /* [nlayer] unconsumed node to zero before layer i's backward, or -1 */
+    /* --profile (gpunet_profile): events before each layer and after the last, forward and backward */
+    int prof, prof_fwd, prof_bwd;             /* on; forward, backward recorded since it was turned on */
+    cudaEvent_t *pev_f, *pev_b;               /* [nlayer + 1] each */
+    cudaEvent_t *pev_nccl;                    /* [2 * nb] before and after each bucket's allreduce (stream cs) */
+    int prof_nccl;                            /* buckets recorded */
+    double prof_host0;                        /* the host clock when the first of them was queued */
 };
 
 /* Whether layer li's backward adds into its input k's gradient (1) or writes it (0). Gradients

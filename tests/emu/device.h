@@ -20,6 +20,8 @@
 #ifndef NVCNN_EMU_DEVICE_H
 #define NVCNN_EMU_DEVICE_H
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -131,6 +133,92 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+
+/* ---- vector types: every load and store of a whole vector checks its alignment ---- */
+/* On a GPU an access of n bytes (a float4, a uint4, a __half2) at an address that is not a
+ * multiple of n faults ("misaligned address"); the host's loads do not. In the emulated build the
+ * kernels' vector types (float4, uint4, __half2, ...: the macros below, defined after the
+ * toolkit's headers) are these, which derive from the toolkit's own: a copy from one (a load) or
+ * into one (a store) at a misaligned address ends the run naming the kernel, its block and
+ * thread, and the address. Their members (v.x) are scalar accesses, as on the GPU. A vector built
+ * with braces ({a, b, c, d}) does not compile here: use make_float4(a, b, c, d). */
+namespace emu {
+[[noreturn]] void misaligned(const char *type, size_t bytes, const void *p, bool write);
+template <typename V> const char *vec_name();
+template <typename V> struct Vec : V {
+    static inline void check(const void *p, bool write) {
+        if ((uintptr_t)p & (alignof(V) - 1)) misaligned(vec_name<V>(), sizeof(V), p, write);
+    }
+    static inline const V &load(const Vec &o) {
+        check(&o, false);
+        return o;
+    }
+    Vec() = default;
+    Vec(const V &v) : V(v) {}
+    Vec(const Vec &o) : V(load(o)) {}
+    Vec &operator=(const Vec &o) {
+        const V &v = load(o);
+        check(this, true);
+        V::operator=(v);
+        return *this;
+    }
+    Vec &operator=(const V &v) {
+        check(this, true);
+        V::operator=(v);
+        return *this;
+    }
+};
+} // namespace emu
+#define EMU_VECTOR(T)                                                                                                      \
+    template <> inline const char *emu::vec_name<::T>() { return #T; }                                                     \
+    typedef emu::Vec<::T> emu_vec_##T;
+EMU_VECTOR(char2)
+EMU_VECTOR(uchar2)
+EMU_VECTOR(char4)
+EMU_VECTOR(uchar4)
+EMU_VECTOR(short2)
+EMU_VECTOR(ushort2)
+EMU_VECTOR(short4)
+EMU_VECTOR(ushort4)
+EMU_VECTOR(int2)
+EMU_VECTOR(uint2)
+EMU_VECTOR(float2)
+EMU_VECTOR(int4)
+EMU_VECTOR(uint4)
+EMU_VECTOR(float4)
+EMU_VECTOR(longlong2)
+EMU_VECTOR(ulonglong2)
+EMU_VECTOR(double2)
+EMU_VECTOR(__half2)
+EMU_VECTOR(__nv_bfloat162)
+#undef EMU_VECTOR
+#define char2 emu_vec_char2
+#define uchar2 emu_vec_uchar2
+#define char4 emu_vec_char4
+#define uchar4 emu_vec_uchar4
+#define short2 emu_vec_short2
+#define ushort2 emu_vec_ushort2
+#define short4 emu_vec_short4
+#define ushort4 emu_vec_ushort4
+#define int2 emu_vec_int2
+#define uint2 emu_vec_uint2
+#define float2 emu_vec_float2
+#define int4 emu_vec_int4
+#define uint4 emu_vec_uint4
+#define float4 emu_vec_float4
+#define longlong2 emu_vec_longlong2
+#define ulonglong2 emu_vec_ulonglong2
+#define double2 emu_vec_double2
+#define __half2 emu_vec___half2
+#define __nv_bfloat162 emu_vec___nv_bfloat162
+
+/* ---- lifetimes ---- */
+namespace emu {
+/* Fills [p, p + bytes) of device memory with the poison pattern in stream order on s: the host
+ * code calls it where a tensor's lifetime starts (src/cuda/gpunet.cu), so that a read before the
+ * tensor is written gives NaN. */
+void poison_async(void *p, size_t bytes, cudaStream_t s);
+} // namespace emu
 
 /* ---- launches ---- */
 namespace emu {

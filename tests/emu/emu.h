@@ -32,7 +32,8 @@ namespace emu {
 void reject(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- configuration (environment, read once) ---- */
-/* NVCNN_EMU_SEED: the seed of every shuffle (block and thread order); default 1. */
+/* NVCNN_EMU_SEED: the seed of every shuffle (block and thread order, and the streams' random order
+ * unless NVCNN_EMU_STREAMS names a seed of its own); default 1. */
 uint64_t seed();
 /* A variable of the environment, or NULL. */
 const char *env(const char *name);
@@ -64,12 +65,16 @@ size_t mem_free();
 
 /* ---- streams ---- */
 /* Queues `work` on stream s (0: the legacy default stream). It runs in stream order, when the
- * emulator's stream policy decides (at once, or later when something waits for it): anything it
- * reads from the host must be captured by value at the call. `what` names it in diagnostics
- * ("cudnnConvolutionForward"). `compute` marks work that a GPU would run on its SMs (kernels and
- * library computations: the stream becomes a compute stream), as opposed to copies and
- * communication. */
-void enqueue(cudaStream_t s, const char *what, std::function<void()> work, bool compute = true);
+ * emulator's stream policy decides (at once, later, or when something waits for it):
+ * anything it reads from the host must be captured by value at the call. `what` names it in
+ * diagnostics ("cudnnConvolutionForward"). `compute` marks work that a GPU would run on its SMs
+ * (kernels and library computations: the stream becomes a compute stream), as opposed to copies
+ * and communication. `collective` marks work that waits for other processes (NCCL's exchange):
+ * it runs only when something waits for it (runtime.cc says why). */
+void enqueue(cudaStream_t s, const char *what, std::function<void()> work, bool compute = true, bool collective = false);
+/* The stream order from now on, as NVCNN_EMU_STREAMS would set it ("random", a seed,
+ * "compute-first", "side-first"): for the emulator's self-tests. */
+void set_streams(const char *order);
 /* Runs everything queued on s (the host waits for it). */
 void sync_stream(cudaStream_t s);
 /* The name of the work running now (for diagnostics), or NULL. */

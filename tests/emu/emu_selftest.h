@@ -23,6 +23,17 @@ int emu_st_oom(size_t *free_bytes);
 /* A copy stream and a compute stream, with or without the cudaStreamWaitEvent between them: how
  * many of 1024 elements come out right. */
 int emu_st_stream_order(int wait);
+/* The compute stream reads a buffer, then a copy stream overwrites it, after cudaStreamWaitEvent
+ * when `wait`: how many of 1024 elements the kernel computed from the old values. */
+int emu_st_copy_overwrite(int wait);
+/* The order of the streams' work from now on (NVCNN_EMU_STREAMS's values). */
+void emu_st_set_streams(const char *order);
+/* float4 loads and __half2 stores at aligned addresses: how many of 32 threads got them right. */
+int emu_st_vectors_aligned(void);
+/* These must end the process with the emulator's report: a float4 load from 4 bytes past a
+ * 16-byte boundary, a __half2 store 2 bytes past a 4-byte one. */
+void emu_st_misaligned_load(void);
+void emu_st_misaligned_store(void);
 /* The value a device copy of pinned memory holds when the host changed it after queuing the copy. */
 int emu_st_pinned_read_when_run(void);
 /* NCCL: a unique id, and one rank's average of (rank + 1) / 10 + i / 1000 over nranks ranks. */

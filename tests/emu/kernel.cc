@@ -563,6 +563,19 @@ void launch(const char *kernel, dim3 grid, dim3 block, size_t shared_bytes, cuda
 }
 
 /* The thread that was running when a fault happened, for the fault's report (runtime.cc). */
+void misaligned(const char *type, size_t bytes, const void *p, bool write) {
+    char d[200];
+    {
+        Lock lock;
+        if (is_device_reachable(p, 1))
+            describe_pointer(p, d, sizeof d);
+        else
+            snprintf(d, sizeof d, "%p (the kernel's shared or local memory)", p);
+    }
+    fatal("misaligned address: a %zu-byte %s %s %s (on a GPU a %zu-byte access must be %zu-byte aligned)", bytes, type,
+          write ? "store to" : "load from", d, bytes, bytes);
+}
+
 void running_thread(char *buf, size_t n) {
     if (!G || !cur_fiber || !cur_fiber->t) {
         buf[0] = 0;

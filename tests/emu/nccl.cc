@@ -1,9 +1,10 @@
 /* nccl.cc: NCCL's communicator and AllReduce on the emulated device, across real processes. The
  * unique id names a POSIX shared-memory object; ncclCommInitRank maps it in every rank and waits
- * for all of them. An AllReduce runs in stream order like any stream work: each rank copies its
- * chunk of the buffer into its slot, the ranks meet at a barrier, each one reduces every rank's
- * slot in rank order (so every rank computes the same bits), and they meet again before the slots
- * are reused. A rank that waits longer than NVCNN_EMU_NCCL_TIMEOUT seconds (default 300) for the
+ * for all of them. An AllReduce runs in stream order like any stream work, in two pieces: the
+ * first reads the input (whenever the stream order lets it run), the second copies it chunk by
+ * chunk into the rank's slot, the ranks meet at a barrier, each one reduces every rank's slot in
+ * rank order (so every rank computes the same bits) into the output, and they meet again before
+ * the slots are reused. A rank that waits longer than NVCNN_EMU_NCCL_TIMEOUT seconds (default 300) for the
  * others ends the run with a line naming the call. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
 #include <vector>
 
 #include "emu.h"
@@ -254,19 +256,26 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
         emu::reject("ncclAllReduce of %zu elements (%zu bytes): send %s, receive %s: not inside device allocations", count, bytes, a, b);
         return ncclInvalidArgument;
     }
+    /* Two pieces of stream work: the input is read when the first runs (as soon as the stream
+     * order allows, at random), the ranks meet and the output is written when the second runs
+     * (only when something waits for it: emu.h). A GPU may do either at any time in between. */
+    auto input = std::make_shared<std::vector<char>>();
+    emu::enqueue(
+        s, "ncclAllReduce (reads its input)", [=]() { input->assign((const char *)send, (const char *)send + bytes); }, false);
     emu::enqueue(
         s, "ncclAllReduce",
         [=]() {
             const size_t per = kChunk / es;
             for (size_t at = 0; at < count; at += per) {
                 const size_t n = count - at < per ? count - at : per;
-                memcpy(slot(c, c->rank), (const char *)send + at * es, n * es);
+                memcpy(slot(c, c->rank), input->data() + at * es, n * es);
                 barrier(c, "ncclAllReduce");
                 reduce_any(c, t, (char *)recv + at * es, n, op);
                 barrier(c, "ncclAllReduce");
             }
+            std::vector<char>().swap(*input);
         },
-        false);
+        false, true);
     return ncclSuccess;
 }
 

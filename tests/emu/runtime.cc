@@ -6,10 +6,13 @@
  *   NVCNN_EMU_MEM=SIZE     memory of each device (default 8G; K, M, G suffixes)
  *   NVCNN_EMU_DRIVER=V     the driver's CUDA version (default 13000); older than the toolkit's
  *                          runtime makes every call fail with cudaErrorInsufficientDriver
- *   NVCNN_EMU_STREAMS=ORDER compute-first (default): streams that have run a kernel or a library
- *                          computation run their work at once, the others (copies, NCCL) only
- *                          when something waits for it; side-first: the reverse
- *   NVCNN_EMU_SEED=N       seed of the block and thread orders (default 1)
+ *   NVCNN_EMU_STREAMS=ORDER the order of the streams' work: random (default), seeded by
+ *                          NVCNN_EMU_SEED; a number N: random with seed N; compute-first: streams
+ *                          that have run a kernel or a library computation run their work at once,
+ *                          the others (copies, NCCL) only when something waits for it; side-first:
+ *                          the reverse
+ *   NVCNN_EMU_SEED=N       seed of the block and thread orders, and of the streams' random order
+ *                          (default 1)
  *
  * Memory: each cudaMalloc is a mapping of its own with a guard page before and after; the block
  * ends as close to the trailing guard page as the 256-byte alignment allows, and the bytes around
@@ -110,12 +113,16 @@ Lock::Lock() {
 Lock::~Lock() { api_mutex().unlock(); }
 
 /* ---- devices ---- */
+/* The order of the streams' work (NVCNN_EMU_STREAMS; see "streams and events" below). */
+enum StreamPolicy { STREAMS_RANDOM, STREAMS_COMPUTE_FIRST, STREAMS_SIDE_FIRST };
+
 struct Config {
     int physical = 2;            /* devices on the node */
     std::vector<int> visible;    /* CUDA_VISIBLE_DEVICES: physical index of each visible device */
     size_t mem = (size_t)8 << 30;
     int driver = 13000;
-    bool side_first = false;
+    StreamPolicy streams = STREAMS_RANDOM;
+    uint64_t stream_seed = 1; /* STREAMS_RANDOM's */
 };
 
 static size_t parse_size(const char *name, const char *v) {
@@ -130,17 +137,33 @@ static size_t parse_size(const char *name, const char *v) {
     return (size_t)(x * mul);
 }
 
+/* NVCNN_EMU_STREAMS's value (NULL: unset) into c; false if it means nothing */
+static bool parse_streams(Config *c, const char *o) {
+    c->streams = STREAMS_RANDOM;
+    c->stream_seed = seed();
+    if (!o || strcmp(o, "random") == 0) return true;
+    if (strcmp(o, "compute-first") == 0) c->streams = STREAMS_COMPUTE_FIRST;
+    else if (strcmp(o, "side-first") == 0) c->streams = STREAMS_SIDE_FIRST;
+    else {
+        char *end;
+        errno = 0;
+        c->stream_seed = strtoull(o, &end, 10);
+        if (*o < '0' || *o > '9' || *end || errno) return false;
+    }
+    return true;
+}
+
+static Config *the_config;
 static const Config &config() {
-    static Config *c = nullptr;
+    Config *&c = the_config;
     if (c) return *c;
     c = new Config;
     c->physical = (int)env_u64("NVCNN_EMU_GPUS", 2);
     if (env("NVCNN_EMU_MEM")) c->mem = parse_size("NVCNN_EMU_MEM", env("NVCNN_EMU_MEM"));
     c->driver = (int)env_u64("NVCNN_EMU_DRIVER", 13000);
-    if (const char *o = env("NVCNN_EMU_STREAMS")) {
-        if (strcmp(o, "side-first") == 0) c->side_first = true;
-        else if (strcmp(o, "compute-first") != 0) fatal("NVCNN_EMU_STREAMS=%s: want compute-first or side-first", o);
-    }
+    if (!parse_streams(c, env("NVCNN_EMU_STREAMS")))
+        fatal("NVCNN_EMU_STREAMS=%s: want random, a seed (a non-negative integer), compute-first or side-first",
+              env("NVCNN_EMU_STREAMS"));
     /* CUDA_VISIBLE_DEVICES: indexes up to the first invalid one; unset: all; set and empty: none */
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
     if (!vis) {
@@ -160,6 +183,17 @@ static const Config &config() {
         }
     }
     return *c;
+}
+
+/* the state of the random stream order's choices (draw(), below) */
+static uint64_t rng_state;
+static bool rng_seeded;
+
+void set_streams(const char *order) {
+    Lock lock;
+    config();
+    if (!parse_streams(the_config, order)) fatal("set_streams(%s): want random, a seed, compute-first or side-first", order);
+    rng_seeded = false;
 }
 
 static bool driver_ok() { return config().driver >= CUDART_VERSION; }
@@ -385,11 +419,28 @@ static void install_fault_handler() {
 }
 
 /* ---- streams and events ---- */
+/* Each stream is a queue of ops; an op runs when the scheduler decides, in stream order, once the
+ * op it waits for (cudaStreamWaitEvent) has run. The scheduler runs ops at two kinds of point:
+ *   - when the host needs a stream's work done (a synchronisation, a synchronous copy, a query),
+ *     the ops that work depends on must run: under the random policy, every time one op is to
+ *     run, it is drawn among that next needed op and the first op of every other stream that
+ *     could run now (so unrelated streams advance, or not, at random);
+ *   - after every op queued, under the random policy, the scheduler may run ops of the streams
+ *     that could run one now, drawn at random, before the host goes on (wander(), below).
+ * So wherever several streams have work ready, which one runs first is a seeded random choice
+ * (NVCNN_EMU_STREAMS: a seed, or NVCNN_EMU_SEED's), and a stream's work may run at once, late,
+ * or only when waited for. compute-first and side-first are the two fixed orders of before:
+ * a compute stream (one that has run a kernel or a library computation) runs its work at once,
+ * the others only when something waits for them, or the reverse.
+ * A collective op (NCCL's exchange with the other ranks, which blocks until they reach the same
+ * call) runs only when something waits for it: run any earlier, this process would block on
+ * ranks that may themselves be waiting for this one's host (a GPU runs it whatever its host does). */
 struct Op {
     std::function<void()> run;
     const char *what;
-    ::CUstream_st *wait_on = nullptr; /* run that stream up to wait_pos first */
+    ::CUstream_st *wait_on = nullptr; /* runs only once that stream has run wait_pos ops */
     uint64_t wait_pos = 0;
+    bool collective = false; /* runs only when something waits for it (above) */
 };
 
 } // namespace emu
@@ -398,7 +449,7 @@ struct CUstream_st {
     std::deque<emu::Op> q;
     uint64_t enq = 0, done = 0; /* positions: ops enqueued and run */
     bool compute = false;       /* has run kernels or library computations */
-    bool nonblocking = false, destroyed = false, legacy = false, running = false;
+    bool nonblocking = false, destroyed = false, legacy = false;
     int id = 0;
 };
 struct CUevent_st {
@@ -448,38 +499,96 @@ static void print_profile() {
         fprintf(stderr, "  %8.3f s %6ld x  %s\n", v[i].first, (*profile)[v[i].second].second, v[i].second.c_str());
 }
 
-static void run_until(CUstream_st *s, uint64_t pos) {
-    if (s->done >= pos) return;
-    if (s->running) fatal("stream %d waits for itself (a cycle of events)", s->id);
-    s->running = true;
-    while (s->done < pos) {
-        Op op = std::move(s->q.front());
-        s->q.pop_front();
-        if (op.wait_on) run_until(op.wait_on, op.wait_pos);
-        const char *outer = running_what;
-        running_what = op.what;
-        static const bool want_profile = env("NVCNN_EMU_PROFILE") != nullptr;
-        const double t0 = want_profile ? now_s() : 0;
-        if (op.run) op.run();
-        if (want_profile) {
-            if (!profile) {
-                profile = new std::map<std::string, std::pair<double, long>>;
-                atexit(print_profile);
-            }
-            auto &e = (*profile)[op.what];
-            e.first += now_s() - t0;
-            e.second++;
-        }
-        check_tails(op.what);
-        running_what = outer;
-        s->done++;
+/* the random policy's choices: splitmix64 from the seed */
+static size_t draw(size_t n) {
+    if (!rng_seeded) {
+        rng_seeded = true;
+        rng_state = config().stream_seed * 0x9e3779b97f4a7c15ULL + 0x5851f42d4c957f2dULL;
     }
-    s->running = false;
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (size_t)(z % n);
 }
 
+/* s's first op may run now: its wait, if any, is over */
+static bool ready(const CUstream_st *s) {
+    if (s->q.empty()) return false;
+    const Op &op = s->q.front();
+    return !op.wait_on || op.wait_on->done >= op.wait_pos;
+}
+
+/* Runs s's first op (ready). Ops never queue work themselves: none runs inside another. */
+static void run_first(CUstream_st *s) {
+    if (running_what) fatal("internal: %s queued work while it ran", running_what);
+    Op op = std::move(s->q.front());
+    s->q.pop_front();
+    running_what = op.what;
+    static const bool want_profile = env("NVCNN_EMU_PROFILE") != nullptr;
+    const double t0 = want_profile ? now_s() : 0;
+    if (op.run) op.run();
+    if (want_profile) {
+        if (!profile) {
+            profile = new std::map<std::string, std::pair<double, long>>;
+            atexit(print_profile);
+        }
+        auto &e = (*profile)[op.what];
+        e.first += now_s() - t0;
+        e.second++;
+    }
+    check_tails(op.what);
+    running_what = nullptr;
+    s->done++;
+}
+
+/* The streams other than `but` whose first op could run at once, unasked (collectives excluded). */
+static void runnable(std::vector<CUstream_st *> *out, const CUstream_st *but) {
+    out->clear();
+    for (CUstream_st *o : all_streams)
+        if (o != but && ready(o) && !o->q.front().collective) out->push_back(o);
+}
+
+/* Runs s's work up to position pos (the host, or another stream, waits for it). */
+static void run_until(CUstream_st *s, uint64_t pos) {
+    std::vector<CUstream_st *> others;
+    while (s->done < pos) {
+        /* the op that must run next: s's first, or the one it waits for, and so on */
+        CUstream_st *need = s;
+        for (size_t hops = 0; !ready(need); hops++) {
+            if (need->q.empty() || hops > all_streams.size()) fatal("stream %d waits for itself (a cycle of events)", s->id);
+            need = need->q.front().wait_on;
+        }
+        if (config().streams == STREAMS_RANDOM) {
+            runnable(&others, need);
+            const size_t k = draw(others.size() + 1);
+            run_first(k < others.size() ? others[k] : need);
+        } else {
+            run_first(need);
+        }
+    }
+}
+
+/* The random policy's turn after the host queued work: with probability 1/4 one of the streams
+ * that can run an op now (each as likely) runs it, and the scheduler draws again; else the host
+ * goes on. Work waits more often than it runs: two racing pieces of work are then both still
+ * queued, in either order, when something waits for them (emu_streams_interleave_at_random: each
+ * race of its two showed under 19 and 23 of 64 seeds this way, under 8 and 1 of 64 when every
+ * stream and "stop" were as likely). */
+static void wander() {
+    std::vector<CUstream_st *> c;
+    for (;;) {
+        runnable(&c, nullptr);
+        if (c.empty()) return;
+        if (draw(4) != 0) return;
+        run_first(c[draw(c.size())]);
+    }
+}
+
+/* compute-first and side-first: does s run its work when it is queued? */
 static bool eager(const CUstream_st *s) {
     if (s->legacy) return true;
-    return config().side_first ? !s->compute : s->compute;
+    return config().streams == STREAMS_SIDE_FIRST ? !s->compute : s->compute;
 }
 
 static void push(CUstream_st *s, Op op, bool compute) {
@@ -489,14 +598,16 @@ static void push(CUstream_st *s, Op op, bool compute) {
     if (compute) s->compute = true;
     s->q.push_back(std::move(op));
     s->enq++;
-    if (eager(s)) run_until(s, s->enq);
+    if (s->legacy || (config().streams != STREAMS_RANDOM && eager(s))) run_until(s, s->enq);
+    else if (config().streams == STREAMS_RANDOM) wander();
 }
 
-void enqueue(cudaStream_t st, const char *what, std::function<void()> work, bool compute) {
+void enqueue(cudaStream_t st, const char *what, std::function<void()> work, bool compute, bool collective) {
     Lock lock;
     Op op;
     op.run = std::move(work);
     op.what = what;
+    op.collective = collective;
     push(stream_of(st), std::move(op), compute);
 }
 
@@ -964,8 +1075,22 @@ const char *cudaGetErrorString(cudaError_t e) {
 
 } /* extern "C" */
 
-/* ---- kernels' pointer arguments (device.h) ---- */
+/* ---- kernels' pointer arguments and lifetimes (device.h) ---- */
 namespace emu {
+void poison_async(void *p, size_t bytes, cudaStream_t st) {
+    Lock lock;
+    if (bytes == 0) return;
+    if (!is_device_range(p, bytes)) {
+        char d[200];
+        describe_pointer(p, d, sizeof d);
+        fatal("a lifetime of %zu bytes at %s: not inside one device allocation", bytes, d);
+    }
+    Op op;
+    op.what = "the poison pattern where a tensor's lifetime starts";
+    op.run = [p, bytes]() { poison(p, bytes); };
+    push(stream_of(st), std::move(op), false);
+}
+
 void check_kernel_pointer(const char *kernel, int index, const void *p) {
     if (!p) return;
     Lock lock;

@@ -1,7 +1,8 @@
 /* selftest.cu: kernels and stream sequences that the emulated device must run right, or must
  * catch, for tests/test_emu.c. Written as any kernel of src/cuda/ (LAUNCH, __shared__,
  * __syncthreads, __shfl_down_sync): compiled only in the emulated build (make GPU_EMU=1), whose
- * rules for .cu files they follow. Each function selects device 0 first. */
+ * rules for .cu files they follow. Each function selects device 0 first (but
+ * emu_st_nccl_id, which runs before the ranks are forked). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <nccl.h>
 
 #include "cuda/common.h"
+#include "emu/emu.h"
 
 extern "C" {
 #include "emu_selftest.h"
@@ -54,6 +56,17 @@ __global__ void k_st_write(float *out, int at) { out[at + (int)threadIdx.x] = 1.
 /* dst[i] = src[i] * 2 */
 __global__ void k_st_double(const float *src, float *dst, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) dst[i] = src[i] * 2.0f;
+}
+
+/* dst[i] = the sum of the float4 at src + offset (in floats), element i */
+__global__ void k_st_vec_load(const float *src, float *dst, int offset) {
+    const float4 v = reinterpret_cast<const float4 *>(src + offset)[threadIdx.x];
+    dst[threadIdx.x] = v.x + v.y + v.z + v.w;
+}
+
+/* the __half2 at dst + offset (in halves), element i, = (1, 2) */
+__global__ void k_st_half2_store(__half *dst, int offset) {
+    reinterpret_cast<__half2 *>(dst + offset)[threadIdx.x] = __floats2half2_rn(1.0f, 2.0f);
 }
 
 /* ---- what tests/test_emu.c calls ---- */
@@ -164,39 +177,115 @@ int emu_st_oom(size_t *free_bytes) {
     return e == cudaErrorMemoryAllocation && f == cudaSuccess && !p;
 }
 
-/* A copy stream fills `src` with 1..n from pinned host memory; the compute stream doubles it into
- * dst, after cudaStreamWaitEvent when `wait`. Returns how many elements of dst are 2 x (i + 1): all
- * of them with the wait; without it the compute stream runs first and sees the poison pattern. */
-int emu_st_stream_order(int wait) {
-    gpu_select(0);
-    const int n = 1024;
-    float *h = (float *)gpu_host_alloc(n * sizeof(float)), *src, *dst, *back = (float *)malloc(n * sizeof(float));
-    for (int i = 0; i < n; i++) h[i] = (float)(i + 1);
+/* What the two-stream sequences below share: a copy stream and a compute stream, an event, n
+ * floats of pinned host memory h (1..n), device buffers src and dst, and back for dst's copy. */
+typedef struct TwoStreams {
+    int n;
+    float *h, *src, *dst, *back;
     cudaStream_t copy, compute;
-    cudaEvent_t copied;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
-    CUDA_CHECK(cudaMalloc((void **)&src, n * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&dst, n * sizeof(float)));
-    LAUNCH(k_st_double, 4, 256, 0, compute, src, dst, n); /* the compute stream has run a kernel */
-    CUDA_CHECK(cudaStreamSynchronize(compute));
-    CUDA_CHECK(cudaMemcpyAsync(src, h, n * sizeof(float), cudaMemcpyHostToDevice, copy));
-    CUDA_CHECK(cudaEventRecord(copied, copy));
-    if (wait) CUDA_CHECK(cudaStreamWaitEvent(compute, copied, 0));
-    LAUNCH(k_st_double, 4, 256, 0, compute, src, dst, n);
-    CUDA_CHECK(cudaMemcpyAsync(back, dst, n * sizeof(float), cudaMemcpyDeviceToHost, compute));
+    cudaEvent_t ev;
+} TwoStreams;
+
+static void two_streams_open(TwoStreams *t, int n) {
+    gpu_select(0);
+    t->n = n;
+    t->h = (float *)gpu_host_alloc(n * sizeof(float));
+    t->back = (float *)malloc(n * sizeof(float));
+    for (int i = 0; i < n; i++) t->h[i] = (float)(i + 1);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&t->copy, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&t->compute, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&t->ev, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMalloc((void **)&t->src, n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&t->dst, n * sizeof(float)));
+}
+
+/* Copies dst back on the compute stream, waits for the device, frees everything: how many
+ * elements of dst are 2 x (i + 1). */
+static int two_streams_close(TwoStreams *t) {
+    CUDA_CHECK(cudaMemcpyAsync(t->back, t->dst, t->n * sizeof(float), cudaMemcpyDeviceToHost, t->compute));
     CUDA_CHECK(cudaDeviceSynchronize());
     int right = 0;
-    for (int i = 0; i < n; i++) right += back[i] == 2.0f * (float)(i + 1);
+    for (int i = 0; i < t->n; i++) right += t->back[i] == 2.0f * (float)(i + 1);
+    cudaFree(t->src);
+    cudaFree(t->dst);
+    gpu_host_free(t->h);
+    free(t->back);
+    cudaEventDestroy(t->ev);
+    cudaStreamDestroy(t->copy);
+    cudaStreamDestroy(t->compute);
+    return right;
+}
+
+/* A copy stream fills `src` with 1..n from pinned host memory; the compute stream doubles it into
+ * dst, after cudaStreamWaitEvent when `wait`. Returns how many elements of dst are 2 x (i + 1): all
+ * of them with the wait; without it the compute stream may run first and see the poison pattern. */
+int emu_st_stream_order(int wait) {
+    TwoStreams t;
+    two_streams_open(&t, 1024);
+    LAUNCH(k_st_double, 4, 256, 0, t.compute, t.src, t.dst, t.n); /* the compute stream has run a kernel */
+    CUDA_CHECK(cudaStreamSynchronize(t.compute));
+    CUDA_CHECK(cudaMemcpyAsync(t.src, t.h, t.n * sizeof(float), cudaMemcpyHostToDevice, t.copy));
+    CUDA_CHECK(cudaEventRecord(t.ev, t.copy));
+    if (wait) CUDA_CHECK(cudaStreamWaitEvent(t.compute, t.ev, 0));
+    LAUNCH(k_st_double, 4, 256, 0, t.compute, t.src, t.dst, t.n);
+    return two_streams_close(&t);
+}
+
+/* The compute stream doubles src (1..n) into dst; then a copy stream writes other values into
+ * src, after cudaStreamWaitEvent on an event recorded after the kernel when `wait`. Returns how
+ * many elements of dst are 2 x (i + 1): all of them with the wait; without it the copy may run
+ * before the kernel, which then doubles the new values. */
+int emu_st_copy_overwrite(int wait) {
+    TwoStreams t;
+    two_streams_open(&t, 1024);
+    CUDA_CHECK(cudaMemcpy(t.src, t.h, t.n * sizeof(float), cudaMemcpyHostToDevice));
+    for (int i = 0; i < t.n; i++) t.h[i] = -1.0f;
+    LAUNCH(k_st_double, 4, 256, 0, t.compute, t.src, t.dst, t.n);
+    CUDA_CHECK(cudaEventRecord(t.ev, t.compute));
+    if (wait) CUDA_CHECK(cudaStreamWaitEvent(t.copy, t.ev, 0));
+    CUDA_CHECK(cudaMemcpyAsync(t.src, t.h, t.n * sizeof(float), cudaMemcpyHostToDevice, t.copy));
+    return two_streams_close(&t);
+}
+
+void emu_st_set_streams(const char *order) { emu::set_streams(order); }
+
+int emu_st_vectors_aligned(void) {
+    gpu_select(0);
+    float *src, *dst, h[128], back[32];
+    __half *hv, hb[64];
+    for (int i = 0; i < 128; i++) h[i] = (float)i;
+    CUDA_CHECK(cudaMalloc((void **)&src, sizeof h));
+    CUDA_CHECK(cudaMalloc((void **)&dst, sizeof back));
+    CUDA_CHECK(cudaMalloc((void **)&hv, sizeof hb));
+    CUDA_CHECK(cudaMemcpy(src, h, sizeof h, cudaMemcpyHostToDevice));
+    LAUNCH(k_st_vec_load, 1, 32, 0, 0, src, dst, 0);
+    LAUNCH(k_st_half2_store, 1, 32, 0, 0, hv, 0);
+    CUDA_CHECK(cudaMemcpy(back, dst, sizeof back, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(hb, hv, sizeof hb, cudaMemcpyDeviceToHost));
+    int right = 0;
+    for (int i = 0; i < 32; i++) right += back[i] == (float)(16 * i + 6) && __half2float(hb[2 * i]) == 1.0f && __half2float(hb[2 * i + 1]) == 2.0f;
     cudaFree(src);
     cudaFree(dst);
-    gpu_host_free(h);
-    free(back);
-    cudaEventDestroy(copied);
-    cudaStreamDestroy(copy);
-    cudaStreamDestroy(compute);
+    cudaFree(hv);
     return right;
+}
+
+void emu_st_misaligned_load(void) {
+    gpu_select(0);
+    float *src, *dst;
+    CUDA_CHECK(cudaMalloc((void **)&src, 132 * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&dst, 32 * sizeof(float)));
+    CUDA_CHECK(cudaMemset(src, 0, 132 * sizeof(float)));
+    LAUNCH(k_st_vec_load, 1, 1, 0, 0, src, dst, 1); /* a float4 at byte 4 */
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void emu_st_misaligned_store(void) {
+    gpu_select(0);
+    __half *hv;
+    CUDA_CHECK(cudaMalloc((void **)&hv, 66 * sizeof(__half)));
+    LAUNCH(k_st_half2_store, 1, 1, 0, 0, hv, 1); /* a __half2 at byte 2 */
+    CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 /* An asynchronous copy from pinned memory reads the memory when it runs, not when it is queued:
@@ -240,7 +329,6 @@ extern "C" int emu_st_nccl_average(const void *id, int rank, int nranks, float *
     return 0;
 }
 
-extern "C" void emu_st_nccl_id(void *id) {
-    gpu_select(0);
-    NCCL_CHECK(ncclGetUniqueId((ncclUniqueId *)id));
-}
+/* No device selected: the ranks are children forked after this call, and a child of a process
+ * that initialised CUDA cannot use it. */
+extern "C" void emu_st_nccl_id(void *id) { NCCL_CHECK(ncclGetUniqueId((ncclUniqueId *)id)); }

@@ -1,0 +1,77 @@
+/* export.c: see export.h. */
+#include "export.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "models.h"
+#include "onnx.h"
+#include "util.h"
+
+int export_only_run(const Run *r) {
+    const Config *c = &r->cfg;
+    return c->export_onnx && c->log_dir && !config_given(c, &c->num_batches) && !config_given(c, &c->num_epochs);
+}
+
+/* the folder of path is dir (both as given, trailing slashes aside) */
+static int in_folder(const char *path, const char *dir) {
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0, d = strlen(dir);
+    while (d > 1 && dir[d - 1] == '/') d--;
+    return n == d && strncmp(path, dir, n) == 0;
+}
+
+void export_check_path(const Run *r, int before_log_dir) {
+    const Config *c = &r->cfg;
+    char err[512];
+    if (before_log_dir && c->profile && export_only_run(r))
+        die_code(EXIT_USAGE, "--profile: --export_onnx alone (without --num_batches or --num_epochs) trains no step to profile");
+    if (!c->export_onnx || r->dist.rank != 0) return;
+    if (before_log_dir && c->log_dir && in_folder(c->export_onnx, c->log_dir)) return; /* once --log_dir is made */
+    if (onnx_check_path(c->export_onnx, err, sizeof err) != 0) die_code(EXIT_USAGE, "%s", err);
+}
+
+static void write_onnx(const Run *r, const Net *net, long step, const char *source) {
+    char err[512];
+    const OnnxInfo info = {r->model->name, step, source};
+    if (onnx_export(net, &info, r->cfg.export_onnx, err, sizeof err) != 0) die_code(EXIT_USAGE, "%s", err);
+    const Shape in = net->node[net->input].shape;
+    printf("Exported %s (step %ld, %dx%d, %d classes) to %s: ONNX opset %d, input \"images\" (x / 127.5 - 1, RGB, NCHW), "
+           "outputs \"logits\" and \"softmax\"\n",
+           r->model->name, step, in.h, in.w, net->node[net->logits].shape.c, r->cfg.export_onnx, ONNX_OPSET);
+}
+
+int export_checkpoint(Run *r) {
+    const Config *c = &r->cfg;
+    if (r->dist.rank != 0) return 0;
+    char path[4096], err[1024];
+    CkptMeta m;
+    if (!ckpt_latest(c->log_dir, path, sizeof path))
+        die_code(EXIT_USAGE, "--export_onnx: no checkpoint in --log_dir=%s (with --num_batches or --num_epochs the run trains, "
+                             "then exports)", c->log_dir);
+    if (ckpt_read_meta(path, &m, err, sizeof err) != 0) die_code(EXIT_USAGE, "--export_onnx: %s", err);
+    if (strcmp(m.model, r->model->name) != 0)
+        die_code(EXIT_USAGE, "--export_onnx: %s is a checkpoint of %s, not of --model=%s", path, m.model, r->model->name);
+    if (config_given(c, &c->num_classes) && c->num_classes != m.num_classes)
+        die_code(EXIT_USAGE, "--export_onnx: %s has %d classes, not --num_classes=%d", path, m.num_classes, c->num_classes);
+    if (c->image_size && (c->image_size != m.in_h || c->image_size != m.in_w))
+        die_code(EXIT_USAGE, "--export_onnx: %s was trained at %dx%d, not --image_size=%d (a model is exported at the size it was "
+                             "trained at)", path, m.in_h, m.in_w, c->image_size);
+    if (m.in_h != m.in_w || m.in_c != 3)
+        die_code(EXIT_USAGE, "--export_onnx: %s has a %dx%dx%d input, not square RGB", path, m.in_c, m.in_h, m.in_w);
+    Net *net = model_build_sized(r->model, 1, m.num_classes, m.in_h);
+    net_finalize(net, c->seed);
+    if (ckpt_load(path, r->model->name, net, NULL, &m, err, sizeof err) != 0) die_code(EXIT_USAGE, "--export_onnx: %s", err);
+    write_onnx(r, net, (long)m.step, path);
+    net_free(net);
+    return 0;
+}
+
+void export_trained(Run *r, Net *net, Trainer *tr, long step) {
+    if (!r->cfg.export_onnx || r->dist.rank != 0) return;
+    trainer_sync_host(tr); /* the GPU backend's parameters and statistics */
+    char source[4200];
+    snprintf(source, sizeof source, "the end of a training run (--log_dir=%s)", r->cfg.log_dir ? r->cfg.log_dir : "none");
+    write_onnx(r, net, step, source);
+}
