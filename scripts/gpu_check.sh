@@ -147,7 +147,8 @@ stage_tests() {
 
 # The per-test table of stage_tests from a runner's output ($1): each test that passed or failed,
 # how many parity rows it printed, its row with the largest value / limit (a limit of 0: an exact
-# comparison, whose share is 0 when it held and inf when not), sorted by that share, largest first.
+# comparison, whose share is 0 when it held and inf when not; an inf or NaN value: inf), sorted by
+# that share, largest first.
 # Tests without rows end the table: those with no numeric limit, and any that should have one.
 limits_table() {
   awk -F'|' '
@@ -155,7 +156,7 @@ limits_table() {
     /^(PASS|FAIL) [A-Za-z0-9_]+/ { split($0, w, " "); result[w[2]] = w[1]; order[++n] = w[2]; next }
     /^    parity \| / {
       t = trim($2); v = trim($6) + 0; lim = trim($7) + 0
-      share = lim > 0 ? v / lim : (v > 0 ? "inf" : 0)
+      share = trim($6) ~ /[iI][nN][fF]|[nN][aA][nN]/ ? "inf" : lim > 0 ? v / lim : (v > 0 ? "inf" : 0)
       rows[t]++
       if (!(t in best) || (share == "inf") || (best[t] != "inf" && share + 0 > best[t] + 0)) {
         best[t] = share; what[t] = trim($3); prec[t] = trim($4); val[t] = trim($6); limv[t] = trim($7)
