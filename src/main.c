@@ -57,6 +57,18 @@ static void choose_device(Run *r) {
         placement_check_gpus(&r->dist, r->gpu_device, r->cfg.allreduce == ALLREDUCE_MPI);
         return;
     }
+    if (r->cfg.precision == PREC_BF16) {
+        char isa[64];
+        if (!onednn_bf16_capable(isa, sizeof isa))
+            die_code(EXIT_USAGE,
+                     "--precision=bf16 on the CPU: this CPU gives oneDNN %s, and bf16 needs avx512_core or later "
+                     "(native bf16 from avx512_core_bf16); use --precision=fp32 or --device=gpu",
+                     isa);
+        die_code(EXIT_USAGE,
+                 "--precision=bf16 on the CPU: this build trains the CPU backend in fp32 only (this CPU gives oneDNN "
+                 "%s); use --precision=fp32 or --device=gpu",
+                 isa);
+    }
     if (r->cfg.precision != PREC_FP32)
         die_code(EXIT_USAGE, "--precision=%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32",
                  precision_name(r->cfg.precision));

@@ -25,6 +25,11 @@
 
 /* 1 if this build has the oneDNN layers. */
 int onednn_built(void);
+/* Whether oneDNN can train in bf16 on this CPU, with the instruction set it found in isa (e.g.
+ * "avx2"; "none" without oneDNN). oneDNN 2.x runs bf16 primitives on avx512_core and later
+ * (emulating the bf16 dot products on avx512_core, natively from avx512_core_bf16 on); 3.x adds
+ * avx2_vnni_2. */
+int onednn_bf16_capable(char *isa, size_t n);
 /* "oneDNN 2.6.3, avx512_core" (the library's version and the instruction set its kernels use), or
  * why it is not there. */
 void onednn_describe(char *buf, size_t n);

@@ -7,6 +7,11 @@
 
 int onednn_built(void) { return 0; }
 
+int onednn_bf16_capable(char *isa, size_t n) {
+    snprintf(isa, n, "none (built without oneDNN)");
+    return 0;
+}
+
 void onednn_describe(char *buf, size_t n) {
     snprintf(buf, n, "not built (oneDNN 2.x was not found at build time, or DNNL=0)");
 }

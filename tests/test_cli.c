@@ -309,6 +309,30 @@ TEST(cli_half_precision_on_cpu_is_one_line) {
     }
 }
 
+/* --precision=bf16 on the CPU (issue: bf16 on oneDNN): exit 2 with one line that names the instruction
+ * set oneDNN found, the same one the header's "CPU layers:" line shows on this CPU, and what bf16
+ * needs. On a CPU without avx512_core this is the refusal for want of bf16 arithmetic; on one with
+ * it the line says that this build trains the CPU backend in fp32 only. The test prints which. */
+TEST(cli_bf16_on_cpu_names_the_instruction_set) {
+    char *o, *hdr;
+    CHECK(nv("--model=lenet --device=cpu --batch_size=2 --num_batches=1", &hdr) == 0);
+    const char *l = strstr(hdr, "CPU layers:");
+    char isa[64] = "";
+    /* "CPU layers:  onednn (oneDNN 2.6.3, avx2)": the instruction set is the last item in the brackets */
+    const char *c = l ? strchr(l, ',') : NULL, *e = c ? strchr(c, ')') : NULL;
+    if (c && e && e - c - 2 > 0 && e - c - 2 < (long)sizeof isa) memcpy(isa, c + 2, (size_t)(e - c - 2));
+    CHECK_MSG(isa[0], "no instruction set in the header's CPU layers line: %s", hdr);
+    CHECK(nv("--model=lenet --device=cpu --precision=bf16 --num_batches=1", &o) == 2);
+    CHECK_MSG(count_lines_with(o, "\n") == 1 && strncmp(o, "nvcnn: error: --precision=bf16 on the CPU: ", 43) == 0, "%s", o);
+    char want[96];
+    snprintf(want, sizeof want, "gives oneDNN %s", isa);
+    CHECK_MSG(strstr(o, want) != NULL, "wanted '%s' in: %s", want, o);
+    printf("    this CPU: oneDNN %s: %s", isa, strstr(o, "needs avx512_core") ? "refused for want of bf16 arithmetic\n"
+                                                                         : "bf16 arithmetic present, CPU bf16 training refused as not built\n");
+    free(o);
+    free(hdr);
+}
+
 TEST(cli_unsupported_flags_are_refused_not_ignored) {
     char *o;
     CHECK(nv("--model=lenet --precision=fp16 --device=cpu --num_batches=1", &o) == 2);

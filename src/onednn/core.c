@@ -397,6 +397,17 @@ static const char *isa_name(dnnl_cpu_isa_t isa) {
     }
 }
 
+int onednn_bf16_capable(char *isa, size_t n) {
+    dnnl_cpu_isa_t got = dnnl_get_effective_cpu_isa();
+    snprintf(isa, n, "%s", isa_name(got));
+    /* the ISA values are bit sets: a later one holds every bit of the earlier ones it extends */
+    int capable = ((unsigned)got & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core;
+#if DNNL_VERSION_MAJOR >= 3
+    capable |= ((unsigned)got & (unsigned)dnnl_cpu_isa_avx2_vnni_2) == (unsigned)dnnl_cpu_isa_avx2_vnni_2;
+#endif
+    return capable;
+}
+
 void onednn_describe(char *buf, size_t n) {
     const dnnl_version_t *v = dnnl_version();
     snprintf(buf, n, "oneDNN %d.%d.%d, %s", v->major, v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()));
