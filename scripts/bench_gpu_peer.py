@@ -9,6 +9,7 @@ Models: resnet18/34/50/101/152, alexnet, googlenet, vgg16 (224x224), inception_v
 lenet (nvcnn's: 3x28x28, conv 5x5x32 and 5x5x64 SAME each with relu and 2x2 max pool, fc 512 + relu).
 Precision: fp32 (no TF32 anywhere), tf32, fp16 (autocast + channels_last + GradScaler),
 bf16 (autocast + channels_last). On --device cpu, fp16 and bf16 both autocast to bfloat16.
+--memory_format: auto (channels_last for fp16/bf16 on CUDA, else NCHW), nchw or channels_last.
 Prints one final line:
   peer: model=M batch=B precision=P images_per_sec=X.X peak_mem_gib=Y.YY
 Used by scripts/bench_gpu.sh and scripts/bench_cpu.sh (--device cpu --threads N).
@@ -39,6 +40,8 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=10, help="untimed steps before them")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: torch's default")
+    p.add_argument("--memory_format", default="auto", choices=("auto", "nchw", "channels_last"),
+                   help="auto: channels_last for fp16/bf16 on CUDA, NCHW otherwise")
     a = p.parse_args()
     if a.model not in MODELS:
         die("unknown model '%s' (one of: %s)" % (a.model, ", ".join(MODELS)))
@@ -105,7 +108,7 @@ def main():
         amp_dtype = torch.float16
     else:
         amp_dtype = torch.bfloat16  # bf16 anywhere; fp16 on cpu too
-    channels_last = half and cuda
+    channels_last = (half and cuda) if a.memory_format == "auto" else a.memory_format == "channels_last"
     use_scaler = cuda and a.precision == "fp16"
 
     model, size = build_model(a.model)
@@ -162,8 +165,9 @@ def main():
     sync()
     elapsed = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if cuda else 0.0
-    print("peer: model=%s batch=%d precision=%s images_per_sec=%.1f peak_mem_gib=%.2f"
-          % (a.model, a.batch, a.precision, a.batch * a.steps / elapsed, peak))
+    print("peer: model=%s batch=%d precision=%s memory_format=%s images_per_sec=%.1f peak_mem_gib=%.2f"
+          % (a.model, a.batch, a.precision, "channels_last" if channels_last else "nchw",
+             a.batch * a.steps / elapsed, peak))
 
 
 if __name__ == "__main__":
