@@ -84,8 +84,10 @@ if [ "$PEER" != 0 ]; then
   echo "torch: $("$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)' 2>&1 | tail -n 1)"
   # the instruction sets PyTorch's kernels use: ATen's dispatch, and its oneDNN's (from oneDNN's verbose line)
   echo "torch ISA: ATen $("$PYTHON" -c 'import torch; print(torch.backends.cpu.get_cpu_capability())' 2>&1 | tail -n 1), oneDNN $(
-    ONEDNN_VERBOSE=1 "$PYTHON" -c 'import torch; torch.nn.functional.conv2d(torch.randn(1, 8, 8, 8), torch.randn(8, 8, 3, 3))' 2>&1 |
-      sed -n 's/.*isa:\([^,]*\).*/\1/p' | head -n 1)"
+    "$PYTHON" -c 'import torch
+with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+    torch.nn.Conv2d(64, 64, 3, padding=1)(torch.randn(2, 64, 28, 28))' 2>&1 |
+      sed -n 's/.*info,cpu,isa:\(.*\)$/\1/p' | head -n 1)"
 fi
 echo "rounds: $rounds (every configuration of a row back to back); training img/s, synthetic data"
 declare -A R
