@@ -120,6 +120,9 @@ static LayerTol layer_tol(int precision, int winograd) {
  * state, within layer_tol's limits. */
 typedef int (*MakeLayer)(Net *net, int in);
 
+/* gpunet_new's layout flag for the GpuNets of parity() and run_model(): 0 (the precision's
+ * default, or NVCNN_GPU_DATA_FORMAT), GPUNET_NHWC or GPUNET_NCHW */
+static unsigned layout_flags;
 static void parity(const char *what, int n, int c, int h, int w, MakeLayer make, int precision) {
     Net *net = net_new(n, c, h, w);
     int x = act_create(net, net->input, ACT_LINEAR, 0);
@@ -142,7 +145,7 @@ static void parity(const char *what, int n, int c, int h, int w, MakeLayer make,
     for (int i = 0; i < n; i++) labels[i] = (int32_t)rng_below(&r, 7);
     char err[512];
     int oom;
-    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, 0, err, sizeof err, &oom);
+    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, layout_flags, err, sizeof err, &oom);
     CHECK_MSG(g != NULL, "%s: %s", what, err);
     if (!g) return;
     /* CPU; each side runs forward and backward twice, so that a result that adds onto what a
@@ -341,6 +344,28 @@ TEST(gpu_tf32_fp16_bf16_layers_match_cpu) {
         layer_cases(bn_pool_cases, COUNT(bn_pool_cases), precs[k]);
         layer_cases(act_cases, COUNT(act_cases), precs[k]);
     }
+}
+
+/* The layout each precision does not take by default (gpunet.h: NHWC in fp16 and bf16, NCHW in
+ * fp32 and tf32): the tests above run the default one, unless NVCNN_GPU_DATA_FORMAT says. */
+static unsigned other_layout(int precision) { return precision == PREC_FP16 || precision == PREC_BF16 ? GPUNET_NCHW : GPUNET_NHWC; }
+
+/* Every layer case in every precision in the other layout, at the same limits: NHWC's kernels
+ * (their channel indexing, concat's per-pixel ranges, pooling's strided windows, the KRSC filters
+ * and their conversion) and NCHW's for the 16-bit precisions. */
+TEST(gpu_layers_match_cpu_in_the_other_layout) {
+    if (!have_gpu()) return;
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
+    for (int k = 0; k < 4; k++) {
+        layout_flags = other_layout(precs[k]);
+        case_note = layout_flags == GPUNET_NHWC ? " (NHWC)" : " (NCHW)";
+        layer_cases(conv_cases, COUNT(conv_cases), precs[k]);
+        layer_cases(grouped_cases, COUNT(grouped_cases), precs[k]);
+        layer_cases(bn_pool_cases, COUNT(bn_pool_cases), precs[k]);
+        layer_cases(act_cases, COUNT(act_cases), precs[k]);
+    }
+    layout_flags = 0;
+    case_note = "";
 }
 
 /* The layer cases whose convolutions have stride 1 (where FFT and Winograd may serve), with
@@ -853,7 +878,7 @@ static int run_model(const Reduced *rd, int B, int gpu, int precision, double u,
     if (gpu) {
         char err[256];
         int oom;
-        g = gpunet_new(n, 0, precision, GPUNET_WORKSPACE_DEFAULT, 0, err, sizeof err, &oom);
+        g = gpunet_new(n, 0, precision, GPUNET_WORKSPACE_DEFAULT, layout_flags, err, sizeof err, &oom);
         CHECK_MSG(g != NULL, "%s: %s", rd->name, err);
         if (!g) return -1;
     }
@@ -1006,6 +1031,18 @@ TEST_LIMIT(gpu_every_model_trains_fp16, 1200) {
 TEST_LIMIT(gpu_every_model_trains_bf16, 1200) {
     if (have_gpu()) every_model(PREC_BF16, &model_limits[PREC_BF16]);
 }
+/* The same in the layout each precision does not take by default (other_layout), at the same
+ * limits: every model's steps agree with the CPU's in NCHW and in NHWC. */
+static void every_model_other_layout(int precision) {
+    if (!have_gpu()) return;
+    layout_flags = other_layout(precision);
+    every_model(precision, &model_limits[precision]);
+    layout_flags = 0;
+}
+TEST_LIMIT(gpu_every_model_other_layout_fp32, 1200) { every_model_other_layout(PREC_FP32); }
+TEST_LIMIT(gpu_every_model_other_layout_tf32, 1200) { every_model_other_layout(PREC_TF32); }
+TEST_LIMIT(gpu_every_model_other_layout_fp16, 1200) { every_model_other_layout(PREC_FP16); }
+TEST_LIMIT(gpu_every_model_other_layout_bf16, 1200) { every_model_other_layout(PREC_BF16); }
 
 /* fp16 with dynamic loss scaling: a batch that overflows fp16 (inputs times 1e6) gives inf/nan
  * gradients, so the step is skipped (the weights keep their bits) and the scale is halved; the

@@ -25,15 +25,17 @@ static const GpuLayerImpl *impl_of(const char *type) {
     return NULL;
 }
 
-static cudnnTensorDescriptor_t tensor_desc(cudnnDataType_t t, Shape s) {
+static cudnnTensorDescriptor_t tensor_desc(cudnnDataType_t t, Shape s, int nhwc) {
     cudnnTensorDescriptor_t d;
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, t, s.n, s.c, s.h, s.w));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, t, s.n, s.c, s.h, s.w));
     return d;
 }
 
-cudnnTensorDescriptor_t gpu_tensor_desc(const GpuNet *g, Shape s) { return tensor_desc(g->dtype, s); }
-cudnnTensorDescriptor_t gpu_tensor_desc_f32(Shape s) { return tensor_desc(CUDNN_DATA_FLOAT, s); }
+cudnnTensorDescriptor_t gpu_tensor_desc(const GpuNet *g, Shape s) { return tensor_desc(g->dtype, s, g->nhwc); }
+cudnnTensorDescriptor_t gpu_tensor_desc_f32(Shape s) { return tensor_desc(CUDNN_DATA_FLOAT, s, 0); }
+
+int gpunet_nhwc(const GpuNet *g) { return g->nhwc; }
 
 cudnnMathType_t gpu_math(const GpuNet *g) {
     return g->prec == PREC_FP32 ? CUDNN_FMA_MATH : g->prec == PREC_TF32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
@@ -191,6 +193,7 @@ static void plan_nodes(GpuNet *g, ArenaPlan *a) {
     char *zero = (char *)xmalloc((size_t)nn);
     g->acc = (char *)xmalloc((size_t)net_input_slots(net) + 1);
     net_grad_schedule(net, first, last, zero, g->acc);
+    gpu_fuse_lifetimes(g, last);
     g->slot0 = (int *)xcalloc((size_t)net->nlayer, sizeof(int));
     g->zero_at = (int *)xmalloc((size_t)net->nlayer * sizeof(int));
     for (int i = 0, k = 0; i < net->nlayer; k += net->layer[i].nin, i++) {
@@ -303,12 +306,16 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, un
         snprintf(err, errlen, "the GPU backend has no precision %d", precision);
         return NULL;
     }
+    const int nhwc = gpunet_layout(precision, flags, err, errlen), fuse = gpunet_fusion(flags, err, errlen);
+    if (nhwc < 0 || fuse < 0) return NULL;
     gpu_require("gpunet_new");
     if (device != gpu_selected()) die("gpunet_new on GPU %d: this process uses GPU %d", device, gpu_selected());
     GpuNet *g = (GpuNet *)xcalloc(1, sizeof *g);
     g->net = net;
     g->device = device;
     g->prec = precision;
+    g->nhwc = nhwc;
+    g->fuse = fuse;
     g->deterministic = (flags & GPUNET_DETERMINISTIC) != 0;
     g->esize = gpu_half(g) ? 2 : 4;
     g->dtype = precision == PREC_FP16 ? CUDNN_DATA_HALF : precision == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
@@ -327,6 +334,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, un
     memset(&a, 0, sizeof a);
     int failed = alloc_fixed(g, err, errlen, oom);
     if (!failed) {
+        gpu_fuse_plan(g, g->fuse); /* before the plan: a fused batch norm reads gradients later, plans its own kernels */
         plan_nodes(g, &a);
         /* a batch that cannot fit fails here, before cuDNN's measurements allocate anything */
         size_t fr = 0, tot = 0;
@@ -360,6 +368,7 @@ void gpunet_free(GpuNet *g) {
             free(g->lp[i]);
         }
     gpu_allreduce_free(g);
+    gpu_fuse_free(g);
     for (int i = 0; g->pev_f && i <= g->net->nlayer; i++) {
         cudaEventDestroy(g->pev_f[i]);
         cudaEventDestroy(g->pev_b[i]);
@@ -419,6 +428,7 @@ void gpunet_print_plan(const GpuNet *g, FILE *f) {
     const double MiB = 1048576.0, GiB = 1073741824.0;
     if (g->sync_check)
         fprintf(f, "NVCNN_SYNC_CHECK=1: synchronising after every layer's forward and backward (slow: names the layer at fault)\n");
+    gpu_fuse_print(g, f);
     if (g->deterministic)
         fprintf(f, "cuDNN algorithm search: %.2f s (--deterministic: %d looked up in cuDNN's heuristics, deterministic algorithms only; "
                    "%d repeated shapes from the cache, %d not needed)\n",
@@ -582,8 +592,10 @@ void gpunet_forward(GpuNet *g) {
     for (int i = 0; i < n->nlayer; i++) {
         enter(g, i, "forward");
         prof_mark(g, g->pev_f, i);
-        lifetimes_start(g, i, 0);
-        g->impl[i]->forward(g, &n->layer[i], i);
+        if (!g->absorbed[i]) { /* a layer fused into a batch norm runs there (fuse.cu) */
+            lifetimes_start(g, i, 0);
+            g->impl[i]->forward(g, &n->layer[i], i);
+        }
         layer_done(g, i, "forward");
     }
     prof_mark(g, g->pev_f, n->nlayer);
@@ -626,10 +638,10 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
          * anything reads it */
         enter(g, i, "backward");
         prof_mark(g, g->pev_b, i);
-        lifetimes_start(g, i, 1);
+        if (!g->absorbed[i]) lifetimes_start(g, i, 1);
         if (g->zero_at[i] >= 0 && g->impl[i] != &gpu_xent_impl)
             CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * g->esize, g->s));
-        g->impl[i]->backward(g, l, i);
+        if (!g->absorbed[i]) g->impl[i]->backward(g, l, i);
         layer_done(g, i, "backward");
         enter(NULL, -1, NULL);
         if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);
