@@ -948,10 +948,8 @@ static void every_model(int precision, const ModelLimits *lim) {
     const char *pn = precision_name((Precision)precision);
     for (int i = 0; i < REDUCED_COUNT; i++) {
         const Reduced *rd = &reduced[i];
-        ModelRun cpu, gpu, near[2];
+        ModelRun cpu, near[2];
         int P = run_model(rd, 8, 0, precision, 0, 0, &cpu);
-        if (run_model(rd, 8, 1, precision, 0, 0, &gpu) != P) continue;
-        ModelDiff e = model_diff(&gpu, &cpu, P);
         /* the sensitivities: the larger of two perturbations' effects on each figure */
         double sl = 0, sa = 0, su = 0;
         for (int k = 0; k < 2; k++) {
@@ -961,30 +959,43 @@ static void every_model(int precision, const ModelLimits *lim) {
         }
         const double tol_loss = fmax(lim->loss_floor, lim->loss_factor * sl), tol_along = fmax(lim->along_floor, lim->along_factor * sa),
                      tu = fmax(lim->update_floor, lim->update_factor * su);
-        /* fp16's loss scale (128) times the largest gradient (at most 10 in these nets) is far
-         * from fp16's 65504: a skipped step is an error here */
-        CHECK_MSG(gpu.skipped == 0 && isfinite(gpu.loss[0]) && isfinite(gpu.loss[1]),
-                  "%s %s: losses %g, %g, %d of 2 steps skipped (largest gradient on the CPU %.3g)", rd->name, pn, gpu.loss[0], gpu.loss[1],
-                  gpu.skipped, cpu.max_grad);
-        CHECK_MSG(e.loss <= tol_loss, "%s %s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g > %.3g (sensitivity %.3g)", rd->name, pn,
-                  cpu.loss[0], cpu.loss[1], gpu.loss[0], gpu.loss[1], e.loss, tol_loss, sl);
-        CHECK_MSG(e.along <= tol_along, "%s %s: an update's component along the CPU's off by %.3g > %.3g (sensitivity %.3g)", rd->name, pn,
-                  e.along, tol_along, sa);
-        CHECK_MSG(tu > 0.1 || e.update <= tu, "%s %s: an update element-wise %.3g > %.3g (sensitivity %.3g)", rd->name, pn, e.update, tu,
-                  su);
-        char what[200];
-        snprintf(what, sizeof what, "%s %dx%d /%d, 2 steps: losses (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, sl);
-        parity_row(what, precision, e.loss_abs, e.loss, tol_loss);
-        snprintf(what, sizeof what, "%s %dx%d /%d: updates along the CPU's (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, sa);
-        parity_row(what, precision, e.along, e.along, tol_along);
-        if (tu <= 0.1) {
-            snprintf(what, sizeof what, "%s %dx%d /%d: updates element-wise (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, su);
-            parity_row(what, precision, e.update_abs, e.update, tu);
-        } else {
-            printf("    %s %s: updates element-wise %.2e, not compared: their sensitivity %.2e allows no limit within 0.1\n", rd->name, pn,
-                   e.update, su);
+        /* the GPU in the precision's default layout, then in the other one (other_layout), each
+         * against the same CPU runs */
+        for (int lay = 0; lay < 2; lay++) {
+            layout_flags = lay ? other_layout(precision) : 0;
+            const char *ln = lay ? (layout_flags == GPUNET_NHWC ? ", NHWC" : ", NCHW") : "";
+            ModelRun gpu;
+            if (run_model(rd, 8, 1, precision, 0, 0, &gpu) != P) continue;
+            ModelDiff e = model_diff(&gpu, &cpu, P);
+            /* fp16's loss scale (128) times the largest gradient (at most 10 in these nets) is far
+             * from fp16's 65504: a skipped step is an error here */
+            CHECK_MSG(gpu.skipped == 0 && isfinite(gpu.loss[0]) && isfinite(gpu.loss[1]),
+                      "%s %s%s: losses %g, %g, %d of 2 steps skipped (largest gradient on the CPU %.3g)", rd->name, pn, ln, gpu.loss[0], gpu.loss[1],
+                      gpu.skipped, cpu.max_grad);
+            CHECK_MSG(e.loss <= tol_loss, "%s %s%s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g > %.3g (sensitivity %.3g)", rd->name, pn, ln,
+                      cpu.loss[0], cpu.loss[1], gpu.loss[0], gpu.loss[1], e.loss, tol_loss, sl);
+            CHECK_MSG(e.along <= tol_along, "%s %s%s: an update's component along the CPU's off by %.3g > %.3g (sensitivity %.3g)", rd->name, pn, ln,
+                      e.along, tol_along, sa);
+            CHECK_MSG(tu > 0.1 || e.update <= tu, "%s %s%s: an update element-wise %.3g > %.3g (sensitivity %.3g)", rd->name, pn, ln, e.update, tu,
+                      su);
+            char what[200];
+            snprintf(what, sizeof what, "%s %dx%d /%d%s, 2 steps: losses (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, ln, sl);
+            parity_row(what, precision, e.loss_abs, e.loss, tol_loss);
+            snprintf(what, sizeof what, "%s %dx%d /%d%s: updates along the CPU's (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, ln,
+                     sa);
+            parity_row(what, precision, e.along, e.along, tol_along);
+            if (tu <= 0.1) {
+                snprintf(what, sizeof what, "%s %dx%d /%d%s: updates element-wise (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, ln,
+                         su);
+                parity_row(what, precision, e.update_abs, e.update, tu);
+            } else {
+                printf("    %s %s%s: updates element-wise %.2e, not compared: their sensitivity %.2e allows no limit within 0.1\n", rd->name, pn,
+                       ln, e.update, su);
+            }
+            free(gpu.update);
         }
-        free(cpu.update), free(gpu.update), free(near[0].update), free(near[1].update);
+        layout_flags = 0;
+        free(cpu.update), free(near[0].update), free(near[1].update);
     }
 }
 
@@ -1031,18 +1042,7 @@ TEST_LIMIT(gpu_every_model_trains_fp16, 1200) {
 TEST_LIMIT(gpu_every_model_trains_bf16, 1200) {
     if (have_gpu()) every_model(PREC_BF16, &model_limits[PREC_BF16]);
 }
-/* The same in the layout each precision does not take by default (other_layout), at the same
- * limits: every model's steps agree with the CPU's in NCHW and in NHWC. */
-static void every_model_other_layout(int precision) {
-    if (!have_gpu()) return;
-    layout_flags = other_layout(precision);
-    every_model(precision, &model_limits[precision]);
-    layout_flags = 0;
-}
-TEST_LIMIT(gpu_every_model_other_layout_fp32, 1200) { every_model_other_layout(PREC_FP32); }
-TEST_LIMIT(gpu_every_model_other_layout_tf32, 1200) { every_model_other_layout(PREC_TF32); }
-TEST_LIMIT(gpu_every_model_other_layout_fp16, 1200) { every_model_other_layout(PREC_FP16); }
-TEST_LIMIT(gpu_every_model_other_layout_bf16, 1200) { every_model_other_layout(PREC_BF16); }
+
 
 /* fp16 with dynamic loss scaling: a batch that overflows fp16 (inputs times 1e6) gives inf/nan
  * gradients, so the step is skipped (the weights keep their bits) and the scale is halved; the

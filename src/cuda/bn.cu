@@ -134,16 +134,34 @@ __global__ void k_bn_stats_final(const T *x, const double *part, int S, int c, s
 /* y = gamma (x - mean) invstd + beta; invstd NULL: 1 / sqrt(var + eps) from var (inference).
  * Fused (fuse.cu): + z (the residual, where z is not NULL), then max(0, .) where relu. */
 template <typename T>
+__device__ __forceinline__ float bn_value(float x, int ch, const float *mean, const float *invstd, const float *var, const float *gamma,
+                                          const float *beta, const T *z, size_t i, int relu) {
+    const float is = invstd ? invstd[ch] : rsqrtf(var[ch] + BN_EPSILON);
+    float v = gamma[ch] * ((x - mean[ch]) * is) + beta[ch];
+    if (z) v = to_f(from_f<T>(v)) + to_f(z[i]); /* the batch norm's output rounded, as the add would read it */
+    return relu && !(v > 0) ? 0.0f : v;
+}
+
+/* 16-byte vectors of x, y (and z) where they allow (gpunet_internal.h), the channel walked
+ * along each vector; the rest one by one */
+template <typename T>
 __global__ void k_bn_apply(const T *x, T *y, const float *mean, const float *invstd, const float *var, const float *gamma, const float *beta,
                            size_t total, int c, size_t hw, int nhwc, const T *z, int relu) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const int ch = gpu_chan(i, c, hw, nhwc);
-        const float is = invstd ? invstd[ch] : rsqrtf(var[ch] + BN_EPSILON);
-        float v = gamma[ch] * ((to_f(x[i]) - mean[ch]) * is) + beta[ch];
-        if (z) v = to_f(from_f<T>(v)) + to_f(z[i]); /* the batch norm's output rounded, as the add would read it */
-        if (relu) v = v > 0 ? v : 0.0f;
-        y[i] = from_f<T>(v);
+    constexpr int V = 16 / sizeof(T);
+    const size_t t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    const size_t nv = gpu_vec_split<T>(total, gpu_aligned16(x) && gpu_aligned16(y) && (!z || gpu_aligned16(z)));
+    for (size_t v = t0; v < nv / V; v += stride) {
+        alignas(16) T a[V], zv[V];
+        gpu_load16(a, x, v);
+        if (z) gpu_load16(zv, z, v);
+        GpuChanWalk w(v * V, c, hw, nhwc);
+#pragma unroll
+        for (int k = 0; k < V; k++, w.next())
+            a[k] = from_f<T>(bn_value<T>(to_f(a[k]), w.ch, mean, invstd, var, gamma, beta, z ? zv : (const T *)NULL, (size_t)k, relu));
+        gpu_store16(y, v, a);
     }
+    for (size_t i = nv + t0; i < total; i += stride)
+        y[i] = from_f<T>(bn_value<T>(to_f(x[i]), gpu_chan(i, c, hw, nhwc), mean, invstd, var, gamma, beta, z, i, relu));
 }
 
 /* The gradient reaching the batch norm's output: dy, or through the fused ReLU (y its output:
@@ -247,10 +265,10 @@ template <typename T> static void bn_forward_own(GpuNet *g, const Layer *l, BnGp
                g->nhwc);
         LAUNCH(k_bn_stats_final<T>, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c, hw,
                g->nhwc, (double)s.n * (double)hw, 1.0f - BN_DECAY, p->save_mean, p->save_invstd, mm, mv);
-        LAUNCH(k_bn_apply<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, (T *)io.y, p->save_mean, p->save_invstd, NULL, gamma, beta, total,
+        LAUNCH(k_bn_apply<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, (T *)io.y, p->save_mean, p->save_invstd, NULL, gamma, beta, total,
                b->c, hw, g->nhwc, (const T *)io.z, io.relu);
     } else {
-        LAUNCH(k_bn_apply<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, (T *)io.y, mm, NULL, mv, gamma, beta, total, b->c, hw, g->nhwc,
+        LAUNCH(k_bn_apply<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, (T *)io.y, mm, NULL, mv, gamma, beta, total, b->c, hw, g->nhwc,
                (const T *)io.z, io.relu);
     }
 }

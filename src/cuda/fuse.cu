@@ -6,7 +6,7 @@
  *                          and writes it into z's gradient (the shortcut's, as the add would
  *                          have: written or added by the add's own plan) in the same pass that
  *                          makes batch norm's input gradient; the add copies nothing.
- * The absorbed ReLU and add run nothing (gpunet.cu skips them); the fused batch norm writes the
+ * The absorbed ReLU and add run nothing (gpu_absorbed_impl); the fused batch norm writes the
  * ReLU's output node and reads its gradient. The intermediate nodes (batch norm's output, the
  * add's) are never computed.
  *
@@ -77,6 +77,9 @@ void gpu_fuse_plan(GpuNet *g, int on) {
     free(ncons);
     free(cons);
 }
+
+static void absorbed_run(GpuNet *g, Layer *l, int li) { (void)g, (void)l, (void)li; }
+const GpuLayerImpl gpu_absorbed_impl = {"absorbed", NULL, NULL, absorbed_run, absorbed_run, NULL, NULL};
 
 void gpu_fuse_lifetimes(const GpuNet *g, int *last) {
     const int nl = g->net->nlayer;

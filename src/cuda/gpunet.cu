@@ -233,7 +233,7 @@ static void plan_layers(GpuNet *g, ArenaPlan *a) {
     a->ws = 0;
     for (int i = 0; i < net->nlayer; i++) {
         Layer *l = &net->layer[i];
-        g->impl[i] = impl_of(l->ops->type);
+        g->impl[i] = g->absorbed[i] ? &gpu_absorbed_impl : impl_of(l->ops->type);
         if (!g->impl[i]) die("the GPU backend has no '%s' layer", l->ops->type);
         size_t w = 0;
         if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &a->scratch[i], &w);
@@ -500,6 +500,7 @@ static void layer_done(GpuNet *g, int li, const char *phase) {
 static void lifetimes_start(GpuNet *g, int li, int backward) {
     const Net *n = g->net;
     const Layer *l = &n->layer[li];
+    if (g->absorbed[li]) return; /* a layer fused into a batch norm (fuse.cu): its nodes are the batch norm's */
     if (!backward) {
         if (g->scratch[li]) emu::poison_async(g->scratch_at[li], g->scratch[li], g->s);
         for (int k = 0; k < l->nin; k++)
@@ -592,10 +593,8 @@ void gpunet_forward(GpuNet *g) {
     for (int i = 0; i < n->nlayer; i++) {
         enter(g, i, "forward");
         prof_mark(g, g->pev_f, i);
-        if (!g->absorbed[i]) { /* a layer fused into a batch norm runs there (fuse.cu) */
-            lifetimes_start(g, i, 0);
-            g->impl[i]->forward(g, &n->layer[i], i);
-        }
+        lifetimes_start(g, i, 0);
+        g->impl[i]->forward(g, &n->layer[i], i);
         layer_done(g, i, "forward");
     }
     prof_mark(g, g->pev_f, n->nlayer);
@@ -638,10 +637,10 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
          * anything reads it */
         enter(g, i, "backward");
         prof_mark(g, g->pev_b, i);
-        if (!g->absorbed[i]) lifetimes_start(g, i, 1);
+        lifetimes_start(g, i, 1);
         if (g->zero_at[i] >= 0 && g->impl[i] != &gpu_xent_impl)
             CUDA_CHECK(cudaMemsetAsync(g->dx[g->zero_at[i]], 0, shape_count(n->node[g->zero_at[i]].shape) * g->esize, g->s));
-        if (!g->absorbed[i]) g->impl[i]->backward(g, l, i);
+        g->impl[i]->backward(g, l, i);
         layer_done(g, i, "backward");
         enter(NULL, -1, NULL);
         if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);

@@ -241,13 +241,46 @@ cudnnMathType_t gpu_math(const GpuNet *g);
 #define GPU_THREADS 256
 static_assert(GPU_THREADS >= 32 && GPU_THREADS <= 1024 && (GPU_THREADS & (GPU_THREADS - 1)) == 0 && GPU_THREADS % 32 == 0,
               "the block reductions need a power of two of whole warps, at most 1024 threads");
+/* 16-byte vector accesses (item: kernels that stream whole tensors): V elements of T per uint4
+ * load or store, taken where every pointer a kernel vectorises is 16-byte aligned (the arena's
+ * tensors are 256-byte aligned; the emulated device faults on a misaligned vector access, as a
+ * GPU does); the elements past the last whole vector, or every element when a pointer is not
+ * aligned, go one at a time. gpu_vec_split says how many elements the vector loop covers. */
+__device__ __forceinline__ bool gpu_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+template <typename T> __device__ __forceinline__ size_t gpu_vec_split(size_t n, bool aligned) { return aligned ? n / (16 / sizeof(T)) * (16 / sizeof(T)) : 0; }
+template <typename T> __device__ __forceinline__ void gpu_load16(T *dst, const T *src, size_t v) {
+    *reinterpret_cast<uint4 *>(dst) = reinterpret_cast<const uint4 *>(src)[v];
+}
+template <typename T> __device__ __forceinline__ void gpu_store16(T *dst, size_t v, const T *src) {
+    reinterpret_cast<uint4 *>(dst)[v] = *reinterpret_cast<const uint4 *>(src);
+}
 /* Blocks for a grid-stride loop over n elements. */
 static inline unsigned gpu_blocks(size_t n) {
     size_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
     return (unsigned)(b > 65535 * 8 ? 65535 * 8 : (b ? b : 1));
 }
+/* ... and over n elements in 16-byte vectors of T */
+template <typename T> static inline unsigned gpu_vec_blocks(size_t n) { return gpu_blocks((n + 16 / sizeof(T) - 1) / (16 / sizeof(T))); }
+
+/* The channel of consecutive elements of a [n][c][hw] activation, from element i on: NCHW
+ * (i / hw) % c, NHWC i % c, advanced one element at a time without a division. */
+struct GpuChanWalk {
+    int ch, c;
+    size_t p, hw; /* NCHW: the pixel within the plane; NHWC: hw is 1 */
+    __device__ GpuChanWalk(size_t i, int c_, size_t hw_, int nhwc) : c(c_), hw(nhwc ? 1 : hw_) {
+        p = i % hw;
+        ch = (int)(i / hw % (size_t)c);
+    }
+    __device__ void next() {
+        if (++p == hw) {
+            p = 0;
+            if (++ch == c) ch = 0;
+        }
+    }
+};
 
 extern const GpuLayerImpl gpu_conv_impl, gpu_bn_impl, gpu_maxpool_impl, gpu_avgpool_impl, gpu_fc_impl,
-    gpu_dropout_impl, gpu_flatten_impl, gpu_avg_impl, gpu_concat_impl, gpu_add_impl, gpu_xent_impl, gpu_act_impl;
+    gpu_dropout_impl, gpu_flatten_impl, gpu_avg_impl, gpu_concat_impl, gpu_add_impl, gpu_xent_impl, gpu_act_impl,
+    gpu_absorbed_impl; /* a layer fused into a batch norm (fuse.cu): runs nothing of its own */
 
 #endif
