@@ -1105,23 +1105,6 @@ TEST(gpu_fp16_dynamic_loss_scale_skips_an_overflow_and_recovers) {
  * path: after a restore the device casts the fp32 weights into its storage type, as bf16 does;
  * tf32 stores fp32 as fp32 does. (bf16's rounding, 8 times fp16's, moves the weights here by
  * 6.5e-4, too close to what the test must tell apart.) */
-static float *ckpt_params(const char *path, size_t *n) {
-    Net *net = model_build_net(model_find("lenet"), 16, 10);
-    net_finalize(net, 1);
-    char err[512];
-    CkptMeta meta;
-    float *w = NULL;
-    if (ckpt_load(path, "lenet", net, NULL, &meta, err, sizeof err) != 0) {
-        th_fail(__FILE__, __LINE__, "%s: %s", path, err);
-    } else {
-        *n = net->params_total;
-        w = xmalloc(*n * sizeof *w);
-        memcpy(w, net->params, *n * sizeof *w);
-    }
-    net_free(net);
-    return w;
-}
-
 TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
     if (!gpu_present()) return;
     const char *t = th_tmpdir();
@@ -1136,7 +1119,7 @@ TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
     }
     size_t nb = 0;
     snprintf(path, sizeof path, "%s/xr/ckpt-12.nvcnn", t);
-    float *b = ckpt_params(path, &nb);
+    float *b = tu_ckpt_params(path, "lenet", 10, &nb);
     for (int p = 0; p < 2; p++) {
         const char *dev[3] = {"gpu", "cpu", "gpu"};
         for (int k = 0; k < 3; k++) {
@@ -1153,7 +1136,7 @@ TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
         }
         size_t na = 0;
         snprintf(path, sizeof path, "%s/x%s/ckpt-12.nvcnn", t, precs[p]);
-        float *a = ckpt_params(path, &na);
+        float *a = tu_ckpt_params(path, "lenet", 10, &na);
         if (a && b && na == nb) {
             double abs_err = 0, e = rel_err(a, b, na, &abs_err);
             printf("    4 + 4 + 4 steps gpu (%s) -> cpu -> gpu against cpu -> cpu -> cpu: weights' max relative difference %.2e\n",

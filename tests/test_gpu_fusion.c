@@ -112,14 +112,6 @@ static double pass_diff(const Pass *a, const Pass *b, const Net *net, int x0, in
     return tu_worse(e, fabs(a->loss - b->loss) / fmax(fabs(b->loss), 1e-6));
 }
 
-static GpuNet *make(Net *net, int precision, unsigned flags) {
-    char err[512];
-    int oom;
-    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, flags, err, sizeof err, &oom);
-    CHECK_MSG(g != NULL, "gpunet_new: %s", err);
-    return g;
-}
-
 /* The limits: test_gpu.c's layer limits for 1x1 convolutions (fp32 1e-5, tf32 and fp16 2e-3,
  * bf16 2e-2: a few units of the precision's rounding). Measured on the emulated device, the worst
  * over both layouts and add orders:
@@ -159,7 +151,7 @@ TEST(gpu_fused_block_matches_cpu_and_unfused) {
                 float *state0 = xmalloc((net->state_total + 1) * 4);
                 memcpy(state0, net->state, net->state_total * 4);
                 Pass fused, unfused, cpu;
-                GpuNet *g = make(net, prec, layout | GPUNET_FUSE);
+                GpuNet *g = tu_gpunet(net, prec, layout | GPUNET_FUSE);
                 if (!g) return;
                 int br = 0, bar = 0;
                 gpunet_fused(g, &br, &bar);
@@ -167,7 +159,7 @@ TEST(gpu_fused_block_matches_cpu_and_unfused) {
                 run_pass(net, g, labels, x0, y, &fused);
                 gpunet_free(g);
                 memcpy(net->state, state0, net->state_total * 4);
-                g = make(net, prec, layout | GPUNET_NOFUSE);
+                g = tu_gpunet(net, prec, layout | GPUNET_NOFUSE);
                 if (!g) return;
                 CHECK(gpunet_fused(g, NULL, NULL) == 0);
                 run_pass(net, g, labels, x0, y, &unfused);
@@ -203,7 +195,7 @@ TEST(gpu_fusion_fuses_resnet50s_batch_norms) {
     for (int i = 0; i < net->nlayer; i++) nbn += strcmp(net->layer[i].ops->type, "bn") == 0;
     CHECK_MSG(nbn == 53, "resnet50 has %d batch norms", nbn);
     for (int on = 0; on < 2; on++) {
-        GpuNet *g = make(net, PREC_FP16, on ? GPUNET_FUSE : GPUNET_NOFUSE);
+        GpuNet *g = tu_gpunet(net, PREC_FP16, on ? GPUNET_FUSE : GPUNET_NOFUSE);
         if (!g) return;
         int br = -1, bar = -1;
         const int n = gpunet_fused(g, &br, &bar);
@@ -244,7 +236,7 @@ TEST(gpu_fusion_add_backward_copies_nothing) {
         rng_seed(&r, 2);
         tu_fill_uniform(net->node[net->input].data, shape_count(net->node[net->input].shape), -1, 1, &r);
         int32_t labels[2] = {4, 9};
-        GpuNet *g = make(net, PREC_FP16, on ? GPUNET_FUSE : GPUNET_NOFUSE);
+        GpuNet *g = tu_gpunet(net, PREC_FP16, on ? GPUNET_FUSE : GPUNET_NOFUSE);
         if (!g) return;
         net->training = 1;
         gpunet_set_input(g, net->node[net->input].data);

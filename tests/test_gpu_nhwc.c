@@ -73,29 +73,11 @@ TEST(gpu_nhwc_parameters_and_momentum_survive_both_layouts) {
     free(w), free(v), free(back);
 }
 
-/* The weights of a lenet checkpoint (NULL, and the test fails, if it cannot be read). */
-static float *ckpt_weights(const char *path, size_t *n) {
-    Net *net = model_build_net(model_find("lenet"), 16, 10);
-    net_finalize(net, 1);
-    char err[512];
-    CkptMeta meta;
-    float *w = NULL;
-    if (ckpt_load(path, "lenet", net, NULL, &meta, err, sizeof err) != 0) {
-        th_fail(__FILE__, __LINE__, "%s: %s", path, err);
-    } else {
-        *n = net->params_total;
-        w = xmalloc(*n * sizeof *w);
-        memcpy(w, net->params, *n * sizeof *w);
-    }
-    net_free(net);
-    return w;
-}
-
 /* 3 + 3 + 3 + 3 steps of lenet, fp32: CPU, then GPU NHWC, GPU NCHW and CPU again, each from the
  * last one's checkpoint and resuming at its step; the last checkpoint's weights against the same
  * four runs on the CPU alone, within 1e-4 of the largest weight (gpu_checkpoint_resumes_on_cpu_
  * and_back's limit for 12 steps through the GPU in fp32; measured here on the emulated device:
- * printed below). The 9 steps after the first checkpoint move the weights by several 1e-3 of the
+ * 5.6e-7). The 9 steps after the first checkpoint move the weights by several 1e-3 of the
  * largest: a resume that lost or scrambled them (a filter left in KRSC) misses by that much. */
 TEST(gpu_nhwc_checkpoint_moves_cpu_gpu_nhwc_gpu_nchw_cpu) {
     if (tu_gpus() == 0) return;
@@ -124,7 +106,7 @@ TEST(gpu_nhwc_checkpoint_moves_cpu_gpu_nhwc_gpu_nchw_cpu) {
             o = NULL;
         }
         snprintf(path, sizeof path, "%s/c%d/ckpt-12.nvcnn", t, chain);
-        w[chain] = ckpt_weights(path, &n[chain]);
+        w[chain] = tu_ckpt_params(path, "lenet", 10, &n[chain]);
     }
     if (w[0] && w[1] && n[0] == n[1]) {
         double d = 0, m = 1e-30;
