@@ -26,6 +26,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # The GPU tests, cheapest first: each mutant stops at the first that fails.
 TESTS=${TESTS:-"gpu_conv_matches_cpu gpu_conv_finds gpu_bn_pool_reshape gpu_activations gpu_grouped gpu_tf32_fp16_bf16 gpu_dropout
+gpu_nhwc_parameters gpu_nhwc_padding gpu_fused_block gpu_fusion_add gpu_layers_match_cpu_in_the_other_layout
 gpu_staged gpu_deterministic gpu_padded gpu_parameters_out gpu_larc_is gpu_bias_gradient gpu_training_steps_match_cpu gpu_larc_steps
 gpu_fp16_dynamic dist_gpu_ranks dist_gpu_nvcnn gpu_multi_stream_tests gpu_layers_match_cpu_with gpu_every_model_trains_fp32
 gpu_every_model_trains_fp16 gpu_every_model_trains_bf16"}
@@ -59,8 +60,11 @@ fp32_takes_tensor_ops|src/convalgo.c|        return math == CONVALGO_MATH_FMA; /
 deterministic_by_find|src/cuda/conv.cu|    const int h = g->deterministic;|    const int h = 0;
 nccl_before_backward|src/cuda/gpunet.cu|        enter(NULL, -1, NULL);\n        if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);\n|        enter(NULL, -1, NULL);\n|        g->impl[i]->backward(g, l, i);\n|        if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);\n        g->impl[i]->backward(g, l, i);\n
 nccl_no_wait|src/cuda/allreduce.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->cs, ready, 0));\n|
-read_before_write|src/cuda/act.cu|dx[i] = from_f<T>(acc ? to_f(dx[i]) + d : d);|dx[i] = from_f<T>(to_f(dx[i]) * (float)acc + d);
+read_before_write|src/cuda/act.cu|dx[i] = from_f<T>(acc ? to_f(dx[i]) + d : d);|dx[i] = from_f<T>(to_f(dx[i]) * (float)acc + d);|        if (acc) gpu_load16(o, dx, v);|        gpu_load16(o, dx, v);|            o[k] = from_f<T>(acc ? to_f(o[k]) + d : d);|            o[k] = from_f<T>(to_f(o[k]) * (float)acc + d);
 misaligned_vector|src/cuda/bias.cu|    size_t head = ((16 - ((uintptr_t)x & 15)) & 15) / sizeof(T);|    size_t head = 0;
+padding_not_zero|src/cuda/conv.cu|dst[i] = ch < c ? src[r * c + ch] : from_f<T>(0.0f);|dst[i] = ch < c ? src[r * c + ch] : src[r * c];
+fused_drops_shortcut_grad|src/cuda/bn.cu|        if (dz) dz[i] = from_f<T>(acc_z ? to_f(dz[i]) + d : d);\n        if (!dx) continue;|        if (!dx) continue;
+nhwc_filter_not_permuted|src/cuda/transfer.cu|t[rs * C + ch] = w[ch * RS + rs];|t[ch * RS + rs] = w[ch * RS + rs];
 EOF
 
 selected=${MUTANTS:-$(cut -d'|' -f1 <<<"$DEFECTS" | tr '\n' ' ')}

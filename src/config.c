@@ -48,7 +48,6 @@ static void parse_num(Config *cfg, const Flag *f, const char *v);
 static void parse_choice(Config *cfg, const Flag *f, const char *v);
 static void parse_set(Config *cfg, const Flag *f, const char *v);
 static void parse_loss_scale(Config *cfg, const Flag *f, const char *v);
-static void parse_data_format(Config *cfg, const Flag *f, const char *v);
 static void parse_help(Config *cfg, const Flag *f, const char *v);
 static void parse_profile_steps(Config *cfg, const Flag *f, const char *v);
 
@@ -79,8 +78,9 @@ static const Flag flags[] = {
     {"device", 0, CHOICE(device, "cpu|gpu", DEVICE_CPU), .def = "cpu (gpu: opt-in, see README)", .help = "gpu | cpu"},
     {"num_gpus", 'g', INT(num_gpus, 1, 4096), .init = "1",
      .help = "GPUs per process: 1 (run one process per GPU under mpirun or srun)"},
-    {"data_format", 0, .parse = parse_data_format, .has_arg = 1, .choices = "NCHW|NHWC", .def = "NCHW",
-     .help = "layout of the activations: NCHW"},
+    {"data_format", 0, CHOICE(data_format, "NCHW|NHWC", DATA_FORMAT_NCHW), .def = "NHWC on the GPU in fp16 and bf16, else NCHW",
+     .help = "layout of the activations, their gradients and the filters (KRSC in NHWC) on the GPU backend; the CPU backend "
+             "computes in NCHW (checkpoints are one format whatever the layout)"},
     {"log_dir", 0, PATH(log_dir), .def = "(none)", .help = "checkpoints, TensorBoard events and metrics.csv"},
     {"learning_rate", 0, POS(learning_rate, 1e9), .def = "model default",
      .help = "alexnet 0.03, googlenet 0.04, vgg 0.02, inception3 0.2, inception4 and inception-resnet2 0.045, resnext "
@@ -129,6 +129,9 @@ static const Flag flags[] = {
     {"cudnn_workspace_mb", 0, NUM(cudnn_workspace_mb, 0, 1 << 24), .init = "4096",
      .help = "GPU backend: cuDNN's workspace at most this many MiB (each convolution takes the fastest algorithm within it "
              "and the memory free), room left for cuBLAS and NCCL"},
+    {"fuse", 0, CHOICE(fuse, "off|on", 0), .init = "on",
+     .help = "GPU backend: batch norm with the ReLU, or the residual add and the ReLU, that follow it as one pass forward and one "
+             "backward (the header's Fusion line says how many); off: every layer alone"},
     {"deterministic", 0, ON(deterministic),
      .help = "GPU backend: bitwise-reproducible runs: each convolution takes the first of cuDNN's deterministic algorithms "
              "in its heuristics' order instead of the fastest it measures (everything else of a step is deterministic "
@@ -317,12 +320,6 @@ static void parse_set(Config *cfg, const Flag *f, const char *v) {
 static void parse_loss_scale(Config *cfg, const Flag *f, const char *v) {
     cfg->dynamic_loss_scale = strcmp(v, "dynamic") == 0;
     cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 0, 1e30, 1);
-}
-
-static void parse_data_format(Config *cfg, const Flag *f, const char *v) {
-    (void)cfg;
-    if (pick(f->name, v, f->choices) == 1)
-        bad_value(f->name, v, "this version computes in NCHW only (NHWC is planned for the GPU backend's 16-bit path)");
 }
 
 static void parse_help(Config *cfg, const Flag *f, const char *v) {

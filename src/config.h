@@ -11,6 +11,7 @@ typedef enum { LR_POLY = 0, LR_STEP } LrPolicy;
 typedef enum { LARC_CLIP = 0, LARC_SCALE } LarcMode;
 typedef enum { CPU_IMPL_AUTO = 0, CPU_IMPL_REFERENCE, CPU_IMPL_ONEDNN } CpuImplKind;
 typedef enum { ALLREDUCE_AUTO = 0, ALLREDUCE_NCCL, ALLREDUCE_MPI, ALLREDUCE_NONE } AllreduceKind;
+typedef enum { DATA_FORMAT_AUTO = 0, DATA_FORMAT_NCHW, DATA_FORMAT_NHWC } DataFormat;
 
 /* A flag as given on the command line: its row in the flag table and its value (NULL for a flag
  * that takes none). */
@@ -62,6 +63,8 @@ typedef struct Config {
     double bucket_mb;
     double cudnn_workspace_mb; /* GPU backend: the cap of cuDNN's workspace */
     int deterministic;         /* GPU backend: bitwise-reproducible steps (gpunet.h: GPUNET_DETERMINISTIC) */
+    DataFormat data_format;    /* GPU backend's layout; AUTO: NHWC in fp16 and bf16, NCHW otherwise */
+    int fuse;                  /* GPU backend: 1 fuse batch norm with ReLU and add (gpunet.h: GPUNET_FUSE), 0 not */
     int save_interval;         /* seconds */
     double step_timeout;       /* seconds a rank may wait in one phase (watchdog.h); 0: forever */
     int verbose;

@@ -29,7 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "config.h"
 #include "net.h"
 
 typedef struct GpuNet GpuNet;
@@ -50,8 +53,62 @@ typedef struct GpuNet GpuNet;
  * stream per handle (its documentation's "Results reproducibility"; the handle here has one),
  * dropout's masks are a hash of a seed. */
 #define GPUNET_DETERMINISTIC 1u
+/* The layout of activations, their gradients and the convolutions' filters on the device:
+ * GPUNET_NHWC (filters KRSC), GPUNET_NCHW (filters KCRS), or neither: NVCNN_GPU_DATA_FORMAT=NCHW|NHWC
+ * if set (tests run the whole suite either way), else NHWC in fp16 and bf16 (cuDNN's tensor-core
+ * kernels are NHWC: given NCHW they transpose internally) and NCHW in fp32 and tf32. Everything
+ * the host sees is NCHW whatever the layout: nodes (gpunet_download_node, gpunet_set_input) and
+ * parameters, velocity and gradients (KCRS filters) are converted in the copies, so checkpoints
+ * are one format. */
+#define GPUNET_NHWC 2u
+#define GPUNET_NCHW 4u
+/* Fusion (--fuse): batch norm with the ReLU, and with the residual add and the ReLU, that follow
+ * it, each one pass forward and one backward (src/cuda/fuse.cu). GPUNET_NOFUSE turns it off,
+ * GPUNET_FUSE on; neither: NVCNN_GPU_FUSE=on|off if set (tests run everything either way), else
+ * on. */
+#define GPUNET_FUSE 8u
+#define GPUNET_NOFUSE 16u
+/* Whether gpunet_new fuses with these flags: 1, 0, or -1 (a message in err) when NVCNN_GPU_FUSE is
+ * neither on nor off. */
+static inline int gpunet_fusion(unsigned flags, char *err, size_t errlen) {
+    if (flags & GPUNET_FUSE) return 1;
+    if (flags & GPUNET_NOFUSE) return 0;
+    const char *v = getenv("NVCNN_GPU_FUSE");
+    if (v && *v) {
+        if (strcmp(v, "on") == 0) return 1;
+        if (strcmp(v, "off") == 0) return 0;
+        snprintf(err, errlen, "NVCNN_GPU_FUSE=%s: expected on or off", v);
+        return -1;
+    }
+    return 1;
+}
+/* How many batch norms g fused: in all (returned), with a ReLU, with an add and a ReLU. */
+int gpunet_fused(const GpuNet *g, int *bn_relu, int *bn_add_relu);
+/* The layout gpunet_new takes with these flags: 1 NHWC, 0 NCHW, -1 (a message in err) when
+ * NVCNN_GPU_DATA_FORMAT is neither NCHW nor NHWC. */
+static inline int gpunet_layout(int precision, unsigned flags, char *err, size_t errlen) {
+    if (flags & GPUNET_NHWC) return 1;
+    if (flags & GPUNET_NCHW) return 0;
+    const char *v = getenv("NVCNN_GPU_DATA_FORMAT");
+    if (v && *v) {
+        if (strcmp(v, "NHWC") == 0) return 1;
+        if (strcmp(v, "NCHW") == 0) return 0;
+        snprintf(err, errlen, "NVCNN_GPU_DATA_FORMAT=%s: expected NCHW or NHWC", v);
+        return -1;
+    }
+    return precision == PREC_FP16 || precision == PREC_BF16;
+}
 GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, unsigned flags, char *err, size_t errlen, int *oom);
 void gpunet_free(GpuNet *g);
+/* 1 when g computes in NHWC */
+int gpunet_nhwc(const GpuNet *g);
+/* Conv layer li's input channels as cuDNN sees them (more than the layer's where NHWC pads them
+ * with zero channels for the tensor cores), -1 if li is no convolution. */
+int gpunet_conv_channels(const GpuNet *g, int li);
+/* The filter conv layer li convolved with in its last forward, as the device holds it (KRSC in
+ * NHWC, with the padding channels where gpunet_conv_channels pads), into dst as floats; returns
+ * the element count (0 if li is no convolution). */
+size_t gpunet_download_conv_filter(GpuNet *g, int li, float *dst);
 
 /* The cuDNN algorithm that conv layer li runs in direction dir (ConvDir, convalgo.h), -1 if none
  * (not a convolution, or a direction never run); *deterministic (may be NULL) receives whether

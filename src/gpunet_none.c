@@ -15,6 +15,14 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, un
     return NULL;
 }
 void gpunet_free(GpuNet *g) { (void)g; }
+int gpunet_fused(const GpuNet *g, int *bn_relu, int *bn_add_relu) {
+    (void)g, (void)bn_relu, (void)bn_add_relu;
+    return 0;
+}
+int gpunet_nhwc(const GpuNet *g) {
+    (void)g;
+    return 0;
+}
 #define NO_GPU die("GPU backend call in a build without CUDA")
 size_t gpunet_bytes(const GpuNet *g) { (void)g; return 0; }
 int gpunet_conv_algorithm(const GpuNet *g, int li, int dir, int *deterministic) {
@@ -22,6 +30,14 @@ int gpunet_conv_algorithm(const GpuNet *g, int li, int dir, int *deterministic) 
     NO_GPU;
 }
 size_t gpunet_layer_scratch(const GpuNet *g, int li) { (void)g, (void)li; return 0; }
+int gpunet_conv_channels(const GpuNet *g, int li) {
+    (void)g, (void)li;
+    NO_GPU;
+}
+size_t gpunet_download_conv_filter(GpuNet *g, int li, float *dst) {
+    (void)g, (void)li, (void)dst;
+    NO_GPU;
+}
 void gpunet_print_plan(const GpuNet *g, FILE *f) { (void)g, (void)f; NO_GPU; }
 void gpunet_upload_params(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_download_params(GpuNet *g) { (void)g; NO_GPU; }

@@ -52,6 +52,12 @@ static void choose_device(Run *r) {
         }
         r->gpu = 1;
         r->gpu_device = r->dist.local_rank % ngpu;
+        r->gpu_flags = (r->cfg.deterministic ? GPUNET_DETERMINISTIC : 0) |
+                       (r->cfg.data_format == DATA_FORMAT_NHWC ? GPUNET_NHWC : r->cfg.data_format == DATA_FORMAT_NCHW ? GPUNET_NCHW : 0) |
+                       (!config_given(&r->cfg, &r->cfg.fuse) ? 0 : r->cfg.fuse ? GPUNET_FUSE : GPUNET_NOFUSE);
+        char err[256];
+        r->nhwc = gpunet_layout((int)r->cfg.precision, r->gpu_flags, err, sizeof err);
+        if (r->nhwc < 0) die_code(EXIT_USAGE, "%s", err);
         gpu_select(r->gpu_device); /* before anything makes a CUDA context (the loader's pinned batches) */
         /* one GPU per rank, or exit 2 naming the node; --allreduce=mpi lets ranks share GPUs */
         placement_check_gpus(&r->dist, r->gpu_device, r->cfg.allreduce == ALLREDUCE_MPI);
@@ -72,6 +78,8 @@ static void choose_device(Run *r) {
     if (r->cfg.precision != PREC_FP32)
         die_code(EXIT_USAGE, "--precision=%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32",
                  precision_name(r->cfg.precision));
+    if (r->cfg.data_format == DATA_FORMAT_NHWC)
+        die_code(EXIT_USAGE, "--data_format=NHWC needs the GPU backend (--device=gpu); the CPU backend computes in NCHW");
     if (r->cfg.device == DEVICE_AUTO) {
         char drv[512];
         if (ngpu == 0 && gpu_driver_problem(drv, sizeof drv))
@@ -175,7 +183,7 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
     char err[512];
     int oom = 0;
     GpuNet *g = gpunet_new(net, r->gpu_device, (int)r->cfg.precision, (size_t)(r->cfg.cudnn_workspace_mb * 1048576.0),
-                           r->cfg.deterministic ? GPUNET_DETERMINISTIC : 0, err, sizeof err, &oom);
+                           r->gpu_flags, err, sizeof err, &oom);
     if (!g) {
         if (oom) die_code(EXIT_OOM, "--model=%s --batch_size=%d does not fit on the GPU: %s", r->model->name, r->cfg.batch_size, err);
         die_code(EXIT_USAGE, "%s", err);

@@ -45,7 +45,7 @@ void report_header(const Run *r, const Net *net) {
     if (r->gpu)
         printf(c->deterministic ? "Deterministic: yes (--deterministic: cuDNN's deterministic algorithms, by its heuristics)\n"
                                 : "Deterministic: no (cuDNN's fastest measured algorithms: bits may differ between runs; --deterministic)\n");
-    printf("Data format: NCHW\n");
+    printf("Data format: %s\n", r->nhwc ? "NHWC (activations and their gradients; filters KRSC)" : "NCHW");
     printf("Data type:   %s\n", precision_name(c->precision));
     if (c->forward_only)
         printf("Mode:        forward only (inference: batch norm on its moving statistics, no backward, no update)\n");

@@ -403,6 +403,7 @@ TEST(cli_nvcnn_spellings) {
     free(o);
     const char *bad[][2] = {{"-m lenet -b 0", "--batch_size=0"},
                             {"-m lenet --data_format=NHWC", "--data_format=NHWC"},
+                            {"-m lenet --data_format=nhwc", "--data_format=nhwc"},
                             {"-m lenet --summary_interval=-1", "--summary_interval=-1"},
                             {"-m lenet -x", "unknown flag -x"},
                             {"-m", "needs a value"}};

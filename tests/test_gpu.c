@@ -120,6 +120,9 @@ static LayerTol layer_tol(int precision, int winograd) {
  * state, within layer_tol's limits. */
 typedef int (*MakeLayer)(Net *net, int in);
 
+/* gpunet_new's layout flag for the GpuNets of parity() and run_model(): 0 (the precision's
+ * default, or NVCNN_GPU_DATA_FORMAT), GPUNET_NHWC or GPUNET_NCHW */
+static unsigned layout_flags;
 static void parity(const char *what, int n, int c, int h, int w, MakeLayer make, int precision) {
     Net *net = net_new(n, c, h, w);
     int x = act_create(net, net->input, ACT_LINEAR, 0);
@@ -142,7 +145,7 @@ static void parity(const char *what, int n, int c, int h, int w, MakeLayer make,
     for (int i = 0; i < n; i++) labels[i] = (int32_t)rng_below(&r, 7);
     char err[512];
     int oom;
-    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, 0, err, sizeof err, &oom);
+    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, layout_flags, err, sizeof err, &oom);
     CHECK_MSG(g != NULL, "%s: %s", what, err);
     if (!g) return;
     /* CPU; each side runs forward and backward twice, so that a result that adds onto what a
@@ -341,6 +344,28 @@ TEST(gpu_tf32_fp16_bf16_layers_match_cpu) {
         layer_cases(bn_pool_cases, COUNT(bn_pool_cases), precs[k]);
         layer_cases(act_cases, COUNT(act_cases), precs[k]);
     }
+}
+
+/* The layout each precision does not take by default (gpunet.h: NHWC in fp16 and bf16, NCHW in
+ * fp32 and tf32): the tests above run the default one, unless NVCNN_GPU_DATA_FORMAT says. */
+static unsigned other_layout(int precision) { return precision == PREC_FP16 || precision == PREC_BF16 ? GPUNET_NCHW : GPUNET_NHWC; }
+
+/* Every layer case in every precision in the other layout, at the same limits: NHWC's kernels
+ * (their channel indexing, concat's per-pixel ranges, pooling's strided windows, the KRSC filters
+ * and their conversion) and NCHW's for the 16-bit precisions. */
+TEST(gpu_layers_match_cpu_in_the_other_layout) {
+    if (!have_gpu()) return;
+    const int precs[4] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
+    for (int k = 0; k < 4; k++) {
+        layout_flags = other_layout(precs[k]);
+        case_note = layout_flags == GPUNET_NHWC ? " (NHWC)" : " (NCHW)";
+        layer_cases(conv_cases, COUNT(conv_cases), precs[k]);
+        layer_cases(grouped_cases, COUNT(grouped_cases), precs[k]);
+        layer_cases(bn_pool_cases, COUNT(bn_pool_cases), precs[k]);
+        layer_cases(act_cases, COUNT(act_cases), precs[k]);
+    }
+    layout_flags = 0;
+    case_note = "";
 }
 
 /* The layer cases whose convolutions have stride 1 (where FFT and Winograd may serve), with
@@ -853,7 +878,7 @@ static int run_model(const Reduced *rd, int B, int gpu, int precision, double u,
     if (gpu) {
         char err[256];
         int oom;
-        g = gpunet_new(n, 0, precision, GPUNET_WORKSPACE_DEFAULT, 0, err, sizeof err, &oom);
+        g = gpunet_new(n, 0, precision, GPUNET_WORKSPACE_DEFAULT, layout_flags, err, sizeof err, &oom);
         CHECK_MSG(g != NULL, "%s: %s", rd->name, err);
         if (!g) return -1;
     }
@@ -923,10 +948,8 @@ static void every_model(int precision, const ModelLimits *lim) {
     const char *pn = precision_name((Precision)precision);
     for (int i = 0; i < REDUCED_COUNT; i++) {
         const Reduced *rd = &reduced[i];
-        ModelRun cpu, gpu, near[2];
+        ModelRun cpu, near[2];
         int P = run_model(rd, 8, 0, precision, 0, 0, &cpu);
-        if (run_model(rd, 8, 1, precision, 0, 0, &gpu) != P) continue;
-        ModelDiff e = model_diff(&gpu, &cpu, P);
         /* the sensitivities: the larger of two perturbations' effects on each figure */
         double sl = 0, sa = 0, su = 0;
         for (int k = 0; k < 2; k++) {
@@ -936,30 +959,43 @@ static void every_model(int precision, const ModelLimits *lim) {
         }
         const double tol_loss = fmax(lim->loss_floor, lim->loss_factor * sl), tol_along = fmax(lim->along_floor, lim->along_factor * sa),
                      tu = fmax(lim->update_floor, lim->update_factor * su);
-        /* fp16's loss scale (128) times the largest gradient (at most 10 in these nets) is far
-         * from fp16's 65504: a skipped step is an error here */
-        CHECK_MSG(gpu.skipped == 0 && isfinite(gpu.loss[0]) && isfinite(gpu.loss[1]),
-                  "%s %s: losses %g, %g, %d of 2 steps skipped (largest gradient on the CPU %.3g)", rd->name, pn, gpu.loss[0], gpu.loss[1],
-                  gpu.skipped, cpu.max_grad);
-        CHECK_MSG(e.loss <= tol_loss, "%s %s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g > %.3g (sensitivity %.3g)", rd->name, pn,
-                  cpu.loss[0], cpu.loss[1], gpu.loss[0], gpu.loss[1], e.loss, tol_loss, sl);
-        CHECK_MSG(e.along <= tol_along, "%s %s: an update's component along the CPU's off by %.3g > %.3g (sensitivity %.3g)", rd->name, pn,
-                  e.along, tol_along, sa);
-        CHECK_MSG(tu > 0.1 || e.update <= tu, "%s %s: an update element-wise %.3g > %.3g (sensitivity %.3g)", rd->name, pn, e.update, tu,
-                  su);
-        char what[200];
-        snprintf(what, sizeof what, "%s %dx%d /%d, 2 steps: losses (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, sl);
-        parity_row(what, precision, e.loss_abs, e.loss, tol_loss);
-        snprintf(what, sizeof what, "%s %dx%d /%d: updates along the CPU's (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, sa);
-        parity_row(what, precision, e.along, e.along, tol_along);
-        if (tu <= 0.1) {
-            snprintf(what, sizeof what, "%s %dx%d /%d: updates element-wise (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, su);
-            parity_row(what, precision, e.update_abs, e.update, tu);
-        } else {
-            printf("    %s %s: updates element-wise %.2e, not compared: their sensitivity %.2e allows no limit within 0.1\n", rd->name, pn,
-                   e.update, su);
+        /* the GPU in the precision's default layout, then in the other one (other_layout), each
+         * against the same CPU runs */
+        for (int lay = 0; lay < 2; lay++) {
+            layout_flags = lay ? other_layout(precision) : 0;
+            const char *ln = lay ? (layout_flags == GPUNET_NHWC ? ", NHWC" : ", NCHW") : "";
+            ModelRun gpu;
+            if (run_model(rd, 8, 1, precision, 0, 0, &gpu) != P) continue;
+            ModelDiff e = model_diff(&gpu, &cpu, P);
+            /* fp16's loss scale (128) times the largest gradient (at most 10 in these nets) is far
+             * from fp16's 65504: a skipped step is an error here */
+            CHECK_MSG(gpu.skipped == 0 && isfinite(gpu.loss[0]) && isfinite(gpu.loss[1]),
+                      "%s %s%s: losses %g, %g, %d of 2 steps skipped (largest gradient on the CPU %.3g)", rd->name, pn, ln, gpu.loss[0], gpu.loss[1],
+                      gpu.skipped, cpu.max_grad);
+            CHECK_MSG(e.loss <= tol_loss, "%s %s%s: losses %.7g %.7g (cpu) vs %.7g %.7g (gpu): %.3g > %.3g (sensitivity %.3g)", rd->name, pn, ln,
+                      cpu.loss[0], cpu.loss[1], gpu.loss[0], gpu.loss[1], e.loss, tol_loss, sl);
+            CHECK_MSG(e.along <= tol_along, "%s %s%s: an update's component along the CPU's off by %.3g > %.3g (sensitivity %.3g)", rd->name, pn, ln,
+                      e.along, tol_along, sa);
+            CHECK_MSG(tu > 0.1 || e.update <= tu, "%s %s%s: an update element-wise %.3g > %.3g (sensitivity %.3g)", rd->name, pn, ln, e.update, tu,
+                      su);
+            char what[200];
+            snprintf(what, sizeof what, "%s %dx%d /%d%s, 2 steps: losses (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, ln, sl);
+            parity_row(what, precision, e.loss_abs, e.loss, tol_loss);
+            snprintf(what, sizeof what, "%s %dx%d /%d%s: updates along the CPU's (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, ln,
+                     sa);
+            parity_row(what, precision, e.along, e.along, tol_along);
+            if (tu <= 0.1) {
+                snprintf(what, sizeof what, "%s %dx%d /%d%s: updates element-wise (sensitivity %.1e)", rd->name, rd->size, rd->size, rd->div, ln,
+                         su);
+                parity_row(what, precision, e.update_abs, e.update, tu);
+            } else {
+                printf("    %s %s%s: updates element-wise %.2e, not compared: their sensitivity %.2e allows no limit within 0.1\n", rd->name, pn,
+                       ln, e.update, su);
+            }
+            free(gpu.update);
         }
-        free(cpu.update), free(gpu.update), free(near[0].update), free(near[1].update);
+        layout_flags = 0;
+        free(cpu.update), free(near[0].update), free(near[1].update);
     }
 }
 
@@ -1006,6 +1042,7 @@ TEST_LIMIT(gpu_every_model_trains_fp16, 1200) {
 TEST_LIMIT(gpu_every_model_trains_bf16, 1200) {
     if (have_gpu()) every_model(PREC_BF16, &model_limits[PREC_BF16]);
 }
+
 
 /* fp16 with dynamic loss scaling: a batch that overflows fp16 (inputs times 1e6) gives inf/nan
  * gradients, so the step is skipped (the weights keep their bits) and the scale is halved; the
@@ -1068,23 +1105,6 @@ TEST(gpu_fp16_dynamic_loss_scale_skips_an_overflow_and_recovers) {
  * path: after a restore the device casts the fp32 weights into its storage type, as bf16 does;
  * tf32 stores fp32 as fp32 does. (bf16's rounding, 8 times fp16's, moves the weights here by
  * 6.5e-4, too close to what the test must tell apart.) */
-static float *ckpt_params(const char *path, size_t *n) {
-    Net *net = model_build_net(model_find("lenet"), 16, 10);
-    net_finalize(net, 1);
-    char err[512];
-    CkptMeta meta;
-    float *w = NULL;
-    if (ckpt_load(path, "lenet", net, NULL, &meta, err, sizeof err) != 0) {
-        th_fail(__FILE__, __LINE__, "%s: %s", path, err);
-    } else {
-        *n = net->params_total;
-        w = xmalloc(*n * sizeof *w);
-        memcpy(w, net->params, *n * sizeof *w);
-    }
-    net_free(net);
-    return w;
-}
-
 TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
     if (!gpu_present()) return;
     const char *t = th_tmpdir();
@@ -1099,7 +1119,7 @@ TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
     }
     size_t nb = 0;
     snprintf(path, sizeof path, "%s/xr/ckpt-12.nvcnn", t);
-    float *b = ckpt_params(path, &nb);
+    float *b = tu_ckpt_params(path, "lenet", 10, &nb);
     for (int p = 0; p < 2; p++) {
         const char *dev[3] = {"gpu", "cpu", "gpu"};
         for (int k = 0; k < 3; k++) {
@@ -1116,7 +1136,7 @@ TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
         }
         size_t na = 0;
         snprintf(path, sizeof path, "%s/x%s/ckpt-12.nvcnn", t, precs[p]);
-        float *a = ckpt_params(path, &na);
+        float *a = tu_ckpt_params(path, "lenet", 10, &na);
         if (a && b && na == nb) {
             double abs_err = 0, e = rel_err(a, b, na, &abs_err);
             printf("    4 + 4 + 4 steps gpu (%s) -> cpu -> gpu against cpu -> cpu -> cpu: weights' max relative difference %.2e\n",

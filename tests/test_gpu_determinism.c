@@ -60,14 +60,6 @@ static void count_algorithms(const GpuNet *g, const Net *net, int *dirs, int *no
         }
 }
 
-static GpuNet *make(Net *net, int precision, unsigned flags) {
-    char err[512];
-    int oom;
-    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, flags, err, sizeof err, &oom);
-    CHECK_MSG(g != NULL, "gpunet_new: %s", err);
-    return g;
-}
-
 static void repeat_bits(int precision) {
     const char *pn = precision_name((Precision)precision);
     Net *net = small_resnet();
@@ -78,7 +70,7 @@ static void repeat_bits(int precision) {
 #ifdef NVCNN_GPU_EMU
     const long finds = emu_cudnn_finds(), heuristics = emu_cudnn_heuristics();
 #endif
-    GpuNet *g = make(net, precision, GPUNET_DETERMINISTIC);
+    GpuNet *g = tu_gpunet(net, precision, GPUNET_DETERMINISTIC);
     if (!g) return;
 #ifdef NVCNN_GPU_EMU
     /* its choice comes from the heuristics, never from timings (which vary from run to run) */
@@ -92,14 +84,14 @@ static void repeat_bits(int precision) {
     grads_of(g, net, labels, a);
     grads_of(g, net, labels, b);
     gpunet_free(g);
-    g = make(net, precision, GPUNET_DETERMINISTIC);
+    g = tu_gpunet(net, precision, GPUNET_DETERMINISTIC);
     if (!g) return;
     grads_of(g, net, labels, c);
     gpunet_free(g);
     CHECK_MSG(memcmp(a, b, P * 4) == 0, "%s --deterministic: a second backward pass gave other gradients", pn);
     CHECK_MSG(memcmp(a, c, P * 4) == 0, "%s --deterministic: a second GpuNet gave other gradients", pn);
     /* without it: the algorithms ranked first (non-deterministic ones on the emulated device) */
-    g = make(net, precision, 0);
+    g = tu_gpunet(net, precision, 0);
     if (!g) return;
     count_algorithms(g, net, &dirs, &nondet);
     grads_of(g, net, labels, a);

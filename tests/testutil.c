@@ -1,8 +1,11 @@
 /* testutil.c: see testutil.h. */
 #include "testutil.h"
 
+#include "ckpt.h"
 #include "gpu.h"
+#include "gpunet.h"
 #include "harness.h"
+#include "models.h"
 #include "io/example.h"
 #include "io/image.h"
 #include "io/tfrecord.h"
@@ -217,4 +220,29 @@ void tu_parity_floor_row(const char *what, const char *precision, double value, 
     char w[300];
     printf("    parity | %s | %s (%.4g, at least %.4g) | %s | %.3e | %.3e | %.1e | %s\n", th_current_test(), row_text(what, w, sizeof w),
            value, floor, precision, value, ratio, 1.0, value >= floor ? "pass" : "FAIL");
+}
+
+float *tu_ckpt_params(const char *path, const char *model, int num_classes, size_t *n) {
+    Net *net = model_build_net(model_find(model), 16, num_classes);
+    net_finalize(net, 1);
+    char err[512];
+    CkptMeta meta;
+    float *w = NULL;
+    if (ckpt_load(path, model, net, NULL, &meta, err, sizeof err) != 0) {
+        th_fail(__FILE__, __LINE__, "%s: %s", path, err);
+    } else {
+        *n = net->params_total;
+        w = xmalloc(*n * sizeof *w);
+        memcpy(w, net->params, *n * sizeof *w);
+    }
+    net_free(net);
+    return w;
+}
+
+GpuNet *tu_gpunet(Net *net, int precision, unsigned flags) {
+    char err[512];
+    int oom;
+    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, flags, err, sizeof err, &oom);
+    if (!g) th_fail(__FILE__, __LINE__, "gpunet_new: %s", err);
+    return g;
 }

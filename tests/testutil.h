@@ -58,6 +58,15 @@ int tu_run_tests(const char *dir, const char *env, const char *names, char **out
  * labelled (c + 5) % 10 + 1 (a model that learnt the bands gets those wrong). 0 on success. */
 int tu_band_set(char *dir, size_t dlen, const char *name, int ntrain, int nval, int mislabel);
 
+/* The parameters of checkpoint `path` of model `model` (built for num_classes classes): malloc'd,
+ * their count in *n; NULL, and the test fails naming the file, if it cannot be read. */
+float *tu_ckpt_params(const char *path, const char *model, int num_classes, size_t *n);
+
+/* gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, flags, ...) on GPU 0, or NULL with the
+ * test failed on its message. */
+struct GpuNet;
+struct GpuNet *tu_gpunet(Net *net, int precision, unsigned flags);
+
 /* One row of the parity table that scripts/gpu_check.sh collects from every GPU test with a
  * numeric limit (its worst row against its limit is the test's line of the summary):
  *     parity | TEST | WHAT | PRECISION | MAX ABS | MAX REL | TOLERANCE | pass or FAIL

@@ -1,4 +1,4 @@
-/* bias.cu: a per-channel bias over NCHW activations, as the convolutions use it:
+/* bias.cu: a per-channel bias over NCHW or NHWC activations, as the convolutions use it:
  *   forward   y[n][c][p] += b[c]
  *   backward  db[c] += sum over n, p of dy[n][c][p]
  * for every storage type (float, __half, __nv_bfloat16), with the bias and its gradient in the
@@ -24,7 +24,16 @@ static int bias_splits(int n, int c, size_t hw) {
     return s < 1 ? 1 : (int)s;
 }
 
-size_t gpu_bias_scratch(int n, int c, size_t hw) { return (size_t)c * (size_t)bias_splits(n, c, hw) * sizeof(float); }
+/* NHWC: splits of the n * hw rows (pixels), each of at least 64 rows, at most 256 */
+static int bias_splits_nhwc(size_t rows) {
+    size_t s = rows / 64;
+    return s < 1 ? 1 : s > 256 ? 256 : (int)s;
+}
+
+size_t gpu_bias_scratch(int n, int c, size_t hw) {
+    int s = bias_splits(n, c, hw), t = bias_splits_nhwc((size_t)n * hw);
+    return (size_t)c * (size_t)(s > t ? s : t) * sizeof(float);
+}
 
 /* y += b over [total] elements, channel (i / hw) % c; y 16-byte aligned */
 template <typename T> __global__ void k_bias_forward(T *y, const float *b, size_t total, int c, size_t hw) {
@@ -90,6 +99,17 @@ template <typename T> __global__ void k_bias_partial(const T *dy, float *partial
     }
 }
 
+/* NHWC: block (x, s): thread t sums channel ch = x * GPU_THREADS + t over rows [s rows / S,
+ * (s+1) rows / S) of dy [rows][c] (the threads of a warp read neighbouring channels) */
+template <typename T> __global__ void k_bias_partial_nhwc(const T *dy, float *partial, size_t rows, int c) {
+    const int ch = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y, S = gridDim.y;
+    if (ch >= c) return;
+    const size_t r0 = rows * s / S, r1 = rows * (s + 1) / S;
+    float acc = 0;
+    for (size_t r = r0; r < r1; r++) acc += to_f(dy[r * c + ch]);
+    partial[(size_t)ch * S + s] = acc;
+}
+
 /* db[ch] += sum over s of partial[ch][s], in order */
 __global__ void k_bias_collect(const float *partial, float *db, int c, int S) {
     for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
@@ -102,11 +122,21 @@ __global__ void k_bias_collect(const float *partial, float *db, int c, int S) {
 void gpu_bias_forward(GpuNet *g, void *y, const float *b, int n, int c, size_t hw) {
     const size_t total = (size_t)n * c * hw;
     if (total == 0) return;
+    if (g->nhwc) hw = 1; /* NHWC is NCHW's formula over [n hw][c][1]: channel i % c */
     GPU_DISPATCH(g, T, LAUNCH(k_bias_forward<T>, gpu_blocks(total / (16 / sizeof(T)) + 1), GPU_THREADS, 0, g->s, (T *)y, b, total, c, hw));
 }
 
 void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_t hw, float *partial) {
     if (n == 0 || c == 0) return;
+    if (g->nhwc) {
+        const size_t rows = (size_t)n * hw;
+        const int S = bias_splits_nhwc(rows);
+        GPU_DISPATCH(g, T,
+                     LAUNCH(k_bias_partial_nhwc<T>, dim3((unsigned)((c + GPU_THREADS - 1) / GPU_THREADS), (unsigned)S), GPU_THREADS, 0, g->s,
+                            (const T *)dy, partial, rows, c));
+        LAUNCH(k_bias_collect, (c + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, 0, g->s, partial, db, c, S);
+        return;
+    }
     const int S = bias_splits(n, c, hw); /* at most 256: within the grid's y limit */
     GPU_DISPATCH(g, T, LAUNCH(k_bias_partial<T>, dim3((unsigned)c, (unsigned)S), GPU_THREADS, 0, g->s, (const T *)dy, partial, n, c, hw));
     LAUNCH(k_bias_collect, (c + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, 0, g->s, partial, db, c, S);

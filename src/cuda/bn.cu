@@ -23,13 +23,12 @@ typedef struct BnGpu {
     void *discard;      /* dx when the input is the network input (which has no gradient) */
 } BnGpu;
 
-/* Partial sums per channel: enough blocks to fill the GPU (about 1024 in all), at most one per
- * sample, and at least 16 elements per thread in each (fewer would spend the block on its
- * reduction). */
+/* Partial sums per channel: enough blocks to fill the GPU (about 1024 in all), and at least 16
+ * elements per thread in each (fewer would spend the block on its reduction). A block's share is
+ * a range of the channel's n hw values, not of its samples: at 7x7 every thread still works. */
 static int bn_splits(int n, int c, size_t hw) {
     size_t s = (1024 + (size_t)c - 1) / (size_t)c, work = (size_t)n * hw / ((size_t)GPU_THREADS * 16);
     if (s > work) s = work;
-    if (s > (size_t)n) s = (size_t)n;
     if (s > 256) s = 256;
     return s < 1 ? 1 : (int)s;
 }
@@ -41,7 +40,8 @@ static void bn_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *worksp
     BnGpu *p = (BnGpu *)xcalloc(1, sizeof *p);
     g->lp[li] = p;
     Shape s = g->net->node[l->in[0]].shape;
-    p->own = g->prec == PREC_BF16;
+    /* fused layers (fuse.cu: with the ReLU, and the residual add, that follow) run our kernels too */
+    p->own = g->prec == PREC_BF16 || (g->fused && g->fused[li].out >= 0);
     if (!p->own) {
         p->x = gpu_tensor_desc(g, s);
         p->p = gpu_tensor_desc_f32(shape4(1, b->c, 1, 1)); /* scale, bias and statistics stay fp32 */
@@ -86,20 +86,23 @@ __device__ static void bn_block_sum2(double a, double b, double *sa, double *sb)
     *sb = s2[0];
 }
 
-/* block (ch, s): part[ch][s] = {sum (x - x0), sum (x - x0)^2} over samples [s n / S, (s+1) n / S)
- * of channel ch, x0 its first element */
-template <typename T> __global__ void k_bn_stats_partial(const T *x, double *part, int n, int c, size_t hw) {
+/* Where value k of channel ch lies, k counting (sample, pixel) pairs of [0, n hw): NCHW
+ * [n][c][hw], NHWC [n hw][c]. */
+__device__ __forceinline__ size_t bn_at(size_t k, int ch, int c, size_t hw, int nhwc) {
+    return nhwc ? k * (size_t)c + ch : (k / hw * c + ch) * hw + k % hw;
+}
+
+/* block (ch, s): part[ch][s] = {sum (x - x0), sum (x - x0)^2} over values [s m / S, (s+1) m / S)
+ * of channel ch (m = n hw: every thread of the block busy whatever hw), x0 its first element */
+template <typename T> __global__ void k_bn_stats_partial(const T *x, double *part, size_t m, int c, size_t hw, int nhwc) {
     const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;
-    const int i0 = (int)((long long)s * n / S), i1 = (int)((long long)(s + 1) * n / S);
-    const float x0 = to_f(x[(size_t)ch * hw]);
+    const size_t k0 = m * s / S, k1 = m * (s + 1) / S;
+    const float x0 = to_f(x[bn_at(0, ch, c, hw, nhwc)]);
     float a = 0, b = 0;
-    for (int i = i0; i < i1; i++) {
-        const T *row = x + ((size_t)i * c + ch) * hw;
-        for (size_t k = threadIdx.x; k < hw; k += blockDim.x) {
-            float d = to_f(row[k]) - x0;
-            a += d;
-            b += d * d;
-        }
+    for (size_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+        float d = to_f(x[bn_at(k, ch, c, hw, nhwc)]) - x0;
+        a += d;
+        b += d * d;
     }
     double sa, sb;
     bn_block_sum2(a, b, &sa, &sb);
@@ -112,15 +115,15 @@ template <typename T> __global__ void k_bn_stats_partial(const T *x, double *par
 /* thread per channel: the mean, 1 / sqrt(biased variance + eps), and the running averages with
  * the unbiased variance, from the partial sums in order */
 template <typename T>
-__global__ void k_bn_stats_final(const T *x, const double *part, int S, int c, size_t hw, double m, float factor, float *mean, float *invstd,
-                                 float *run_mean, float *run_var) {
+__global__ void k_bn_stats_final(const T *x, const double *part, int S, int c, size_t hw, int nhwc, double m, float factor, float *mean,
+                                 float *invstd, float *run_mean, float *run_var) {
     for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
         double sa = 0, sb = 0;
         for (int s = 0; s < S; s++) {
             sa += part[((size_t)ch * S + s) * 2];
             sb += part[((size_t)ch * S + s) * 2 + 1];
         }
-        const double x0 = to_f(x[(size_t)ch * hw]), d = sa / m, var = fmax(sb / m - d * d, 0.0), mu = x0 + d;
+        const double x0 = to_f(x[bn_at(0, ch, c, hw, nhwc)]), d = sa / m, var = fmax(sb / m - d * d, 0.0), mu = x0 + d;
         mean[ch] = (float)mu;
         invstd[ch] = (float)(1.0 / sqrt(var + (double)BN_EPSILON));
         run_mean[ch] = (1.0f - factor) * run_mean[ch] + factor * (float)mu;
@@ -128,31 +131,58 @@ __global__ void k_bn_stats_final(const T *x, const double *part, int S, int c, s
     }
 }
 
-/* y = gamma (x - mean) invstd + beta; invstd NULL: 1 / sqrt(var + eps) from var (inference) */
+/* y = gamma (x - mean) invstd + beta; invstd NULL: 1 / sqrt(var + eps) from var (inference).
+ * Fused (fuse.cu): + z (the residual, where z is not NULL), then max(0, .) where relu. */
+template <typename T>
+__device__ __forceinline__ float bn_value(float x, int ch, const float *mean, const float *invstd, const float *var, const float *gamma,
+                                          const float *beta, const T *z, size_t i, int relu) {
+    const float is = invstd ? invstd[ch] : rsqrtf(var[ch] + BN_EPSILON);
+    float v = gamma[ch] * ((x - mean[ch]) * is) + beta[ch];
+    if (z) v = to_f(from_f<T>(v)) + to_f(z[i]); /* the batch norm's output rounded, as the add would read it */
+    return relu && !(v > 0) ? 0.0f : v;
+}
+
+/* 16-byte vectors of x, y (and z) where they allow (gpunet_internal.h), the channel walked
+ * along each vector; the rest one by one */
 template <typename T>
 __global__ void k_bn_apply(const T *x, T *y, const float *mean, const float *invstd, const float *var, const float *gamma, const float *beta,
-                           size_t total, int c, size_t hw) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const int ch = (int)(i / hw % (size_t)c);
-        const float is = invstd ? invstd[ch] : rsqrtf(var[ch] + BN_EPSILON);
-        y[i] = from_f<T>(gamma[ch] * ((to_f(x[i]) - mean[ch]) * is) + beta[ch]);
+                           size_t total, int c, size_t hw, int nhwc, const T *z, int relu) {
+    constexpr int V = 16 / sizeof(T);
+    const size_t t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    const size_t nv = gpu_vec_split<T>(total, gpu_aligned16(x) && gpu_aligned16(y) && (!z || gpu_aligned16(z)));
+    for (size_t v = t0; v < nv / V; v += stride) {
+        alignas(16) T a[V], zv[V];
+        gpu_load16(a, x, v);
+        if (z) gpu_load16(zv, z, v);
+        GpuChanWalk w(v * V, c, hw, nhwc);
+#pragma unroll
+        for (int k = 0; k < V; k++, w.next())
+            a[k] = from_f<T>(bn_value<T>(to_f(a[k]), w.ch, mean, invstd, var, gamma, beta, z ? zv : (const T *)NULL, (size_t)k, relu));
+        gpu_store16(y, v, a);
     }
+    for (size_t i = nv + t0; i < total; i += stride)
+        y[i] = from_f<T>(bn_value<T>(to_f(x[i]), gpu_chan(i, c, hw, nhwc), mean, invstd, var, gamma, beta, z, i, relu));
+}
+
+/* The gradient reaching the batch norm's output: dy, or through the fused ReLU (y its output:
+ * y > 0 iff the ReLU passed its input, as act.cu's backward decides) */
+template <typename T> __device__ __forceinline__ float bn_dy(const T *dy, const T *y, size_t i) {
+    return y && !(to_f(y[i]) > 0) ? 0.0f : to_f(dy[i]);
 }
 
 /* block (ch, s): part[ch][s] = {sum dy, sum dy xhat} over its share of the samples */
 template <typename T>
-__global__ void k_bn_grad_partial(const T *x, const T *dy, const float *mean, const float *invstd, double *part, int n, int c, size_t hw) {
+__global__ void k_bn_grad_partial(const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, size_t m, int c,
+                                  size_t hw, int nhwc) {
     const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;
-    const int i0 = (int)((long long)s * n / S), i1 = (int)((long long)(s + 1) * n / S);
+    const size_t k0 = m * s / S, k1 = m * (s + 1) / S;
     const float mu = mean[ch], is = invstd[ch];
     float a = 0, b = 0;
-    for (int i = i0; i < i1; i++) {
-        const size_t at = ((size_t)i * c + ch) * hw;
-        for (size_t k = threadIdx.x; k < hw; k += blockDim.x) {
-            float d = to_f(dy[at + k]);
-            a += d;
-            b += d * ((to_f(x[at + k]) - mu) * is);
-        }
+    for (size_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+        const size_t at = bn_at(k, ch, c, hw, nhwc);
+        float d = bn_dy(dy, y, at);
+        a += d;
+        b += d * ((to_f(x[at]) - mu) * is);
     }
     double sa, sb;
     bn_block_sum2(a, b, &sa, &sb);
@@ -178,40 +208,80 @@ __global__ void k_bn_grad_final(const double *part, int S, int c, double *sums, 
     }
 }
 
-/* dx (+)= gamma invstd (dy - (sum dy + xhat sum dy xhat) / m) (adds if acc) */
+/* dx (+)= gamma invstd (dy - (sum dy + xhat sum dy xhat) / m) (adds if acc; dx NULL: none).
+ * Fused: dy through the ReLU (y not NULL), and that gradient also into the residual's, dz (adds
+ * if acc_z): the one pass that yields both branches' gradients, no copy of its own. */
 template <typename T>
-__global__ void k_bn_grad_input(const T *x, const T *dy, T *dx, const float *mean, const float *invstd, const float *gamma, const double *sums,
-                                size_t total, int c, size_t hw, double m, int acc) {
+__global__ void k_bn_grad_input(const T *x, const T *dy, const T *y, T *dx, T *dz, const float *mean, const float *invstd, const float *gamma,
+                                const double *sums, size_t total, int c, size_t hw, int nhwc, double m, int acc, int acc_z) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const int ch = (int)(i / hw % (size_t)c);
+        const float d = bn_dy(dy, y, i);
+        if (dz) dz[i] = from_f<T>(acc_z ? to_f(dz[i]) + d : d);
+        if (!dx) continue;
+        const int ch = gpu_chan(i, c, hw, nhwc);
         const float is = invstd[ch], xhat = (to_f(x[i]) - mean[ch]) * is;
-        const float v = gamma[ch] * is * (to_f(dy[i]) - (float)((sums[2 * ch] + (double)xhat * sums[2 * ch + 1]) / m));
+        const float v = gamma[ch] * is * (d - (float)((sums[2 * ch] + (double)xhat * sums[2 * ch + 1]) / m));
         dx[i] = from_f<T>(acc ? to_f(dx[i]) + v : v);
+    }
+}
+
+/* What fuse.cu fused into batch norm li: the node it writes, the residual node (NULL: none), the
+ * ReLU; and their gradients: the one it reads, the residual's it writes (NULL: none) and whether
+ * it adds there. Unfused: its own output and gradient. */
+struct BnIo {
+    void *y;
+    const void *z;
+    int relu;
+    const void *dy;
+    void *dz;
+    int acc_z;
+};
+static BnIo bn_io(const GpuNet *g, const Layer *l, int li) {
+    BnIo io = {g->x[l->out], NULL, 0, g->dx[l->out], NULL, 0};
+    const GpuFused *f = g->fused ? &g->fused[li] : NULL;
+    if (!f || f->out < 0) return io;
+    io.y = g->x[f->out];
+    io.dy = g->dx[f->out];
+    io.relu = f->relu;
+    if (f->z >= 0) {
+        io.z = g->x[f->z];
+        io.dz = g->dx[f->z];
+        io.acc_z = gpu_acc(g, f->add_li, f->add_k);
+    }
+    return io;
+}
+
+/* Batch norm of our own (bf16, and every fused layer): statistics, then the normalisation (with
+ * the fused residual and ReLU); in inference the running statistics. */
+template <typename T> static void bn_forward_own(GpuNet *g, const Layer *l, BnGpu *p, const float *gamma, const float *beta, float *mm,
+                                                 float *mv) {
+    const Bn *b = (const Bn *)l->priv;
+    const Shape s = g->net->node[l->in[0]].shape;
+    const size_t total = shape_count(s), hw = (size_t)b->hw;
+    const T *x = (const T *)g->x[l->in[0]];
+    const BnIo io = bn_io(g, l, (int)(l - g->net->layer));
+    if (p->training) {
+        LAUNCH(k_bn_stats_partial<T>, dim3((unsigned)b->c, (unsigned)p->splits), GPU_THREADS, 0, g->s, x, p->part, (size_t)s.n * hw, b->c, hw,
+               g->nhwc);
+        LAUNCH(k_bn_stats_final<T>, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c, hw,
+               g->nhwc, (double)s.n * (double)hw, 1.0f - BN_DECAY, p->save_mean, p->save_invstd, mm, mv);
+        LAUNCH(k_bn_apply<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, (T *)io.y, p->save_mean, p->save_invstd, NULL, gamma, beta, total,
+               b->c, hw, g->nhwc, (const T *)io.z, io.relu);
+    } else {
+        LAUNCH(k_bn_apply<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, (T *)io.y, mm, NULL, mv, gamma, beta, total, b->c, hw, g->nhwc,
+               (const T *)io.z, io.relu);
     }
 }
 
 static void bn_forward(GpuNet *g, Layer *l, int li) {
     BnGpu *p = (BnGpu *)g->lp[li];
     Net *net = g->net;
-    const Bn *b = (const Bn *)l->priv;
     const float one = 1.0f, zero = 0.0f;
     const float *gamma = gpu_param(g, l->param0), *beta = gpu_param(g, l->param0 + 1);
     float *mm = g->state + net->buf[l->buf0].off, *mv = g->state + net->buf[l->buf0 + 1].off;
     p->training = net->training != 0;
     if (p->own) {
-        const Shape s = net->node[l->in[0]].shape;
-        const size_t total = shape_count(s), hw = (size_t)b->hw;
-        typedef __nv_bfloat16 T;
-        const T *x = (const T *)g->x[l->in[0]];
-        if (p->training) {
-            LAUNCH(k_bn_stats_partial<T>, dim3((unsigned)b->c, (unsigned)p->splits), GPU_THREADS, 0, g->s, x, p->part, s.n, b->c, hw);
-            LAUNCH(k_bn_stats_final<T>, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c,
-                   hw, (double)s.n * (double)hw, 1.0f - BN_DECAY, p->save_mean, p->save_invstd, mm, mv);
-            LAUNCH(k_bn_apply<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, (T *)g->x[l->out], p->save_mean, p->save_invstd, NULL, gamma,
-                   beta, total, b->c, hw);
-        } else {
-            LAUNCH(k_bn_apply<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, (T *)g->x[l->out], mm, NULL, mv, gamma, beta, total, b->c, hw);
-        }
+        GPU_DISPATCH(g, T, bn_forward_own<T>(g, l, p, gamma, beta, mm, mv));
         return;
     }
     if (p->training)
@@ -227,14 +297,15 @@ static void bn_forward(GpuNet *g, Layer *l, int li) {
  * dbeta += sum dy (one block per channel) */
 template <typename T>
 __global__ void k_bn_backward_fixed(const T *x, const T *dy, T *dx, const float *gamma, const float *mean, const float *var,
-                                    float *dgamma, float *dbeta, int n, int c, size_t hw, int acc) {
+                                    float *dgamma, float *dbeta, int n, int c, size_t hw, int nhwc, int acc, const T *y, T *dz, int acc_z) {
     const int ch = blockIdx.x;
     const float is = rsqrtf(var[ch] + BN_EPSILON), a = gamma[ch] * is, mu = mean[ch];
     __shared__ double s1[GPU_THREADS], s2[GPU_THREADS];
     double sdy = 0, sdyx = 0;
     for (size_t k = threadIdx.x; k < (size_t)n * hw; k += blockDim.x) {
-        size_t i = (k / hw * c + ch) * hw + k % hw;
-        float d = to_f(dy[i]);
+        size_t i = bn_at(k, ch, c, hw, nhwc);
+        float d = bn_dy(dy, y, i);
+        if (dz) dz[i] = from_f<T>(acc_z ? to_f(dz[i]) + d : d);
         sdy += d;
         sdyx += d * ((to_f(x[i]) - mu) * is);
         if (dx) dx[i] = from_f<T>(acc ? to_f(dx[i]) + a * d : a * d);
@@ -255,6 +326,26 @@ __global__ void k_bn_backward_fixed(const T *x, const T *dy, T *dx, const float 
     }
 }
 
+/* Backward of our own: the sums of dy and dy xhat per channel, then the input gradient (and
+ * the residual's, fused) */
+template <typename T> static void bn_backward_own(GpuNet *g, const Layer *l, int li, BnGpu *p, const float *gamma, float *dgamma, float *dbeta) {
+    const Bn *b = (const Bn *)l->priv;
+    const Shape s = g->net->node[l->in[0]].shape;
+    const size_t total = shape_count(s), hw = (size_t)b->hw;
+    const T *x = (const T *)g->x[l->in[0]];
+    const BnIo io = bn_io(g, l, li);
+    const T *dy = (const T *)io.dy, *y = io.relu ? (const T *)io.y : NULL;
+    T *dx = (T *)g->dx[l->in[0]];
+    double *sums = p->part + (size_t)b->c * (size_t)p->splits * 2;
+    LAUNCH(k_bn_grad_partial<T>, dim3((unsigned)b->c, (unsigned)p->splits), GPU_THREADS, 0, g->s, x, dy, y, p->save_mean, p->save_invstd,
+           p->part, (size_t)s.n * hw, b->c, hw, g->nhwc);
+    LAUNCH(k_bn_grad_final, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, sums, dgamma,
+           dbeta);
+    if (dx || io.dz)
+        LAUNCH(k_bn_grad_input<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, dy, y, dx, (T *)io.dz, p->save_mean, p->save_invstd, gamma, sums,
+               total, b->c, hw, g->nhwc, (double)s.n * (double)hw, gpu_acc(g, li, 0), io.acc_z);
+}
+
 static void bn_backward(GpuNet *g, Layer *l, int li) {
     BnGpu *p = (BnGpu *)g->lp[li];
     const Bn *b = (const Bn *)l->priv;
@@ -265,26 +356,15 @@ static void bn_backward(GpuNet *g, Layer *l, int li) {
     void *dx = g->dx[l->in[0]];
     if (!p->training) {
         Shape s = net->node[l->in[0]].shape;
+        const BnIo io = bn_io(g, l, li);
         GPU_DISPATCH(g, T,
-                     LAUNCH(k_bn_backward_fixed<T>, b->c, GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (const T *)g->dx[l->out], (T *)dx, gamma,
-                                                                   g->state + net->buf[l->buf0].off,
-                                                                   g->state + net->buf[l->buf0 + 1].off, dgamma, dbeta, s.n, b->c,
-                                                                   b->hw, gpu_acc(g, li, 0)));
+                     LAUNCH(k_bn_backward_fixed<T>, b->c, GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (const T *)io.dy, (T *)dx, gamma,
+                            g->state + net->buf[l->buf0].off, g->state + net->buf[l->buf0 + 1].off, dgamma, dbeta, s.n, b->c, b->hw, g->nhwc,
+                            gpu_acc(g, li, 0), io.relu ? (const T *)io.y : NULL, (T *)io.dz, io.acc_z));
         return;
     }
     if (p->own) {
-        const Shape s = net->node[l->in[0]].shape;
-        const size_t total = shape_count(s), hw = (size_t)b->hw;
-        typedef __nv_bfloat16 T;
-        const T *x = (const T *)g->x[l->in[0]], *dy = (const T *)g->dx[l->out];
-        double *sums = p->part + (size_t)b->c * (size_t)p->splits * 2;
-        LAUNCH(k_bn_grad_partial<T>, dim3((unsigned)b->c, (unsigned)p->splits), GPU_THREADS, 0, g->s, x, dy, p->save_mean, p->save_invstd,
-               p->part, s.n, b->c, hw);
-        LAUNCH(k_bn_grad_final, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, sums,
-               dgamma, dbeta);
-        if (dx)
-            LAUNCH(k_bn_grad_input<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, dy, (T *)dx, p->save_mean, p->save_invstd, gamma, sums,
-                   total, b->c, hw, (double)s.n * (double)hw, gpu_acc(g, li, 0));
+        GPU_DISPATCH(g, T, bn_backward_own<T>(g, l, li, p, gamma, dgamma, dbeta));
         return;
     }
     float beta_dx = gpu_acc(g, li, 0) ? 1.0f : 0.0f;

@@ -1,5 +1,6 @@
 /* concat.cu: the GPU half of concat along channels (src/layers/concat.c): each input is one
- * strided copy into its channel range; backward copies (or adds) the range back. */
+ * strided copy into its channel range (of each sample in NCHW, of each pixel in NHWC); backward
+ * copies (or adds) the range back. */
 #include "gpunet_internal.h"
 
 /* y[s][off + r] = x[s][r] for r < chw_in (forward); x[s][r] (+)= y[s][off + r] (backward: adds if
@@ -16,11 +17,12 @@ __global__ void k_concat(T *x, T *y, size_t total, size_t chw_in, size_t chw_out
 }
 
 static void concat_run(GpuNet *g, Layer *l, int li, int backward) {
+    /* a row: a sample's [c][h][w] (NCHW) or a pixel's [c] (NHWC) */
     Shape so = g->net->node[l->out].shape;
-    size_t chw_out = shape_sample(so), off = 0;
+    size_t chw_out = g->nhwc ? (size_t)so.c : shape_sample(so), off = 0;
     for (int k = 0; k < l->nin; k++) {
         Shape si = g->net->node[l->in[k]].shape;
-        size_t chw_in = shape_sample(si), total = shape_count(si);
+        size_t chw_in = g->nhwc ? (size_t)si.c : shape_sample(si), total = shape_count(si);
         void *x = backward ? g->dx[l->in[k]] : g->x[l->in[k]];
         void *y = backward ? g->dx[l->out] : g->x[l->out];
         int acc = backward && gpu_acc(g, li, k);

@@ -16,6 +16,8 @@
  * cuDNN pads symmetrically; TensorFlow's SAME padding is uneven when the total is odd, so such
  * layers copy their input into a zero-padded buffer and convolve it without padding. The bias,
  * forward and backward, is bias.cu's (cuDNN's bias functions are not documented for bf16). */
+#include <string.h>
+
 #include "gpunet_internal.h"
 
 typedef struct ConvGpu {
@@ -26,37 +28,88 @@ typedef struct ConvGpu {
     int algo[CONV_NDIR];                         /* the chosen algorithm of each direction (choose) */
     int det[CONV_NDIR];                          /* its determinism as cuDNN reports it */
     size_t ws[CONV_NDIR];                        /* its workspace on cd[dir] */
+    int cpad;         /* NHWC, 16-bit, one group, cin not a multiple of 8: the channels cuDNN sees (cin rounded
+                         up to 8: gpu_conv_pad_channels), 0: cin */
+    void *xc, *wc;    /* cpad: the input [n][h][w][cpad] and filter [cout][kh][kw][cpad], zeros after cin */
+    void *dwc, *dxc;  /* cpad: their gradients from cuDNN (dxc NULL when the input is the network's) */
     int padded;       /* 1: explicit padding through xpad */
     int hp, wp;       /* padded input size */
-    void *xpad;       /* [n][cin][hp][wp] (padded only), storage type */
+    void *xpad;       /* [n][cin or cpad][hp][wp] (padded only), storage type */
     void *dxpad;      /* its gradient (NULL when the input is the network's: never computed) */
     float *bias_part; /* the bias gradient's partial sums (gpu_bias_scratch) */
 } ConvGpu;
 
 static const char *const dir_name[CONV_NDIR] = {"forward", "backward-data", "backward-filter"};
 
-/* x [n][c][h][w] -> xp [n][c][hp][wp] at (pt, pl), zeros around */
-template <typename T> __global__ void k_pad(const T *x, T *xp, int nc, int h, int w, int hp, int wp, int pt, int pl) {
-    size_t total = (size_t)nc * hp * wp;
+/* The position of padded element i: (image p, row yy, column xx) with, in NHWC, its channel ch
+ * (NCHW: p counts (sample, channel) planes and ch is 0). */
+struct PadAt {
+    size_t p;
+    int yy, xx, ch;
+};
+__device__ static PadAt pad_at(size_t i, int c, int h, int w, int nhwc) {
+    PadAt a;
+    a.ch = nhwc ? (int)(i % (size_t)c) : 0;
+    const size_t r = nhwc ? i / (size_t)c : i;
+    a.xx = (int)(r % (size_t)w);
+    a.yy = (int)(r / (size_t)w % (size_t)h);
+    a.p = r / ((size_t)w * h);
+    return a;
+}
+/* element (p, yy, xx, ch) of an image of h x w (and c channels in NHWC) */
+__device__ static size_t pad_index(PadAt a, int yy, int xx, int c, int h, int w, int nhwc) {
+    return nhwc ? ((a.p * h + yy) * w + xx) * (size_t)c + a.ch : (a.p * h + yy) * w + xx;
+}
+
+/* x [n][c][h][w] -> xp [n][c][hp][wp] at (pt, pl), zeros around (NHWC: [n][h][w][c] ->
+ * [n][hp][wp][c]) */
+template <typename T> __global__ void k_pad(const T *x, T *xp, size_t total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int xx = (int)(i % wp), yy = (int)(i / wp % hp);
-        size_t p = i / ((size_t)wp * hp);
-        int sy = yy - pt, sx = xx - pl;
-        xp[i] = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? x[(p * h + sy) * w + sx] : from_f<T>(0.0f);
+        const PadAt a = pad_at(i, c, hp, wp, nhwc);
+        int sy = a.yy - pt, sx = a.xx - pl;
+        xp[i] = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? x[pad_index(a, sy, sx, c, h, w, nhwc)] : from_f<T>(0.0f);
     }
 }
 
 /* dx (+)= the part of dxp that lies over x (adds if acc) */
 template <typename T>
-__global__ void k_unpad_add(const T *dxp, T *dx, int nc, int h, int w, int hp, int wp, int pt, int pl, int acc) {
-    size_t total = (size_t)nc * h * w;
+__global__ void k_unpad_add(const T *dxp, T *dx, size_t total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int xx = (int)(i % w), yy = (int)(i / w % h);
-        size_t p = i / ((size_t)w * h);
-        int py = yy + pt, px = xx + pl;
-        float v = (py < hp && px < wp) ? to_f(dxp[(p * hp + py) * wp + px]) : 0.0f;
+        const PadAt a = pad_at(i, c, h, w, nhwc);
+        int py = a.yy + pt, px = a.xx + pl;
+        float v = (py < hp && px < wp) ? to_f(dxp[pad_index(a, py, px, c, hp, wp, nhwc)]) : 0.0f;
         dx[i] = from_f<T>(acc ? to_f(dx[i]) + v : v);
     }
+}
+
+/* Channel padding: dst [rows][cp] = src [rows][c] with zeros in channels c..cp-1 */
+template <typename T> __global__ void k_chan_pad(const T *src, T *dst, size_t rows, int c, int cp) {
+    const size_t total = rows * (size_t)cp;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / (size_t)cp;
+        const int ch = (int)(i - r * cp);
+        dst[i] = ch < c ? src[r * c + ch] : from_f<T>(0.0f);
+    }
+}
+
+/* and back: dst [rows][c] (+)= the first c channels of src [rows][cp] (adds if acc) */
+template <typename T> __global__ void k_chan_unpad(const T *src, T *dst, size_t rows, int c, int cp, int acc) {
+    const size_t total = rows * (size_t)c;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / (size_t)c;
+        const float v = to_f(src[r * cp + (i - r * c)]);
+        dst[i] = from_f<T>(acc ? to_f(dst[i]) + v : v);
+    }
+}
+
+/* The channels cuDNN sees for layer c's input: cuDNN's 16-bit tensor-core kernels want the input
+ * and output channels in multiples of 8 (its developer guide's Tensor Core requirements; NHWC
+ * only, where those kernels work without transposes), so an NHWC 16-bit convolution of one group
+ * whose cin is not one (the first layer's 3 colours) convolves an input and a filter padded with
+ * zero channels up to the next multiple of 8. 0: no padding. */
+static int gpu_conv_pad_channels(const GpuNet *g, const Conv *c) {
+    if (!g->nhwc || !gpu_half(g) || c->groups != 1 || c->cin % 8 == 0) return 0;
+    return (c->cin + 7) / 8 * 8;
 }
 
 /* A convolution descriptor of layer c with math type `math`: cuDNN's symmetric padding (none
@@ -188,14 +241,27 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     p->y = gpu_tensor_desc(g, net->node[l->out].shape);
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
     /* grouped: the filter holds cin / groups input channels per output channel */
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, CUDNN_TENSOR_NCHW, c->cout, c->cin / c->groups, c->kh, c->kw));
+    /* NHWC: the filter KRSC ([cout][kh][kw][cin / groups]: gpunet.h's layout, converted in transfer.cu) */
+    const cudnnTensorFormat_t wf = g->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    p->cpad = gpu_conv_pad_channels(g, c);
+    const int cin = p->cpad ? p->cpad : c->cin; /* the input's channels as cuDNN sees them */
+    if (p->cpad) {
+        cudnnDestroyTensorDescriptor(p->x);
+        p->x = gpu_tensor_desc(g, shape4(n, cin, c->h, c->w));
+        CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, wf, c->cout, cin, c->kh, c->kw));
+    } else {
+        CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, g->dtype, wf, c->cout, c->cin / c->groups, c->kh, c->kw));
+    }
     /* symmetric padding (pt, pl) gives TensorFlow's output size when the total padding is even */
     p->padded = convalgo_explicit_pad(c, &p->hp, &p->wp);
     if (p->padded) {
-        p->xp = gpu_tensor_desc(g, shape4(n, c->cin, p->hp, p->wp));
+        p->xp = gpu_tensor_desc(g, shape4(n, cin, p->hp, p->wp));
         /* xpad, and dxpad unless the input is the network's (whose gradient is never computed) */
-        *scratch = (l->in[0] == net->input ? 1 : 2) * (((size_t)n * c->cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255);
+        *scratch = (l->in[0] == net->input ? 1 : 2) * (((size_t)n * cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255);
     }
+    if (p->cpad) /* xc and dxc (not for the network's input), wc and dwc */
+        *scratch += (l->in[0] == net->input ? 1 : 2) * (((size_t)n * c->h * c->w * cin * g->esize + 255) & ~(size_t)255) +
+                    2 * (((size_t)c->cout * c->kh * c->kw * cin * g->esize + 255) & ~(size_t)255);
     for (int d = 0; d < CONV_NDIR; d++) p->cd[d] = conv_desc(c, p->padded, gpu_math(g));
     int on, oc, oh, ow;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd[CONV_FWD], in_desc(p), p->w, &on, &oc, &oh, &ow));
@@ -223,13 +289,15 @@ static size_t conv_choose(GpuNet *g, Layer *l, int li, size_t limit) {
     return ws;
 }
 
-/* scratch: [xpad][dxpad] (padded only; no dxpad on the network's input), then the bias's partial
- * sums (with a bias) */
+/* scratch: [xpad][dxpad] (padded only; no dxpad on the network's input), [xc][dxc][wc][dwc]
+ * (channel-padded only; no dxc on the network's input), then the bias's partial sums (with a
+ * bias) */
 static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
     ConvGpu *p = (ConvGpu *)g->lp[li];
     const Conv *c = (const Conv *)l->priv;
     if (p->padded) {
-        size_t n = (size_t)g->net->node[l->in[0]].shape.n * c->cin * p->hp * p->wp, b = (n * g->esize + 255) & ~(size_t)255;
+        size_t n = (size_t)g->net->node[l->in[0]].shape.n * (p->cpad ? p->cpad : c->cin) * p->hp * p->wp,
+               b = (n * g->esize + 255) & ~(size_t)255;
         p->xpad = scratch;
         scratch += b;
         if (l->in[0] != g->net->input) {
@@ -237,7 +305,32 @@ static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
             scratch += b;
         }
     }
+    if (p->cpad) {
+        const size_t bx = ((size_t)g->net->node[l->in[0]].shape.n * c->h * c->w * p->cpad * g->esize + 255) & ~(size_t)255,
+                     bw = ((size_t)c->cout * c->kh * c->kw * p->cpad * g->esize + 255) & ~(size_t)255;
+        p->xc = scratch;
+        scratch += bx;
+        if (l->in[0] != g->net->input) {
+            p->dxc = scratch;
+            scratch += bx;
+        }
+        p->wc = scratch;
+        p->dwc = scratch + bw;
+        scratch += 2 * bw;
+    }
     if (c->pb >= 0) p->bias_part = (float *)scratch;
+}
+
+/* The weights cuDNN convolves with: the layer's, or (channel-padded) wc, refreshed from them */
+static const void *conv_weights(GpuNet *g, const Conv *c, ConvGpu *p, int refresh) {
+    if (!p->cpad) return gpu_weights(g, c->pw);
+    if (refresh) {
+        const size_t rows = (size_t)c->cout * c->kh * c->kw;
+        GPU_DISPATCH(g, T,
+                     LAUNCH(k_chan_pad<T>, gpu_blocks(rows * p->cpad), GPU_THREADS, 0, g->s, (const T *)gpu_weights(g, c->pw), (T *)p->wc, rows,
+                            c->cin, p->cpad));
+    }
+    return p->wc;
 }
 
 static void conv_forward(GpuNet *g, Layer *l, int li) {
@@ -245,14 +338,21 @@ static void conv_forward(GpuNet *g, Layer *l, int li) {
     ConvGpu *p = (ConvGpu *)g->lp[li];
     const float one = 1.0f, zero = 0.0f;
     const void *x = g->x[l->in[0]];
-    if (p->padded) {
-        int nc = g->net->node[l->in[0]].shape.n * c->cin;
+    const int n = g->net->node[l->in[0]].shape.n, cin = p->cpad ? p->cpad : c->cin;
+    if (p->cpad) {
+        const size_t rows = (size_t)n * c->h * c->w;
         GPU_DISPATCH(g, T,
-                     LAUNCH(k_pad<T>, gpu_blocks((size_t)nc * p->hp * p->wp), GPU_THREADS, 0, g->s, (const T *)x, (T *)p->xpad, nc, c->h, c->w, p->hp,
-                                                                                     p->wp, c->pt, c->pl));
+                     LAUNCH(k_chan_pad<T>, gpu_blocks(rows * p->cpad), GPU_THREADS, 0, g->s, (const T *)x, (T *)p->xc, rows, c->cin, p->cpad));
+        x = p->xc;
+    }
+    if (p->padded) {
+        const size_t total = (size_t)n * cin * p->hp * p->wp;
+        GPU_DISPATCH(g, T,
+                     LAUNCH(k_pad<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)x, (T *)p->xpad, total, cin, c->h, c->w, p->hp,
+                            p->wp, c->pt, c->pl, g->nhwc));
         x = p->xpad;
     }
-    CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, in_desc(p), x, p->w, gpu_weights(g, c->pw), p->cd[CONV_FWD],
+    CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, in_desc(p), x, p->w, conv_weights(g, c, p, 1), p->cd[CONV_FWD],
                                         (cudnnConvolutionFwdAlgo_t)p->algo[CONV_FWD], g->ws, g->ws_bytes, &zero, p->y, g->x[l->out]));
     if (c->pb >= 0)
         gpu_bias_forward(g, g->x[l->out], gpu_param(g, c->pb), g->net->node[l->out].shape.n, c->cout, (size_t)c->oh * c->ow);
@@ -265,28 +365,68 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
     /* fp32: add into the zeroed fp32 gradients; fp16/bf16: write the storage-type buffer, then cast */
     const float *beta_w = gpu_half(g) ? &zero : &one;
     const void *dy = g->dx[l->out];
-    const void *x = p->padded ? p->xpad : g->x[l->in[0]];
+    const void *x = p->padded ? p->xpad : p->cpad ? p->xc : g->x[l->in[0]];
+    const int n = g->net->node[l->in[0]].shape.n, cin = p->cpad ? p->cpad : c->cin;
     if (c->pb >= 0) /* straight into the fp32 gradient */
         gpu_bias_backward(g, dy, gpu_grad(g, c->pb), g->net->node[l->out].shape.n, c->cout, (size_t)c->oh * c->ow, p->bias_part);
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, in_desc(p), x, p->y, dy, p->cd[CONV_BWD_FILTER],
                                                (cudnnConvolutionBwdFilterAlgo_t)p->algo[CONV_BWD_FILTER], g->ws, g->ws_bytes, beta_w,
-                                               p->w, gpu_conv_dw(g, c->pw)));
+                                               p->w, p->cpad ? p->dwc : gpu_conv_dw(g, c->pw)));
+    if (p->cpad) { /* the real channels' gradient; the padding's has no weight to go to */
+        const size_t rows = (size_t)c->cout * c->kh * c->kw;
+        GPU_DISPATCH(g, T,
+                     LAUNCH(k_chan_unpad<T>, gpu_blocks(rows * c->cin), GPU_THREADS, 0, g->s, (const T *)p->dwc, (T *)gpu_conv_dw(g, c->pw), rows,
+                            c->cin, p->cpad, 0));
+    }
     if (gpu_half(g)) gpu_grad_from_half(g, c->pw);
     void *dx = g->dx[l->in[0]];
     if (!dx) return;
-    const void *w = gpu_weights(g, c->pw);
+    const void *w = conv_weights(g, c, p, 0);
     const cudnnConvolutionBwdDataAlgo_t algo = (cudnnConvolutionBwdDataAlgo_t)p->algo[CONV_BWD_DATA];
+    /* cuDNN writes dx, or dxpad (padded), or dxc (channel-padded); then each is cut back */
+    void *dxs = p->cpad ? p->dxc : dx;
     if (!p->padded) {
         CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->cd[CONV_BWD_DATA], algo, g->ws, g->ws_bytes,
-                                                 gpu_beta(g, li, 0), p->x, dx));
-        return;
+                                                 p->cpad ? &zero : gpu_beta(g, li, 0), p->x, dxs));
+    } else {
+        CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->cd[CONV_BWD_DATA], algo, g->ws, g->ws_bytes, &zero,
+                                                 p->xp, p->dxpad));
+        const size_t total = (size_t)n * cin * c->h * c->w;
+        GPU_DISPATCH(g, T,
+                     LAUNCH(k_unpad_add<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)p->dxpad, (T *)dxs, total, cin, c->h, c->w, p->hp,
+                            p->wp, c->pt, c->pl, g->nhwc, p->cpad ? 0 : gpu_acc(g, li, 0)));
     }
-    CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->cd[CONV_BWD_DATA], algo, g->ws, g->ws_bytes, &zero,
-                                             p->xp, p->dxpad));
-    int nc = g->net->node[l->in[0]].shape.n * c->cin;
-    GPU_DISPATCH(g, T,
-                 LAUNCH(k_unpad_add<T>, gpu_blocks((size_t)nc * c->h * c->w), GPU_THREADS, 0, g->s, (const T *)p->dxpad, (T *)dx, nc, c->h, c->w,
-                                                                                      p->hp, p->wp, c->pt, c->pl, gpu_acc(g, li, 0)));
+    if (p->cpad) {
+        const size_t rows = (size_t)n * c->h * c->w;
+        GPU_DISPATCH(g, T,
+                     LAUNCH(k_chan_unpad<T>, gpu_blocks(rows * c->cin), GPU_THREADS, 0, g->s, (const T *)p->dxc, (T *)dx, rows, c->cin, p->cpad,
+                            gpu_acc(g, li, 0)));
+    }
+}
+
+int gpunet_conv_channels(const GpuNet *g, int li) {
+    if (li < 0 || li >= g->net->nlayer || g->impl[li] != &gpu_conv_impl) return -1;
+    const ConvGpu *p = (const ConvGpu *)g->lp[li];
+    return p->cpad ? p->cpad : ((const Conv *)g->net->layer[li].priv)->cin;
+}
+
+size_t gpunet_download_conv_filter(GpuNet *g, int li, float *dst) {
+    if (li < 0 || li >= g->net->nlayer || g->impl[li] != &gpu_conv_impl) return 0;
+    const Conv *c = (const Conv *)g->net->layer[li].priv;
+    const ConvGpu *p = (const ConvGpu *)g->lp[li];
+    const size_t count = (size_t)c->cout * c->kh * c->kw * (p->cpad ? p->cpad : c->cin / c->groups);
+    const void *src = p->cpad ? p->wc : gpu_weights(g, c->pw);
+    if (!gpu_half(g)) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+        gpunet_sync(g);
+        return count;
+    }
+    void *tmp = xmalloc(count * g->esize);
+    CUDA_CHECK(cudaMemcpyAsync(tmp, src, count * g->esize, cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+    gpu_host_from_storage(g, tmp, dst, count);
+    free(tmp);
+    return count;
 }
 
 static void conv_destroy(GpuNet *g, Layer *l, int li) {

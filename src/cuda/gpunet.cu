@@ -25,15 +25,17 @@ static const GpuLayerImpl *impl_of(const char *type) {
     return NULL;
 }
 
-static cudnnTensorDescriptor_t tensor_desc(cudnnDataType_t t, Shape s) {
+static cudnnTensorDescriptor_t tensor_desc(cudnnDataType_t t, Shape s, int nhwc) {
     cudnnTensorDescriptor_t d;
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, t, s.n, s.c, s.h, s.w));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, t, s.n, s.c, s.h, s.w));
     return d;
 }
 
-cudnnTensorDescriptor_t gpu_tensor_desc(const GpuNet *g, Shape s) { return tensor_desc(g->dtype, s); }
-cudnnTensorDescriptor_t gpu_tensor_desc_f32(Shape s) { return tensor_desc(CUDNN_DATA_FLOAT, s); }
+cudnnTensorDescriptor_t gpu_tensor_desc(const GpuNet *g, Shape s) { return tensor_desc(g->dtype, s, g->nhwc); }
+cudnnTensorDescriptor_t gpu_tensor_desc_f32(Shape s) { return tensor_desc(CUDNN_DATA_FLOAT, s, 0); }
+
+int gpunet_nhwc(const GpuNet *g) { return g->nhwc; }
 
 cudnnMathType_t gpu_math(const GpuNet *g) {
     return g->prec == PREC_FP32 ? CUDNN_FMA_MATH : g->prec == PREC_TF32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
@@ -191,6 +193,7 @@ static void plan_nodes(GpuNet *g, ArenaPlan *a) {
     char *zero = (char *)xmalloc((size_t)nn);
     g->acc = (char *)xmalloc((size_t)net_input_slots(net) + 1);
     net_grad_schedule(net, first, last, zero, g->acc);
+    gpu_fuse_lifetimes(g, last);
     g->slot0 = (int *)xcalloc((size_t)net->nlayer, sizeof(int));
     g->zero_at = (int *)xmalloc((size_t)net->nlayer * sizeof(int));
     for (int i = 0, k = 0; i < net->nlayer; k += net->layer[i].nin, i++) {
@@ -230,7 +233,7 @@ static void plan_layers(GpuNet *g, ArenaPlan *a) {
     a->ws = 0;
     for (int i = 0; i < net->nlayer; i++) {
         Layer *l = &net->layer[i];
-        g->impl[i] = impl_of(l->ops->type);
+        g->impl[i] = g->absorbed[i] ? &gpu_absorbed_impl : impl_of(l->ops->type);
         if (!g->impl[i]) die("the GPU backend has no '%s' layer", l->ops->type);
         size_t w = 0;
         if (g->impl[i]->plan) g->impl[i]->plan(g, l, i, &a->scratch[i], &w);
@@ -303,12 +306,16 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, un
         snprintf(err, errlen, "the GPU backend has no precision %d", precision);
         return NULL;
     }
+    const int nhwc = gpunet_layout(precision, flags, err, errlen), fuse = gpunet_fusion(flags, err, errlen);
+    if (nhwc < 0 || fuse < 0) return NULL;
     gpu_require("gpunet_new");
     if (device != gpu_selected()) die("gpunet_new on GPU %d: this process uses GPU %d", device, gpu_selected());
     GpuNet *g = (GpuNet *)xcalloc(1, sizeof *g);
     g->net = net;
     g->device = device;
     g->prec = precision;
+    g->nhwc = nhwc;
+    g->fuse = fuse;
     g->deterministic = (flags & GPUNET_DETERMINISTIC) != 0;
     g->esize = gpu_half(g) ? 2 : 4;
     g->dtype = precision == PREC_FP16 ? CUDNN_DATA_HALF : precision == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
@@ -327,6 +334,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, un
     memset(&a, 0, sizeof a);
     int failed = alloc_fixed(g, err, errlen, oom);
     if (!failed) {
+        gpu_fuse_plan(g, g->fuse); /* before the plan: a fused batch norm reads gradients later, plans its own kernels */
         plan_nodes(g, &a);
         /* a batch that cannot fit fails here, before cuDNN's measurements allocate anything */
         size_t fr = 0, tot = 0;
@@ -360,6 +368,7 @@ void gpunet_free(GpuNet *g) {
             free(g->lp[i]);
         }
     gpu_allreduce_free(g);
+    gpu_fuse_free(g);
     for (int i = 0; g->pev_f && i <= g->net->nlayer; i++) {
         cudaEventDestroy(g->pev_f[i]);
         cudaEventDestroy(g->pev_b[i]);
@@ -419,6 +428,7 @@ void gpunet_print_plan(const GpuNet *g, FILE *f) {
     const double MiB = 1048576.0, GiB = 1073741824.0;
     if (g->sync_check)
         fprintf(f, "NVCNN_SYNC_CHECK=1: synchronising after every layer's forward and backward (slow: names the layer at fault)\n");
+    gpu_fuse_print(g, f);
     if (g->deterministic)
         fprintf(f, "cuDNN algorithm search: %.2f s (--deterministic: %d looked up in cuDNN's heuristics, deterministic algorithms only; "
                    "%d repeated shapes from the cache, %d not needed)\n",
@@ -490,6 +500,7 @@ static void layer_done(GpuNet *g, int li, const char *phase) {
 static void lifetimes_start(GpuNet *g, int li, int backward) {
     const Net *n = g->net;
     const Layer *l = &n->layer[li];
+    if (g->absorbed[li]) return; /* a layer fused into a batch norm (fuse.cu): its nodes are the batch norm's */
     if (!backward) {
         if (g->scratch[li]) emu::poison_async(g->scratch_at[li], g->scratch[li], g->s);
         for (int k = 0; k < l->nin; k++)

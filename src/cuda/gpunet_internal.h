@@ -29,6 +29,14 @@ extern "C" {
  * left after the arena and a margin), and returns the shared workspace they need. bind() hands
  * the layer its scratch (256-byte aligned). Layers that need none of these leave them NULL.
  * destroy() releases what the layer's state holds (descriptors); the core frees g->lp[li]. */
+/* What the fusion pass (fuse.cu) gave batch norm layer li: out, the node it writes (-1: not
+ * fused: its own output); z, the residual it adds before the ReLU (-1: none); relu, 1 when a
+ * ReLU follows; add_li and add_k, the absorbed add and z's slot in it (z's gradient is written
+ * or added as that add's backward would have, gpu_acc). */
+typedef struct GpuFused {
+    int out, z, relu, add_li, add_k;
+} GpuFused;
+
 typedef struct GpuLayerImpl {
     const char *type;
     void (*plan)(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace);
@@ -42,6 +50,11 @@ typedef struct GpuLayerImpl {
 struct GpuNet {
     Net *net;
     int device, prec;
+    int nhwc;                                 /* 1: activations, gradients NHWC and filters KRSC (gpunet.h) */
+    int fuse;                                 /* 1: the fusion pass ran (fuse.cu) */
+    GpuFused *fused;                          /* [nlayer] (fuse.cu) */
+    char *absorbed;                           /* [nlayer] 1: runs inside a fused batch norm (skipped) */
+    int nfused_relu, nfused_add;              /* batch norms fused with a ReLU; with an add and a ReLU */
     cudaStream_t s;
     cudnnHandle_t dnn;
     cublasHandle_t blas;
@@ -126,7 +139,8 @@ static inline const float *gpu_beta(const GpuNet *g, int li, int k) {
     return gpu_acc(g, li, k) ? &one : &zero;
 }
 
-/* Tensor descriptor of an NCHW shape in the storage type (gpu_tensor_desc) or in fp32. */
+/* Tensor descriptor of a shape (n, c, h, w) in g's layout, in the storage type (gpu_tensor_desc);
+ * the fp32 one (batch norm's per-channel parameters, 1 x c x 1 x 1) is NCHW. */
 cudnnTensorDescriptor_t gpu_tensor_desc(const GpuNet *g, Shape s);
 cudnnTensorDescriptor_t gpu_tensor_desc_f32(Shape s);
 /* 1 in fp16 and bf16 */
@@ -143,9 +157,20 @@ static inline void *gpu_conv_dw(const GpuNet *g, int p) {
     return gpu_half(g) ? (void *)((char *)g->gh + off * g->esize) : (void *)(g->grads + off);
 }
 void gpu_grad_from_half(GpuNet *g, int p);
+/* 16-bit storage-type values (fp16 or bf16, g's) as floats, on the host */
+void gpu_host_from_storage(const GpuNet *g, const void *src, float *dst, size_t n);
 /* fp16/bf16: the storage-type weights refreshed from the fp32 master weights (after an update or
  * an upload); nothing in fp32 and tf32. */
 void gpu_cast_params(GpuNet *g);
+
+/* The fusion pass (fuse.cu): fills g->fused and g->absorbed (nothing fused when !on), their
+ * release, and the plan's line. */
+void gpu_fuse_plan(GpuNet *g, int on);
+void gpu_fuse_free(GpuNet *g);
+/* The gradients' lifetimes (net_grad_schedule's last[], backward steps) extended to what the
+ * fused batch norms read: the fused ReLU's output gradient, at the batch norm's turn. */
+void gpu_fuse_lifetimes(const GpuNet *g, int *last);
+void gpu_fuse_print(const GpuNet *g, FILE *f);
 
 /* NCCL inside backward (allreduce.cu): after layer backward made every gradient from arena offset
  * final_from up final, queue the buckets lying wholly above it (after `ready`, recorded on the
@@ -172,6 +197,18 @@ void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_
 /* A parameter's fp32 value and gradient on the device. */
 static inline float *gpu_param(const GpuNet *g, int p) { return g->params + g->poff[p]; }
 static inline float *gpu_grad(const GpuNet *g, int p) { return g->grads + g->poff[p]; }
+
+/* Where element (sample, channel, pixel) of a [n][c][hw] activation lies in g's layout, as the
+ * three strides of those indices (elements). */
+typedef struct GpuStrides {
+    size_t n, c, p;
+} GpuStrides;
+static inline GpuStrides gpu_strides(const GpuNet *g, int c, size_t hw) {
+    GpuStrides s = {(size_t)c * hw, g->nhwc ? 1 : hw, g->nhwc ? (size_t)c : 1};
+    return s;
+}
+/* The channel of flat element i of a [n][c][hw] activation: NCHW (i / hw) % c, NHWC i % c. */
+__device__ __forceinline__ int gpu_chan(size_t i, int c, size_t hw, int nhwc) { return nhwc ? (int)(i % (size_t)c) : (int)(i / hw % (size_t)c); }
 
 /* Storage-type conversions for kernels templated on T (float, __half, __nv_bfloat16). */
 __device__ __forceinline__ float to_f(float v) { return v; }
@@ -204,13 +241,46 @@ cudnnMathType_t gpu_math(const GpuNet *g);
 #define GPU_THREADS 256
 static_assert(GPU_THREADS >= 32 && GPU_THREADS <= 1024 && (GPU_THREADS & (GPU_THREADS - 1)) == 0 && GPU_THREADS % 32 == 0,
               "the block reductions need a power of two of whole warps, at most 1024 threads");
+/* 16-byte vector accesses (item: kernels that stream whole tensors): V elements of T per uint4
+ * load or store, taken where every pointer a kernel vectorises is 16-byte aligned (the arena's
+ * tensors are 256-byte aligned; the emulated device faults on a misaligned vector access, as a
+ * GPU does); the elements past the last whole vector, or every element when a pointer is not
+ * aligned, go one at a time. gpu_vec_split says how many elements the vector loop covers. */
+__device__ __forceinline__ bool gpu_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+template <typename T> __device__ __forceinline__ size_t gpu_vec_split(size_t n, bool aligned) { return aligned ? n / (16 / sizeof(T)) * (16 / sizeof(T)) : 0; }
+template <typename T> __device__ __forceinline__ void gpu_load16(T *dst, const T *src, size_t v) {
+    *reinterpret_cast<uint4 *>(dst) = reinterpret_cast<const uint4 *>(src)[v];
+}
+template <typename T> __device__ __forceinline__ void gpu_store16(T *dst, size_t v, const T *src) {
+    reinterpret_cast<uint4 *>(dst)[v] = *reinterpret_cast<const uint4 *>(src);
+}
 /* Blocks for a grid-stride loop over n elements. */
 static inline unsigned gpu_blocks(size_t n) {
     size_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
     return (unsigned)(b > 65535 * 8 ? 65535 * 8 : (b ? b : 1));
 }
+/* ... and over n elements in 16-byte vectors of T */
+template <typename T> static inline unsigned gpu_vec_blocks(size_t n) { return gpu_blocks((n + 16 / sizeof(T) - 1) / (16 / sizeof(T))); }
+
+/* The channel of consecutive elements of a [n][c][hw] activation, from element i on: NCHW
+ * (i / hw) % c, NHWC i % c, advanced one element at a time without a division. */
+struct GpuChanWalk {
+    int ch, c;
+    size_t p, hw; /* NCHW: the pixel within the plane; NHWC: hw is 1 */
+    __device__ GpuChanWalk(size_t i, int c_, size_t hw_, int nhwc) : c(c_), hw(nhwc ? 1 : hw_) {
+        p = i % hw;
+        ch = (int)(i / hw % (size_t)c);
+    }
+    __device__ void next() {
+        if (++p == hw) {
+            p = 0;
+            if (++ch == c) ch = 0;
+        }
+    }
+};
 
 extern const GpuLayerImpl gpu_conv_impl, gpu_bn_impl, gpu_maxpool_impl, gpu_avgpool_impl, gpu_fc_impl,
-    gpu_dropout_impl, gpu_flatten_impl, gpu_avg_impl, gpu_concat_impl, gpu_add_impl, gpu_xent_impl, gpu_act_impl;
+    gpu_dropout_impl, gpu_flatten_impl, gpu_avg_impl, gpu_concat_impl, gpu_add_impl, gpu_xent_impl, gpu_act_impl,
+    gpu_absorbed_impl; /* a layer fused into a batch norm (fuse.cu): runs nothing of its own */
 
 #endif

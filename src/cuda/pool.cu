@@ -6,16 +6,42 @@
 #include "gpunet_internal.h"
 
 typedef struct PoolGpu {
-    int32_t *argmax; /* max: [n][c][oh][ow], index into the input plane */
+    int32_t *argmax; /* max: one per output element (in its layout), the pixel y * w + x of the input */
 } PoolGpu;
 
 struct PoolDims {
     int h, w, oh, ow, kh, kw, sh, sw, pt, pl;
+    int c, nhwc; /* channels; 1: [n][h][w][c], 0: [n][c][h][w] */
 };
 
-static PoolDims dims(const Pool *p) {
-    PoolDims d = {p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->pt, p->pl};
+static PoolDims dims(const GpuNet *g, const Layer *l, const Pool *p) {
+    PoolDims d = {p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->pt, p->pl, g->net->node[l->in[0]].shape.c, g->nhwc};
     return d;
+}
+
+/* Element i of a [n][c][h][w] tensor (NCHW) or [n][h][w][c] (NHWC) as its pixel (y * w + x) and
+ * the offset of its (sample, channel)'s pixel 0; pixels lie 1 (NCHW) or c (NHWC) elements apart. */
+struct PoolAt {
+    int pix;
+    size_t base;
+};
+__device__ static PoolAt pool_at(size_t i, int h, int w, const PoolDims &d) {
+    PoolAt a;
+    if (d.nhwc) {
+        const size_t r = i / (size_t)d.c;
+        a.pix = (int)(r % ((size_t)h * w));
+        a.base = r / ((size_t)h * w) * (size_t)h * w * d.c + i % (size_t)d.c;
+    } else {
+        a.pix = (int)(i % ((size_t)h * w));
+        a.base = i - (size_t)a.pix;
+    }
+    return a;
+}
+
+/* the same (sample, channel)'s pixel 0 in a tensor of h2 x w2 pixels */
+__device__ static size_t pool_rebase(size_t base, int h, int w, int h2, int w2, const PoolDims &d) {
+    if (d.nhwc) return base / ((size_t)h * w * d.c) * (size_t)h2 * w2 * d.c + base % (size_t)d.c;
+    return base / ((size_t)h * w) * (size_t)h2 * w2;
 }
 
 __device__ static void window(const PoolDims &d, int oy, int ox, int *y0, int *y1, int *x0, int *x1) {
@@ -28,9 +54,9 @@ __device__ static void window(const PoolDims &d, int oy, int ox, int *y0, int *y
 
 template <typename T> __global__ void k_pool_forward(const T *x, T *y, int32_t *am, size_t total, PoolDims d, int is_max) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int ox = (int)(i % d.ow), oy = (int)(i / d.ow % d.oh);
-        size_t plane = i / ((size_t)d.ow * d.oh);
-        const T *xp = x + plane * d.h * d.w;
+        const PoolAt o = pool_at(i, d.oh, d.ow, d);
+        const int ox = o.pix % d.ow, oy = o.pix / d.ow, step = d.nhwc ? d.c : 1;
+        const T *xp = x + pool_rebase(o.base, d.oh, d.ow, d.h, d.w, d);
         int y0, y1, x0, x1;
         window(d, oy, ox, &y0, &y1, &x0, &x1);
         if (is_max) {
@@ -38,18 +64,18 @@ template <typename T> __global__ void k_pool_forward(const T *x, T *y, int32_t *
             int bi = y0 * d.w + x0;
             for (int yy = y0; yy < y1; yy++)
                 for (int xx = x0; xx < x1; xx++) {
-                    float v = to_f(xp[yy * d.w + xx]);
+                    float v = to_f(xp[(size_t)(yy * d.w + xx) * step]);
                     if (v > best) {
                         best = v;
                         bi = yy * d.w + xx;
                     }
                 }
-            y[i] = xp[bi];
+            y[i] = xp[(size_t)bi * step];
             am[i] = bi;
         } else {
             float s = 0;
             for (int yy = y0; yy < y1; yy++)
-                for (int xx = x0; xx < x1; xx++) s += to_f(xp[yy * d.w + xx]);
+                for (int xx = x0; xx < x1; xx++) s += to_f(xp[(size_t)(yy * d.w + xx) * step]);
             y[i] = from_f<T>(s / (float)((y1 - y0) * (x1 - x0)));
         }
     }
@@ -59,10 +85,11 @@ template <typename T> __global__ void k_pool_forward(const T *x, T *y, int32_t *
 template <typename T>
 __global__ void k_pool_backward(const T *dy, const int32_t *am, T *dx, size_t total, PoolDims d, int is_max, int acc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int xx = (int)(i % d.w), yy = (int)(i / d.w % d.h);
-        size_t plane = i / ((size_t)d.w * d.h);
-        const T *g = dy + plane * d.oh * d.ow;
-        const int32_t *a = is_max ? am + plane * d.oh * d.ow : NULL;
+        const PoolAt at = pool_at(i, d.h, d.w, d);
+        const int xx = at.pix % d.w, yy = at.pix / d.w, step = d.nhwc ? d.c : 1;
+        const size_t ob = pool_rebase(at.base, d.h, d.w, d.oh, d.ow, d);
+        const T *g = dy + ob;
+        const int32_t *a = is_max ? am + ob : NULL;
         /* outputs oy with oy*sh - pt <= yy < oy*sh - pt + kh */
         int oy_lo = (yy + d.pt - d.kh + d.sh) / d.sh, oy_hi = (yy + d.pt) / d.sh;
         int ox_lo = (xx + d.pl - d.kw + d.sw) / d.sw, ox_hi = (xx + d.pl) / d.sw;
@@ -74,7 +101,7 @@ __global__ void k_pool_backward(const T *dy, const int32_t *am, T *dx, size_t to
         const int self = yy * d.w + xx;
         for (int oy = oy_lo; oy <= oy_hi; oy++)
             for (int ox = ox_lo; ox <= ox_hi; ox++) {
-                int k = oy * d.ow + ox;
+                const size_t k = (size_t)(oy * d.ow + ox) * step;
                 if (is_max) {
                     if (a[k] == self) s += to_f(g[k]);
                 } else {
@@ -104,7 +131,7 @@ static void pool_forward(GpuNet *g, Layer *l, int li) {
     size_t total = shape_count(g->net->node[l->out].shape);
     GPU_DISPATCH(g, T,
                  LAUNCH(k_pool_forward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out],
-                                                                      ((PoolGpu *)g->lp[li])->argmax, total, dims(p), p->kind == POOL_MAX));
+                                                                      ((PoolGpu *)g->lp[li])->argmax, total, dims(g, l, p), p->kind == POOL_MAX));
 }
 
 static void pool_backward(GpuNet *g, Layer *l, int li) {
@@ -114,7 +141,7 @@ static void pool_backward(GpuNet *g, Layer *l, int li) {
     size_t total = shape_count(g->net->node[l->in[0]].shape);
     GPU_DISPATCH(g, T,
                  LAUNCH(k_pool_backward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], ((PoolGpu *)g->lp[li])->argmax,
-                                                                       (T *)dx, total, dims(p), p->kind == POOL_MAX, gpu_acc(g, li, 0)));
+                                                                       (T *)dx, total, dims(g, l, p), p->kind == POOL_MAX, gpu_acc(g, li, 0)));
 }
 
 const GpuLayerImpl gpu_maxpool_impl = {"maxpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL, NULL};

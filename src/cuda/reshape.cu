@@ -1,5 +1,5 @@
-/* reshape.cu: the GPU half of flatten (NCHW -> [n][h*w*c] in NHWC order) and spatial average
- * (src/layers/reshape.c). */
+/* reshape.cu: the GPU half of flatten (NCHW -> [n][h*w*c] in NHWC order: in NHWC a copy) and
+ * spatial average (src/layers/reshape.c), in either layout. */
 #include "gpunet_internal.h"
 
 /* y[s][p*c + ch] = x[s][ch][p] (forward); dx[s][ch][p] (+)= dy[s][p*c + ch] (backward: adds if acc) */
@@ -14,19 +14,20 @@ template <typename T> __global__ void k_flatten(const T *x, T *y, size_t total, 
     }
 }
 
-/* one thread per (sample, channel) plane */
-template <typename T> __global__ void k_spatial_avg(const T *x, T *y, size_t planes, size_t hw) {
+/* one thread per (sample, channel) i: its pixels from x + base, step elements apart */
+template <typename T> __global__ void k_spatial_avg(const T *x, T *y, size_t planes, int c, size_t hw, int nhwc) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < planes; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t base = nhwc ? i / (size_t)c * hw * c + i % (size_t)c : i * hw, step = nhwc ? (size_t)c : 1;
         double s = 0;
-        for (size_t k = 0; k < hw; k++) s += to_f(x[i * hw + k]);
+        for (size_t k = 0; k < hw; k++) s += to_f(x[base + k * step]);
         y[i] = from_f<T>((float)(s / (double)hw));
     }
 }
 
-template <typename T> __global__ void k_spatial_avg_backward(const T *dy, T *dx, size_t total, size_t hw, int acc) {
+template <typename T> __global__ void k_spatial_avg_backward(const T *dy, T *dx, size_t total, int c, size_t hw, int nhwc, int acc) {
     const float inv = 1.0f / (float)hw;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        float d = to_f(dy[i / hw]) * inv;
+        float d = to_f(dy[nhwc ? i / (hw * c) * c + i % (size_t)c : i / hw]) * inv;
         dx[i] = from_f<T>(acc ? to_f(dx[i]) + d : d);
     }
 }
@@ -36,8 +37,8 @@ static void flatten_forward(GpuNet *g, Layer *l, int li) {
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_flatten<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], total, s.c,
-                                                                 (size_t)s.h * s.w, 0, 0));
+                 LAUNCH(k_flatten<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], total,
+                        g->nhwc ? (int)shape_sample(s) : s.c, g->nhwc ? (size_t)1 : (size_t)s.h * s.w, 0, 0)); /* NHWC: a copy */
 }
 
 static void flatten_backward(GpuNet *g, Layer *l, int li) {
@@ -46,8 +47,8 @@ static void flatten_backward(GpuNet *g, Layer *l, int li) {
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_flatten<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], (T *)dx, total, s.c, (size_t)s.h * s.w, 1,
-                                                                 gpu_acc(g, li, 0)));
+                 LAUNCH(k_flatten<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], (T *)dx, total,
+                        g->nhwc ? (int)shape_sample(s) : s.c, g->nhwc ? (size_t)1 : (size_t)s.h * s.w, 1, gpu_acc(g, li, 0)));
 }
 
 static void avg_forward(GpuNet *g, Layer *l, int li) {
@@ -55,8 +56,8 @@ static void avg_forward(GpuNet *g, Layer *l, int li) {
     Shape s = g->net->node[l->in[0]].shape;
     size_t planes = (size_t)s.n * s.c;
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_spatial_avg<T>, gpu_blocks(planes), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], planes,
-                                                                      (size_t)s.h * s.w));
+                 LAUNCH(k_spatial_avg<T>, gpu_blocks(planes), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out], planes, s.c,
+                        (size_t)s.h * s.w, g->nhwc));
 }
 
 static void avg_backward(GpuNet *g, Layer *l, int li) {
@@ -65,8 +66,8 @@ static void avg_backward(GpuNet *g, Layer *l, int li) {
     Shape s = g->net->node[l->in[0]].shape;
     size_t total = shape_count(s);
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_spatial_avg_backward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], (T *)dx, total,
-                                                                              (size_t)s.h * s.w, gpu_acc(g, li, 0)));
+                 LAUNCH(k_spatial_avg_backward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], (T *)dx, total, s.c,
+                        (size_t)s.h * s.w, g->nhwc, gpu_acc(g, li, 0)));
 }
 
 const GpuLayerImpl gpu_flatten_impl = {"flatten", NULL, NULL, flatten_forward, flatten_backward, NULL, NULL};

@@ -6,13 +6,40 @@
 
 #include "gpunet_internal.h"
 
+/* NHWC: every convolution's filter in g->host between the host's KCRS ([cout][cin/groups][kh][kw])
+ * and the device's KRSC ([cout][kh][kw][cin/groups]); to_krsc says which way. */
+static void permute_filters(GpuNet *g, int to_krsc) {
+    const Net *n = g->net;
+    if (!g->nhwc) return;
+    for (int i = 0; i < n->nlayer; i++) {
+        const Layer *l = &n->layer[i];
+        if (strcmp(l->ops->type, "conv") != 0) continue;
+        const Conv *c = (const Conv *)l->priv;
+        const size_t C = (size_t)(c->cin / c->groups), RS = (size_t)c->kh * c->kw, per = C * RS;
+        float *w = g->host + g->poff[c->pw], *t = (float *)xmalloc(per * sizeof(float));
+        for (int k = 0; k < c->cout; k++, w += per) {
+            for (size_t ch = 0; ch < C; ch++)
+                for (size_t rs = 0; rs < RS; rs++) {
+                    if (to_krsc)
+                        t[rs * C + ch] = w[ch * RS + rs];
+                    else
+                        t[ch * RS + rs] = w[rs * C + ch];
+                }
+            memcpy(w, t, per * sizeof(float));
+        }
+        free(t);
+    }
+}
+
 /* The device arenas place each parameter tensor at a multiple of 64 elements (g->poff) so that
  * every tensor the libraries see is aligned; the gaps hold zeros. Host <-> device copies go
- * through g->host (P floats) and a gather or scatter on the host. */
+ * through g->host (P floats) and a gather or scatter on the host (and, in NHWC, the filters'
+ * permutation). */
 static void to_device(GpuNet *g, float *dev, const float *host) {
     const Net *n = g->net;
     memset(g->host, 0, g->P * sizeof(float));
     for (int p = 0; p < n->nparam; p++) memcpy(g->host + g->poff[p], host + n->param[p].off, n->param[p].count * sizeof(float));
+    permute_filters(g, 1);
     CUDA_CHECK(cudaMemcpyAsync(dev, g->host, g->P * sizeof(float), cudaMemcpyHostToDevice, g->s));
     gpunet_sync(g);
 }
@@ -21,6 +48,7 @@ static void to_host(GpuNet *g, float *host, const float *dev) {
     const Net *n = g->net;
     CUDA_CHECK(cudaMemcpyAsync(g->host, dev, g->P * sizeof(float), cudaMemcpyDeviceToHost, g->s));
     gpunet_sync(g);
+    permute_filters(g, 0);
     for (int p = 0; p < n->nparam; p++) memcpy(host + n->param[p].off, g->host + g->poff[p], n->param[p].count * sizeof(float));
 }
 
@@ -55,41 +83,73 @@ static void host_to_storage(const GpuNet *g, const float *src, void *dst, size_t
         for (size_t i = 0; i < n; i++) ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
 }
 
-static void host_from_storage(const GpuNet *g, const void *src, float *dst, size_t n) {
+void gpu_host_from_storage(const GpuNet *g, const void *src, float *dst, size_t n) {
     if (g->prec == PREC_FP16)
         for (size_t i = 0; i < n; i++) dst[i] = __half2float(((const __half *)src)[i]);
     else
         for (size_t i = 0; i < n; i++) dst[i] = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
 }
 
+/* Whether node data of shape s differs between NCHW and g's layout (NHWC with several channels
+ * and pixels). */
+static int node_permuted(const GpuNet *g, Shape s) { return g->nhwc && s.c > 1 && s.h * s.w > 1; }
+
+/* [n][c][hw] <-> [n][hw][c] on the host (to_nhwc says which way) */
+static void host_layout(const float *src, float *dst, Shape s, int to_nhwc) {
+    const size_t C = (size_t)s.c, HW = (size_t)s.h * s.w;
+    for (size_t i = 0; i < (size_t)s.n; i++, src += C * HW, dst += C * HW)
+        for (size_t c = 0; c < C; c++)
+            for (size_t p = 0; p < HW; p++) {
+                if (to_nhwc)
+                    dst[p * C + c] = src[c * HW + p];
+                else
+                    dst[c * HW + p] = src[p * C + c];
+            }
+}
+
 void gpunet_download_node(GpuNet *g, int id, float *dst, int grad) {
     const void *src = grad ? g->dx[id] : g->x[id];
     if (!src) die("gpunet_download_node: node %d has no %s", id, grad ? "gradient" : "data");
-    size_t n = shape_count(g->net->node[id].shape);
+    const Shape s = g->net->node[id].shape;
+    const size_t n = shape_count(s);
+    const int perm = node_permuted(g, s);
+    float *out = perm ? (float *)xmalloc(n * sizeof(float)) : dst;
     if (!gpu_half(g)) {
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, g->s));
+        CUDA_CHECK(cudaMemcpyAsync(out, src, n * sizeof(float), cudaMemcpyDeviceToHost, g->s));
         gpunet_sync(g);
-        return;
+    } else {
+        void *tmp = xmalloc(n * g->esize);
+        CUDA_CHECK(cudaMemcpyAsync(tmp, src, n * g->esize, cudaMemcpyDeviceToHost, g->s));
+        gpunet_sync(g);
+        gpu_host_from_storage(g, tmp, out, n);
+        free(tmp);
     }
-    void *tmp = xmalloc(n * g->esize);
-    CUDA_CHECK(cudaMemcpyAsync(tmp, src, n * g->esize, cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-    host_from_storage(g, tmp, dst, n);
-    free(tmp);
+    if (perm) {
+        host_layout(out, dst, s, 0);
+        free(out);
+    }
 }
 
 void gpunet_upload_node(GpuNet *g, int id, const float *src) {
-    size_t n = shape_count(g->net->node[id].shape);
+    const Shape s = g->net->node[id].shape;
+    const size_t n = shape_count(s);
+    float *in = NULL;
+    if (node_permuted(g, s)) {
+        in = (float *)xmalloc(n * sizeof(float));
+        host_layout(src, in, s, 1);
+        src = in;
+    }
     if (!gpu_half(g)) {
         CUDA_CHECK(cudaMemcpyAsync(g->x[id], src, n * sizeof(float), cudaMemcpyHostToDevice, g->s));
         gpunet_sync(g);
-        return;
+    } else {
+        void *tmp = xmalloc(n * g->esize);
+        host_to_storage(g, src, tmp, n);
+        CUDA_CHECK(cudaMemcpyAsync(g->x[id], tmp, n * g->esize, cudaMemcpyHostToDevice, g->s));
+        gpunet_sync(g);
+        free(tmp);
     }
-    void *tmp = xmalloc(n * g->esize);
-    host_to_storage(g, src, tmp, n);
-    CUDA_CHECK(cudaMemcpyAsync(g->x[id], tmp, n * g->esize, cudaMemcpyHostToDevice, g->s));
-    gpunet_sync(g);
-    free(tmp);
+    free(in);
 }
 
 void gpunet_set_input(GpuNet *g, const float *nchw) {
@@ -106,6 +166,12 @@ void gpunet_set_labels(GpuNet *g, const int32_t *labels) {
     CUDA_CHECK(cudaMemcpyAsync(g->labels, labels, (size_t)n->batch * sizeof(int32_t), cudaMemcpyHostToDevice, g->s));
     gpunet_sync(g);
     n->labels = labels;
+}
+
+/* NHWC bytes -> NHWC storage x / 127.5 - 1: a scale, element by element */
+template <typename T> __global__ void k_u8_scale(const uint8_t *in, T *out, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = from_f<T>(__fadd_rn(__fmul_rn((float)in[i], 1.0f / 127.5f), -1.0f)); /* as k_u8_to_input */
 }
 
 /* NHWC bytes -> NCHW floats x / 127.5 - 1, one thread per pixel */
@@ -139,7 +205,10 @@ void gpunet_use_batch(GpuNet *g, int slot) {
     Net *n = g->net;
     const Shape s = n->node[n->input].shape;
     CUDA_CHECK(cudaStreamWaitEvent(g->s, g->staged[slot], 0));
-    GPU_DISPATCH(g, T,
+    if (g->nhwc)
+        GPU_DISPATCH(g, T, LAUNCH(k_u8_scale<T>, gpu_blocks(shape_count(s)), GPU_THREADS, 0, g->s, g->stage[slot], (T *)g->x[n->input], shape_count(s)));
+    else
+        GPU_DISPATCH(g, T,
                  LAUNCH(k_u8_to_input<T>, gpu_blocks((size_t)s.n * s.h * s.w), GPU_THREADS, 0, g->s, g->stage[slot], (T *)g->x[n->input], s.n, s.c,
                                                                                         s.h * s.w));
     CUDA_CHECK(cudaMemcpyAsync(g->labels, g->stage_lab[slot], (size_t)n->batch * sizeof(int32_t), cudaMemcpyDeviceToDevice, g->s));

@@ -231,6 +231,7 @@ cudnnStatus_t geometry(const char *call, const TD *x, const FD *w, const CD *cd,
     g->flip = cd->mode == CUDNN_CONVOLUTION;
     /* FFT's layouts: NCHW with each HW plane packed */
     g->hw_packed = x->ws == 1 && x->hs == x->w && (!y || (y->ws == 1 && y->hs == y->w));
+    g->chw_packed = g->hw_packed && x->cs == x->h * x->w && x->ns == x->c * x->cs && (!y || (y->cs == y->h * y->w && y->ns == y->c * y->cs));
     g->oh = out_dim(x->h, cd->pad_h, w->h, cd->dil_h, cd->u);
     g->ow = out_dim(x->w, cd->pad_w, w->w, cd->dil_w, cd->v);
     if (g->oh < 1 || g->ow < 1)
@@ -568,7 +569,7 @@ cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescri
 /* ---- Find and workspaces ---- */
 } /* extern "C" */
 
-static long finds_made, heuristics_made; /* emu_counts.h */
+static long finds_made, heuristics_made, transposes_made; /* emu_counts.h */
 
 /* Find (synchronous: it runs the algorithms, so it waits for the stream first), or the
  * heuristics (`measured` 0: nothing runs). */
@@ -589,6 +590,7 @@ static cudnnStatus_t find_call(const char *call, Dir d, cudnnHandle_t h, const T
 extern "C" {
 
 long emu_cudnn_finds(void) { return finds_made; }
+long emu_cudnn_transposes(void) { return transposes_made; }
 long emu_cudnn_heuristics(void) { return heuristics_made; }
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
@@ -692,6 +694,12 @@ static cudnnStatus_t convolve(const char *call, Dir d, cudnnHandle_t h, const vo
     need_device(call, d == BWD_DATA ? "dx" : "x", d == BWD_DATA ? out : x, extent(*xd));
     need_device(call, d == BWD_FILTER ? "dw" : "w", d == BWD_FILTER ? out : w, extent(*wd));
     need_device(call, d == FWD ? "y" : "dy", d == FWD ? out : y, extent(*yd));
+    /* cuDNN's tensor-core kernels are NHWC: given NCHW operands, a 16-bit (or TF32) tensor-op
+     * convolution transposes each of them to NHWC first and its result back (the developer
+     * guide's "Tensor Core Operations": NCHW data are transformed internally, at a cost). One
+     * transpose counted per NCHW operand (the two tensors, the filter). */
+    if (emu::dnn::uses_tensor_cores(d, algo, ar) && (xd->type == CUDNN_DATA_HALF || xd->type == CUDNN_DATA_BFLOAT16))
+        transposes_made += (xd->cs != 1) + (yd->cs != 1) + (wd->format == CUDNN_TENSOR_NCHW);
     const TD X = *xd, Y = *yd;
     const FD W = *wd;
     const float a = scalar(alpha, xd->type), b = scalar(beta, xd->type);

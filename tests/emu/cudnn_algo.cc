@@ -798,6 +798,11 @@ const char *unsupported_because(Dir d, int algo, const Geo &g, const Arith &a) {
     const bool stride1 = g.u == 1 && g.v == 1, dil1 = g.dh == 1 && g.dw == 1;
     /* TRUE_HALF_CONFIG: half data computed in half */
     const bool true_half = a.data == CUDNN_DATA_HALF && a.compute == CUDNN_DATA_HALF;
+    /* layouts, as the support tables' "format support" column lists them: backward data ALGO_0
+     * and WINOGRAD and backward filter ALGO_3 take NCHW CHW-packed tensors only (NHWC: the
+     * others, FFT's HW-packed NCHW aside, below) */
+    if (!g.chw_packed && ((d == BWD_DATA && (k == ATOMIC || k == WINOGRAD)) || (d == BWD_FILTER && k == ATOMIC_PRECOMP)))
+        return "NCHW CHW-packed tensors only";
     switch (k) {
     case IMPLICIT: case PRECOMP: case ATOMIC: case ORDERED: case ATOMIC_PRECOMP:
         return nullptr; /* every data type configuration, stride, dilation and group count */
@@ -855,13 +860,17 @@ cudnnDeterminism_t determinism(Dir d, int algo) {
     return k == ATOMIC || k == ATOMIC_PRECOMP ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC;
 }
 
+bool uses_tensor_cores(Dir d, int algo, const Arith &a) {
+    return tensor_cores(kind_of(d, algo)) &&
+           (a.data == CUDNN_DATA_HALF || a.data == CUDNN_DATA_BFLOAT16 || (a.data == CUDNN_DATA_FLOAT && a.math != CUDNN_FMA_MATH));
+}
+
 double model_ms(Dir d, int algo, const Geo &g, const Arith &a) {
     const Kind k = kind_of(d, algo);
     const double direct = 2.0 * g.n * g.k * g.oh * g.ow * (double)g.cg * g.r * g.s;
     /* tensor cores: 8 times the FMA units' rate, for the families that use them, on 16-bit data
      * or fp32 data whose math type allows TF32 */
-    const bool tc = tensor_cores(k) && (a.data == CUDNN_DATA_HALF || a.data == CUDNN_DATA_BFLOAT16 ||
-                                        (a.data == CUDNN_DATA_FLOAT && a.math != CUDNN_FMA_MATH));
+    const bool tc = uses_tensor_cores(d, algo, a);
     const double rate = 1e9 * (tc ? 8 : 1); /* flops per ms */
     double flops, launches = 1;
     switch (k) {

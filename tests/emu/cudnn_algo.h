@@ -28,6 +28,7 @@ struct Geo {
     int ph, pw, u, v, dh, dw;
     bool flip;      /* CUDNN_CONVOLUTION: the filter is flipped */
     bool hw_packed; /* x and y (dx and dy) NCHW with packed HW planes, as FFT wants them */
+    bool chw_packed; /* x and y (dx and dy) NCHW and packed: [n][c][h][w] */
 };
 
 enum Dir { FWD, BWD_DATA, BWD_FILTER };
@@ -49,6 +50,9 @@ const char *unsupported_because(Dir d, int algo, const Geo &g, const Arith &a);
 size_t workspace(Dir d, int algo, const Geo &g, const Arith &a);
 /* cuDNN's determinism of `algo` (cudnn_cnn.h marks the non-deterministic ones). */
 cudnnDeterminism_t determinism(Dir d, int algo);
+/* Whether `algo` computes its products on tensor cores with this arithmetic (16-bit data, or fp32
+ * data whose math type allows TF32, in the families that use them). */
+bool uses_tensor_cores(Dir d, int algo, const Arith &a);
 /* The emulated time of `algo` in ms, without noise: its arithmetic over a per-kind speed, with
  * tensor cores where the algorithm and the math type use them. */
 double model_ms(Dir d, int algo, const Geo &g, const Arith &a);

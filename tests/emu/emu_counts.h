@@ -14,6 +14,9 @@ long emu_launches(const char *kernel);
  * timed measurements) and of its heuristics (cudnnGet*Algorithm_v7) so far in this process. */
 long emu_cudnn_finds(void);
 long emu_cudnn_heuristics(void);
+/* The NCHW <-> NHWC transposes cuDNN runs inside its convolutions (tests/emu/cudnn.cc: a 16-bit
+ * tensor-op convolution given NCHW operands transposes each) so far in this process. */
+long emu_cudnn_transposes(void);
 
 #ifdef __cplusplus
 }
