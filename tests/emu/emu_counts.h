@@ -14,6 +14,20 @@ long emu_launches(const char *kernel);
  * timed measurements) and of its heuristics (cudnnGet*Algorithm_v7) so far in this process. */
 long emu_cudnn_finds(void);
 long emu_cudnn_heuristics(void);
+/* Every kernel that has been launched so far and its launches, in the order of their names: up to
+ * max of them into names[] and counts[]; returns how many there are (which may be more than max).
+ * The names stay valid until the process exits. */
+int emu_launch_table(const char **names, long *counts, int max);
+/* The times the host waited for the device so far: cudaStreamSynchronize, cudaDeviceSynchronize,
+ * cudaEventSynchronize, cudaFree, cudaMemcpy, cudaMemset, and cudaMemcpyAsync into pageable host
+ * memory (synchronous by CUDA's documented behaviour). */
+long emu_host_syncs(void);
+/* The stream work queued so far whose name starts with prefix: a library's ("cudnn", "cublas";
+ * "ncclAllReduce (reads" once per allreduce), copies ("cudaMemcpyAsync"), memsets
+ * ("cudaMemsetAsync"), "cudaEventRecord", "cudaStreamWaitEvent", a kernel by its LAUNCH name; and
+ * emu_stream_ops("cudnn"): cuDNN's computations (convolutions, batch norm, ...). */
+long emu_stream_ops(const char *prefix);
+long emu_cudnn_calls(void);
 
 #ifdef __cplusplus
 }

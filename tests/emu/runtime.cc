@@ -591,7 +591,18 @@ static bool eager(const CUstream_st *s) {
     return config().streams == STREAMS_SIDE_FIRST ? !s->compute : s->compute;
 }
 
+/* what the host asked of the device, for emu_counts.h: the times it waited for the device (a
+ * synchronising call: cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaFree,
+ * cudaMemcpy, cudaMemset, and a cudaMemcpyAsync into pageable host memory, which CUDA's "API
+ * synchronization behavior" documents as synchronous), and the stream work queued, by name (kernels,
+ * library calls, copies, memsets, event records and waits) */
+static long host_syncs;
+static std::map<std::string, long> *ops_of;
+static void host_sync() { host_syncs++; }
+
 static void push(CUstream_st *s, Op op, bool compute) {
+    if (!ops_of) ops_of = new std::map<std::string, long>;
+    (*ops_of)[op.what]++;
     if (s->legacy) /* the legacy default stream waits for every blocking stream's work */
         for (CUstream_st *o : all_streams)
             if (!o->nonblocking && !o->destroyed) run_until(o, o->enq);
@@ -737,6 +748,7 @@ cudaError_t cudaFree(void *p) {
     if (!p) return cudaSuccess;
     cudaError_t e = need_context("cudaFree");
     if (e) return e;
+    host_sync();
     sync_all(); /* cudaFree waits for the device */
     auto it = blocks.find((uintptr_t)p);
     if (it == blocks.end() || it->second.kind != DEVICE) {
@@ -836,7 +848,10 @@ static cudaError_t memcpy_async(const char *call, void *dst, const void *src, si
               : kind == cudaMemcpyDeviceToHost ? "cudaMemcpyAsync (device to host)"
                                                : "cudaMemcpyAsync";
     if (!src_dev && !src_pinned) {
-        /* pageable host memory is staged at the call: the caller may reuse it at once */
+        /* pageable host memory is staged at the call: the caller may reuse it at once. CUDA's "API
+         * synchronization behavior": "for transfers from pageable host memory to device memory, a
+         * stream sync is performed before the copy is initiated": counted as the host's wait */
+        if (!sync) host_sync();
         std::shared_ptr<std::vector<char>> copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
         op.run = [dst, copy]() { memcpy(dst, copy->data(), copy->size()); };
     } else {
@@ -845,7 +860,10 @@ static cudaError_t memcpy_async(const char *call, void *dst, const void *src, si
     }
     push(s, std::move(op), false);
     /* a copy into pageable host memory, and every cudaMemcpy, returns once it is done */
-    if (sync || (!dst_dev && !dst_pinned)) run_until(s, s->enq);
+    if (sync || (!dst_dev && !dst_pinned)) {
+        host_sync();
+        run_until(s, s->enq);
+    }
     return cudaSuccess;
 }
 
@@ -874,7 +892,10 @@ static cudaError_t memset_async(const char *call, void *p, int value, size_t n, 
     op.what = "cudaMemsetAsync";
     op.run = [p, value, n]() { memset(p, value, n); };
     push(s, std::move(op), false);
-    if (sync) run_until(s, s->enq);
+    if (sync) {
+        host_sync();
+        run_until(s, s->enq);
+    }
     return cudaSuccess;
 }
 
@@ -917,6 +938,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) {
     Lock lock;
     cudaError_t e = need_context("cudaStreamSynchronize");
     if (e) return e;
+    host_sync();
     CUstream_st *s = stream_of(st);
     run_until(s, s->enq);
     return cudaSuccess;
@@ -934,6 +956,7 @@ cudaError_t cudaDeviceSynchronize(void) {
     Lock lock;
     cudaError_t e = need_context("cudaDeviceSynchronize");
     if (e) return e;
+    host_sync();
     sync_all();
     return cudaSuccess;
 }
@@ -999,6 +1022,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int fl
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
     Lock lock;
     if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    host_sync();
     if (ev->s) run_until(ev->s, ev->pos);
     return cudaSuccess;
 }
@@ -1102,3 +1126,19 @@ void check_kernel_pointer(const char *kernel, int index, const void *p) {
     fatal("kernel %s: argument %d is %s: the device cannot reach it", kernel, index, d);
 }
 } // namespace emu
+
+extern "C" long emu_host_syncs(void) {
+    emu::Lock lock;
+    return emu::host_syncs;
+}
+
+extern "C" long emu_stream_ops(const char *prefix) {
+    emu::Lock lock;
+    long n = 0;
+    if (emu::ops_of)
+        for (const auto &kv : *emu::ops_of)
+            if (kv.first.compare(0, strlen(prefix), prefix) == 0) n += kv.second;
+    return n;
+}
+
+extern "C" long emu_cudnn_calls(void) { return emu_stream_ops("cudnn"); }
