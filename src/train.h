@@ -36,6 +36,12 @@ typedef struct Trainer {
     int device_input;        /* GPU backend: the batch and labels are already on the device (staged
                                 or uploaded once): steps do not copy the host input node */
     const int32_t *pending_labels; /* trainer_step_begin()'s labels */
+    int lazy;                /* GPU backend: trainer_step_end() returns NAN and leaves the step's
+                                result on the device until trainer_fetch() (or the device's ring
+                                of results is full); trainer_next_loss() then hands the losses */
+#define TRAINER_LOSSES 128
+    double losses[TRAINER_LOSSES]; /* fetched and not yet taken, oldest at loss0 */
+    int loss0, nlosses;
     struct Profiler *prof;   /* --profile (profile.h): the steps' phases; NULL: none */
 } Trainer;
 
@@ -58,6 +64,12 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr);
  * backend begin only records the labels and end runs the whole step. */
 void trainer_step_begin(Trainer *t, const int32_t *labels);
 double trainer_step_end(Trainer *t, double lr);
+/* GPU backend with t->lazy: trainer_fetch() waits for the steps queued and reads their results
+ * (losses, skips, the loss scale: the host's skipped_steps, good_steps and loss_scale are current
+ * after it); trainer_next_loss() hands the fetched losses one by one, oldest first (0 when none is
+ * left). Without lazy, trainer_step_end() fetches every step itself. */
+void trainer_fetch(Trainer *t);
+int trainer_next_loss(Trainer *t, double *loss);
 /* --forward_only's step, in two halves as trainer_step_begin/_end: forward in inference mode
  * (batch norm on its moving statistics, no dropout) on this step's batch; end returns the mean
  * cross-entropy. No backward, no update. */

@@ -262,7 +262,8 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
     const Conv *c = (const Conv *)l->priv;
     ConvGpu *p = (ConvGpu *)g->lp[li];
     const float one = 1.0f, zero = 0.0f;
-    /* fp32: add into the zeroed fp32 gradients; fp16/bf16: write the storage-type buffer, then cast */
+    /* fp32: add into the zeroed fp32 gradients; fp16/bf16: write the storage-type buffer, cast for
+     * every convolution at once after backward (gpu_grads_from_half) */
     const float *beta_w = gpu_half(g) ? &zero : &one;
     const void *dy = g->dx[l->out];
     const void *x = p->padded ? p->xpad : g->x[l->in[0]];
@@ -271,7 +272,6 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, in_desc(p), x, p->y, dy, p->cd[CONV_BWD_FILTER],
                                                (cudnnConvolutionBwdFilterAlgo_t)p->algo[CONV_BWD_FILTER], g->ws, g->ws_bytes, beta_w,
                                                p->w, gpu_conv_dw(g, c->pw)));
-    if (gpu_half(g)) gpu_grad_from_half(g, c->pw);
     void *dx = g->dx[l->in[0]];
     if (!dx) return;
     const void *w = gpu_weights(g, c->pw);
