@@ -62,6 +62,7 @@ typedef struct Config {
     double bucket_mb;
     double cudnn_workspace_mb; /* GPU backend: the cap of cuDNN's workspace */
     int deterministic;         /* GPU backend: bitwise-reproducible steps (gpunet.h: GPUNET_DETERMINISTIC) */
+    int cuda_graph;            /* GPU backend: the training step as one CUDA Graph (1, the default) */
     int save_interval;         /* seconds */
     double step_timeout;       /* seconds a rank may wait in one phase (watchdog.h); 0: forever */
     int verbose;

@@ -142,6 +142,16 @@ void gpunet_queue_stats(GpuNet *g, int with_l2);
 void gpunet_step(GpuNet *g, double lr);
 int gpunet_step_pending(const GpuNet *g);
 int gpunet_step_results(GpuNet *g, GpuStepResult *out);
+/* The whole training step as one CUDA Graph: forward, gpunet_queue_stats(with_l2), backward (NCCL
+ * inside) and gpunet_step's tail, captured on the first call (and again if with_l2 changes), then
+ * one graph launch per call after the learning rate's copy. The step's result is read as
+ * gpunet_step's. gpunet_graph_refusal() says why the graph cannot serve this GpuNet now (NULL:
+ * it can). The batch is the one already on the device (gpunet_set_input/labels, gpunet_use_batch).
+ * The first step is best run without it: libraries allocate and initialise on first use, which
+ * CUDA refuses during capture. */
+const char *gpunet_graph_refusal(const GpuNet *g);
+void gpunet_graph_step(GpuNet *g, double lr, int with_l2);
+int gpunet_graph_made(const GpuNet *g);
 /* The optimizer step of optim.h on the device, unconditionally and without unscaling (tests). */
 void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta,
                 int larc_scale);

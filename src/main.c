@@ -187,6 +187,7 @@ static GpuNet *start_trainer(Run *r, Net *net, Trainer *tr) {
     tc.opt.larc_scale = c->larc_mode == LARC_SCALE;
     tc.loss_scale = c->eval || c->forward_only ? 1 : c->loss_scale;
     tc.dynamic_loss_scale = c->dynamic_loss_scale && !c->eval && !c->forward_only;
+    tc.no_cuda_graph = !c->cuda_graph;
     tc.bucket_mb = c->bucket_mb;
     tc.no_allreduce = c->allreduce == ALLREDUCE_NONE || c->eval || c->forward_only;
     tc.nccl = r->nccl;

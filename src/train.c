@@ -25,6 +25,9 @@ void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c, GpuN
         const GpuStepConfig sc = {c->opt.momentum, c->opt.weight_decay, c->opt.larc_eta, c->opt.nesterov, c->opt.larc_scale, t->dynamic};
         gpunet_step_setup(gpu, &sc);
         gpunet_step_state(gpu, t->loss_scale, 0, 0);
+        const char *env = getenv("NVCNN_CUDA_GRAPH");
+        if (env && strcmp(env, "off") != 0 && strcmp(env, "on") != 0) die("NVCNN_CUDA_GRAPH=%s: want on or off", env);
+        t->graph = !c->no_cuda_graph && !(env && strcmp(env, "off") == 0);
     }
     double mb = c->bucket_mb > 0 ? c->bucket_mb : 25;
     if (gpu && c->nccl && !c->no_allreduce && dist->size > 1) {
@@ -105,6 +108,12 @@ static void gpu_begin(Trainer *t, const int32_t *labels) {
     }
     net->labels = labels;
     net->training = 1;
+    /* the graph: from the second step (the first lets the libraries allocate what they allocate on
+     * first use, which CUDA refuses during capture), where nothing of the step runs on the host */
+    const int host_average = !t->nccl && t->sync && t->dist->size > 1;
+    t->graph_step = t->graph && t->gpu_steps > 0 && !host_average && !gpunet_graph_refusal(g);
+    t->gpu_steps++;
+    if (t->graph_step) return; /* queued whole by gpu_end */
     gpunet_forward(g);
     gpunet_queue_stats(g, t->opt.c.weight_decay != 0);
     gpunet_backward(g, GPUNET_DEVICE_SCALE, NULL, NULL);
@@ -147,7 +156,10 @@ static double gpu_end(Trainer *t, double lr) {
         gpunet_upload_grads(g);
         t->exposed_seconds += now_seconds() - t1;
     }
-    gpunet_step(g, lr);
+    if (t->graph_step)
+        gpunet_graph_step(g, lr, t->opt.c.weight_decay != 0);
+    else
+        gpunet_step(g, lr);
     if (t->lazy && gpunet_step_pending(g) < GPUNET_RESULTS) return NAN;
     gpu_fetch(t);
     if (t->lazy) return NAN;

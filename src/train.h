@@ -18,6 +18,9 @@ typedef struct TrainerConfig {
     double bucket_mb;       /* gradient allreduce bucket size (MiB); 0: 25 */
     int no_allreduce;       /* measurement only: ranks do not average (replicas drift apart) */
     int nccl;               /* GPU backend: average with NCCL inside backward (else MPI via the host) */
+    int no_cuda_graph;      /* GPU backend: queue each step call by call (--cuda_graph=off; else one CUDA Graph per
+                               step where it applies: gpunet_graph_step). NVCNN_CUDA_GRAPH=off in the environment
+                               has the same effect (so that every GPU test can run both ways) */
 } TrainerConfig;
 
 typedef struct Trainer {
@@ -42,6 +45,9 @@ typedef struct Trainer {
 #define TRAINER_LOSSES 128
     double losses[TRAINER_LOSSES]; /* fetched and not yet taken, oldest at loss0 */
     int loss0, nlosses;
+    int graph;               /* GPU backend: steps may run as one CUDA Graph (after the first) */
+    long gpu_steps;          /* training steps queued on the GPU backend */
+    int graph_step;          /* this step runs as the graph (gpu_begin decided) */
     struct Profiler *prof;   /* --profile (profile.h): the steps' phases; NULL: none */
 } Trainer;
 

@@ -429,6 +429,7 @@ void gpunet_free(GpuNet *g) {
     cudaFree(g->labels);
     cudaFree(g->wh);
     cudaFree(g->gh);
+    if (g->graph) cudaGraphExecDestroy(g->graph);
     cudaFree(g->step);
     cudaFree(g->half_dev);
     free(g->half_host);
@@ -658,7 +659,7 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
         CUDA_CHECK(cudaEventCreate(&g->ev_b1));
         CUDA_CHECK(cudaEventCreate(&g->ev_b2));
     }
-    CUDA_CHECK(cudaEventRecord(g->ev_b0, g->s));
+    if (!g->capturing) CUDA_CHECK(cudaEventRecord(g->ev_b0, g->s)); /* a graph's step is not timed */
     /* needed: the layers add their parameter gradients into the arena (cuDNN's backward filter
      * and cuBLAS with beta 1, the bias and batch-norm kernels' +=), and NCCL averages whole
      * buckets, the gaps between tensors included */
@@ -689,9 +690,52 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
     if (g->prof) g->prof_bwd = 1;
     CUDA_CHECK(cudaEventRecord(g->ev_b1, g->s));
     if (g->comm) gpu_allreduce_finish(g); /* the compute stream waits for every bucket */
-    CUDA_CHECK(cudaEventRecord(g->ev_b2, g->s));
-    g->timed = 1;
+    if (!g->capturing) CUDA_CHECK(cudaEventRecord(g->ev_b2, g->s));
+    g->timed = !g->capturing;
 }
+
+/* ---- the step as one CUDA Graph ----
+ * Forward, the step's statistics, backward (NCCL's buckets on their stream, forked from the
+ * compute stream and joined back by events, as CUDA's stream capture follows them) and the step's
+ * tail are captured once and replayed by one cudaGraphLaunch per step. A replay runs the recorded
+ * kernels with their recorded arguments, so everything that changes from step to step is read from
+ * device memory: the learning rate (copied in before the launch), the loss scale and the step's
+ * counters (the device's step state), the batch (the same input and label buffers: a staged batch
+ * is converted into them before the launch). What still changes on the host refuses the graph:
+ * dropout's per-forward seed, --profile's events, NVCNN_SYNC_CHECK's per-layer waits. */
+const char *gpunet_graph_refusal(const GpuNet *g) {
+    if (g->sync_check) return "NVCNN_SYNC_CHECK=1 synchronises after every layer";
+    if (g->prof) return "--profile records events around every layer";
+    for (int i = 0; i < g->net->nlayer; i++)
+        if (g->impl[i] == &gpu_dropout_impl) return "dropout draws a new mask from a host counter every forward";
+    return NULL;
+}
+
+void gpunet_graph_step(GpuNet *g, double lr, int with_l2) {
+    if (g->graph && g->graph_with_l2 != with_l2) {
+        CUDA_CHECK(cudaGraphExecDestroy(g->graph));
+        g->graph = NULL;
+    }
+    if (!g->graph) {
+        cudaGraph_t graph;
+        g->capturing = 1;
+        CUDA_CHECK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeGlobal));
+        gpunet_forward(g);
+        gpunet_queue_stats(g, with_l2);
+        gpunet_backward(g, GPUNET_DEVICE_SCALE, NULL, NULL);
+        gpu_step_tail(g);
+        CUDA_CHECK(cudaStreamEndCapture(g->s, &graph));
+        g->capturing = 0;
+        CUDA_CHECK(cudaGraphInstantiate(&g->graph, graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        g->graph_with_l2 = with_l2;
+    }
+    gpu_step_lr(g, lr);
+    CUDA_CHECK(cudaGraphLaunch(g->graph, g->s));
+    g->queued++;
+}
+
+int gpunet_graph_made(const GpuNet *g) { return g->graph != NULL; }
 
 void gpunet_backward_ms(GpuNet *g, double *backward, double *exposed) {
     *backward = *exposed = 0;

@@ -92,6 +92,9 @@ struct GpuNet {
     double *lr_ring;
     GpuStepResult *res_host;
     long long queued, taken;
+    /* the step as one CUDA Graph (gpunet_graph_*): its executable form; 1 while it is captured */
+    cudaGraphExec_t graph;
+    int capturing, graph_with_l2;
     uint64_t dropout_seed, dropout_calls;     /* per-forward masks */
     const GpuLayerImpl **impl;                /* [nlayer] */
     void **lp;                                /* [nlayer] each layer's GPU state (host struct) */
@@ -173,6 +176,10 @@ void gpu_optim_bind(GpuNet *g, char *mem, int nchunks);
  * loss layer's backward reads). */
 size_t gpu_step_bytes(void);
 float *gpu_loss_scale(GpuNet *g);
+/* gpunet_step in its two halves: the learning rate's copy into the state, and the tail's kernels
+ * (what a CUDA Graph of the step captures). */
+void gpu_step_lr(GpuNet *g, double lr);
+void gpu_step_tail(GpuNet *g);
 
 /* A per-channel bias over NCHW activations (bias.cu): forward y[n][c][p] += b[c], backward
  * db[c] += sum of dy[n][c][p], with b and db fp32 (the master arenas) and y, dy of the storage

@@ -310,17 +310,29 @@ void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weig
     queue_update(g, 0, &c);
 }
 
-/* The step's tail, after backward: the learning rate from the host's ring, the non-finite check,
- * the update (nothing when a gradient is not finite), the accounting. No synchronisation. */
-void gpunet_step(GpuNet *g, double lr) {
+/* The learning rate of the next step's tail, from the host's ring (pinned: the copy reads it when it
+ * runs, and the slot is not written again before GPUNET_RESULTS more steps, whose results the host
+ * has read by then). Queued outside a CUDA Graph: the graph's kernels read the state. */
+void gpu_step_lr(GpuNet *g, double lr) {
     StepState *st = (StepState *)g->step;
     if (g->queued - g->taken >= GPUNET_RESULTS) die("gpunet_step: %d steps' results not read (gpunet_step_results)", GPUNET_RESULTS);
-    double *slot = &g->lr_ring[g->queued % GPUNET_RESULTS]; /* pinned: the copy reads it when it runs */
+    double *slot = &g->lr_ring[g->queued % GPUNET_RESULTS];
     *slot = lr;
     CUDA_CHECK(cudaMemcpyAsync(&st->lr, slot, sizeof *slot, cudaMemcpyHostToDevice, g->s));
+}
+
+/* The step's tail, after backward: the non-finite check, the update (nothing when a gradient is
+ * not finite), the accounting. No synchronisation, and the same launches every step. */
+void gpu_step_tail(GpuNet *g) {
+    StepState *st = (StepState *)g->step;
     if (g->P) LAUNCH(k_nonfinite, red_blocks(g->P), GPU_THREADS, 0, g->s, g->grads, g->P, &st->bad);
     queue_update(g, 1, &g->stepc);
     LAUNCH(k_step_end, 1, 1, 0, g->s, st, g->stepc.dynamic);
+}
+
+void gpunet_step(GpuNet *g, double lr) {
+    gpu_step_lr(g, lr);
+    gpu_step_tail(g);
     g->queued++;
 }
 

@@ -28,6 +28,10 @@ long emu_host_syncs(void);
  * emu_stream_ops("cudnn"): cuDNN's computations (convolutions, batch norm, ...). */
 long emu_stream_ops(const char *prefix);
 long emu_cudnn_calls(void);
+/* cudaGraphLaunch calls so far, and the graphs' ops (kernels, library calls, copies, memsets) they
+ * queued; those ops count in emu_stream_ops as they are queued, not in emu_launches. */
+long emu_graph_launches(void);
+long emu_graph_ops(void);
 
 #ifdef __cplusplus
 }
