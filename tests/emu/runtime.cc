@@ -636,7 +636,8 @@ static void host_sync() { host_syncs++; }
  * during capture fail and invalidate it: synchronising with or querying a capturing stream or an
  * event recorded in it (cudaErrorStreamCaptureUnsupported, cudaErrorCapturedEvent), cudaMalloc
  * ("not enqueued asynchronously to a stream, and not observed by stream capture"), synchronous
- * work on the legacy stream such as cudaMemcpy (cudaErrorStreamCaptureImplicit), a wait on an
+ * work on the legacy stream such as cudaMemcpy while a blocking stream is captured
+ * (cudaErrorStreamCaptureImplicit), a synchronising call on the device, a wait on an
  * event recorded outside the capture (a dependency across its boundary:
  * cudaErrorStreamCaptureIsolation). The emulator keeps one capture sequence at a time. */
 struct Capture {
@@ -656,6 +657,16 @@ static cudaError_t capture_fails(cudaError_t e, const char *call) {
         reject("%s while stream %d is being captured: %s (the capture is invalidated)", call, capture->origin->id, cudaGetErrorString(e));
     }
     return e;
+}
+
+/* The Programming Guide: "When any stream in the same context is being captured, and it was not
+ * created with cudaStreamNonBlocking, any attempted use of the legacy stream is invalid", and
+ * synchronous APIs such as cudaMemcpy() "enqueue work to the legacy stream and synchronize it". */
+static bool capture_blocks_legacy() {
+    if (!capture) return false;
+    for (CUstream_st *o : all_streams)
+        if (o->cap && !o->nonblocking) return true;
+    return false;
 }
 
 bool capture_refuses(const char *call) {
@@ -915,7 +926,7 @@ static cudaError_t memcpy_async(const char *call, void *dst, const void *src, si
         !copy_side(kind_name(kind), "source", src, n, src_dev, &src_pinned))
         return ret(cudaErrorInvalidValue);
     CUstream_st *s = stream_of(st);
-    if (capture && sync) return ret(capture_fails(cudaErrorStreamCaptureImplicit, call)); /* work on the legacy stream, waited for */
+    if (sync && capture_blocks_legacy()) return ret(capture_fails(cudaErrorStreamCaptureImplicit, call));
     if (s->cap && !dst_dev && !dst_pinned) return ret(capture_fails(cudaErrorStreamCaptureUnsupported, "a copy into pageable memory"));
     Op op;
     op.what = kind == cudaMemcpyHostToDevice ? "cudaMemcpyAsync (host to device)"
@@ -962,7 +973,7 @@ static cudaError_t memset_async(const char *call, void *p, int value, size_t n, 
         return ret(cudaErrorInvalidValue);
     }
     CUstream_st *s = stream_of(st);
-    if (capture && sync) return ret(capture_fails(cudaErrorStreamCaptureImplicit, call));
+    if (sync && capture_blocks_legacy()) return ret(capture_fails(cudaErrorStreamCaptureImplicit, call));
     Op op;
     op.what = "cudaMemsetAsync";
     op.run = [p, value, n]() { memset(p, value, n); };
