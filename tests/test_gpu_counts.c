@@ -211,12 +211,9 @@ static void step_counts(int graph, Counts *step, Counts *fetch, int *nconv, int 
     if (!g) return;
     Dist d = {0, 1, 0, 1, 0};
     TrainerConfig tc;
-    memset(&tc, 0, sizeof tc);
-    tc.opt.momentum = 0.9; /* nvcnn's defaults (config.c) and fp16's dynamic loss scale (main.c) */
-    tc.opt.nesterov = 1;
-    tc.opt.weight_decay = 1e-4;
-    tc.loss_scale = 128; /* dynamic from 128, not main.c's 65536: that overflows in this net's first steps, */
-    tc.dynamic_loss_scale = 1; /* and a skipped step has no update to count */
+    /* dynamic from 128, not main.c's 65536: that overflows in this net's first steps, and a skipped
+     * step has no update to count */
+    tu_trainer_defaults(&tc, 128);
     tc.no_cuda_graph = !graph;
     Trainer t;
     trainer_init(&t, net, &d, &tc, g);

@@ -41,25 +41,12 @@ static void graph_run(int graph, double *loss, float **w, size_t *P, int *made_a
     GpuNet *g = gpunet_new(net, 0, PREC_FP16, GPUNET_WORKSPACE_DEFAULT, GPUNET_DETERMINISTIC, err, sizeof err, &oom);
     CHECK_MSG(g != NULL, "%s", err);
     if (!g) return;
-    const size_t nb = shape_count(net->node[net->input].shape);
     uint8_t *img[2];
     int32_t *lab[2];
-    Rng r;
-    rng_seed(&r, 12);
-    for (int k = 0; k < 2; k++) {
-        img[k] = gpu_host_alloc(nb);
-        lab[k] = gpu_host_alloc(B * sizeof(int32_t));
-        for (size_t i = 0; i < nb; i++) img[k][i] = (uint8_t)rng_below(&r, 256);
-        for (int i = 0; i < B; i++) lab[k][i] = (int32_t)rng_below(&r, 10);
-    }
+    tu_staged_batches(net, 12, img, lab);
     Dist d = {0, 1, 0, 1, 0};
     TrainerConfig tc;
-    memset(&tc, 0, sizeof tc);
-    tc.opt.momentum = 0.9;
-    tc.opt.nesterov = 1;
-    tc.opt.weight_decay = 1e-4;
-    tc.loss_scale = 128;
-    tc.dynamic_loss_scale = 1;
+    tu_trainer_defaults(&tc, 128);
     tc.no_cuda_graph = !graph;
     Trainer t;
     trainer_init(&t, net, &d, &tc, g);

@@ -150,11 +150,7 @@ TEST(gpu_step_skips_non_finite_and_moves_the_loss_scale) {
     const size_t P = net->params_total;
     Dist d = {0, 1, 0, 1, 0};
     TrainerConfig tc;
-    memset(&tc, 0, sizeof tc);
-    tc.opt.momentum = 0.9;
-    tc.opt.weight_decay = 1e-4;
-    tc.loss_scale = 4;
-    tc.dynamic_loss_scale = 1;
+    tu_trainer_defaults(&tc, 4);
     Trainer t;
     trainer_init(&t, net, &d, &tc, g);
     t.lazy = 1; /* the host learns of the skips only when it reads the results */
@@ -208,12 +204,7 @@ TEST(gpu_step_results_read_late_are_the_same) {
         if (!g) return;
         Dist d = {0, 1, 0, 1, 0};
         TrainerConfig tc;
-        memset(&tc, 0, sizeof tc);
-        tc.opt.momentum = 0.9;
-        tc.opt.nesterov = 1;
-        tc.opt.weight_decay = 1e-4;
-        tc.loss_scale = 128;
-        tc.dynamic_loss_scale = 1;
+        tu_trainer_defaults(&tc, 128);
         Trainer t;
         trainer_init(&t, net, &d, &tc, g);
         t.lazy = lazy;

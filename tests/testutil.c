@@ -218,3 +218,15 @@ void tu_parity_floor_row(const char *what, const char *precision, double value, 
     printf("    parity | %s | %s (%.4g, at least %.4g) | %s | %.3e | %.3e | %.1e | %s\n", th_current_test(), row_text(what, w, sizeof w),
            value, floor, precision, value, ratio, 1.0, value >= floor ? "pass" : "FAIL");
 }
+
+void tu_staged_batches(const Net *net, uint64_t seed, uint8_t *img[2], int32_t *lab[2]) {
+    const size_t nb = shape_count(net->node[net->input].shape);
+    Rng r;
+    rng_seed(&r, seed);
+    for (int k = 0; k < 2; k++) {
+        img[k] = gpu_host_alloc(nb);
+        lab[k] = gpu_host_alloc((size_t)net->batch * sizeof(int32_t));
+        for (size_t i = 0; i < nb; i++) img[k][i] = (uint8_t)rng_below(&r, 256);
+        for (int i = 0; i < net->batch; i++) lab[k][i] = (int32_t)rng_below(&r, 10);
+    }
+}
