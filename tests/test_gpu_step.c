@@ -173,9 +173,17 @@ TEST(gpu_step_skips_non_finite_and_moves_the_loss_scale) {
     int n = 0;
     while (trainer_next_loss(&t, &loss)) n++;
     CHECK_MSG(n == 4, "%d losses for 4 steps (a skipped step has its forward's loss too)", n);
-    /* growth: 1999 good steps in a row so far (as a checkpoint restores them), then one more */
-    t.good_steps = 1999;
+    /* growth: 999 good steps in a row so far (as a checkpoint restores them), then one more: not
+     * yet; 1999, then one more: doubled */
+    t.good_steps = 999;
     t.loss_scale = 8;
+    trainer_sync_device(&t);
+    step_with_inf(&t, labels, 0);
+    trainer_sync_host(&t);
+    CHECK_MSG(t.loss_scale == 8 && t.good_steps == 1000, "after 1000 good steps: scale %g, %ld good", t.loss_scale, t.good_steps);
+    step_with_inf(&t, labels, 0); /* its result carries the scale the device used: the host dies if it is not 8 */
+    trainer_sync_host(&t);
+    t.good_steps = 1999;
     trainer_sync_device(&t);
     step_with_inf(&t, labels, 0);
     trainer_sync_host(&t);
@@ -183,7 +191,7 @@ TEST(gpu_step_skips_non_finite_and_moves_the_loss_scale) {
     memcpy(w2, net->params, P * 4);
     memcpy(v2, t.opt.velocity, P * 4);
     CHECK_MSG(memcmp(w, w2, P * 4) != 0 && memcmp(v, v2, P * 4) != 0, "a good step did not update");
-    printf("    skips: 3 (scale 4 -> 2 -> 1 -> 1), weights and momentum unchanged; 2000th good step: scale 8 -> 16\n");
+    printf("    skips: 3 (scale 4 -> 2 -> 1 -> 1), weights and momentum unchanged; 1000th good step: scale 8; 2000th: 8 -> 16\n");
     trainer_free(&t);
     gpunet_free(g);
     net_free(net);
