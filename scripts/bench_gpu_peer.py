@@ -4,7 +4,9 @@ inputs and labels made once on the device (as nvcnn does without --data_dir), 10
 (momentum 0.9, Nesterov as nvcnn's default, weight decay 1e-4), cross-entropy loss, eager mode.
 
 Usage: scripts/bench_gpu_peer.py --model resnet50 --batch 256 --precision fp16
-                                 [--steps 50] [--warmup 10] [--device cuda]
+                                 [--steps 50] [--warmup 10] [--device cuda] [--compile]
+--compile: the model through torch.compile (default mode); its compilation happens in the warm-up
+steps and is not timed (the final line then says compile_s=S, the warm-up's seconds).
 Models: resnet18/34/50/101/152, alexnet, googlenet, vgg16 (224x224), inception_v3 (299x299),
 lenet (nvcnn's: 3x28x28, conv 5x5x32 and 5x5x64 SAME each with relu and 2x2 max pool, fc 512 + relu).
 Precision: fp32 (no TF32 anywhere), tf32, fp16 (autocast + channels_last + GradScaler),
@@ -42,6 +44,7 @@ def parse_args():
     p.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: torch's default")
     p.add_argument("--memory_format", default="auto", choices=("auto", "nchw", "channels_last"),
                    help="auto: channels_last for fp16/bf16 on CUDA, NCHW otherwise")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (compiled during the warm-up)")
     a = p.parse_args()
     if a.model not in MODELS:
         die("unknown model '%s' (one of: %s)" % (a.model, ", ".join(MODELS)))
@@ -49,6 +52,8 @@ def parse_args():
         die("unknown precision '%s' (one of: %s)" % (a.precision, ", ".join(PRECISIONS)))
     if a.batch < 1 or a.steps < 1 or a.warmup < 0:
         die("--batch and --steps must be >= 1, --warmup >= 0")
+    if a.compile and a.warmup < 1:
+        die("--compile needs --warmup of 1 or more (the compilation runs in the warm-up, untimed)")
     return a
 
 
@@ -116,6 +121,7 @@ def main():
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
+    fwd = torch.compile(model) if a.compile else model
     opt = torch.optim.SGD(model.parameters(), lr=default_lr(a.model, a.batch), momentum=0.9,
                           nesterov=True, weight_decay=1e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -140,7 +146,7 @@ def main():
     def step():
         opt.zero_grad(set_to_none=True)
         with autocast():
-            loss = loss_fn(model(x), y)
+            loss = loss_fn(fwd(x), y)
         if scaler is not None:
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -156,6 +162,7 @@ def main():
     if cuda:
         sync()
         torch.cuda.reset_peak_memory_stats(dev)
+    tw = time.perf_counter()
     for _ in range(a.warmup):
         step()
     sync()
@@ -165,9 +172,9 @@ def main():
     sync()
     elapsed = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if cuda else 0.0
-    print("peer: model=%s batch=%d precision=%s memory_format=%s images_per_sec=%.1f peak_mem_gib=%.2f"
+    print("peer: model=%s batch=%d precision=%s memory_format=%s images_per_sec=%.1f peak_mem_gib=%.2f%s"
           % (a.model, a.batch, a.precision, "channels_last" if channels_last else "nchw",
-             a.batch * a.steps / elapsed, peak))
+             a.batch * a.steps / elapsed, peak, " compile_s=%.1f" % (t0 - tw) if a.compile else ""))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# gpu_check.sh: every check a first run on a GPU machine needs, in one command, within 9 minutes
-# on an H100 host with 16 cores.
+# gpu_check.sh: every check a first run on a GPU machine needs, in one command, within 12 minutes
+# on an H100 host with 16 cores (9 without the design stage: --only=build,tests,...).
 #
 # Usage: scripts/gpu_check.sh [--only=STAGE[,STAGE...]] [--no-build] OUTDIR
 #
@@ -11,10 +11,14 @@
 #   models    every model of --help in fp32 and fp16 (and tf32, bf16 for resnet50, resnet18),
 #             20 steps: exit code, finite loss, img/s, peak GiB, algorithm-search seconds     150
 #   peer      scripts/bench_gpu.sh's table next to the PyTorch peer, each row time-bounded     95
+#   design    resnet50 batch 256 in fp16 and bf16 with each step of the GPU design on and off
+#             (--data_format=NCHW/NHWC, --fuse=off/on, --cuda_graph=off/on: 8 runs each, 20
+#             steps), next to PyTorch eager (channels_last) and torch.compile if it compiles in
+#             the time left; a flag this nvcnn rejects skips its rows with nvcnn's message  200
 #   mpi       mpirun -np 2 on the one GPU (the MPI fallback): lenet 20 steps, and the ranks'
 #             parameters bitwise identical (tests/mpi/mpi_train)                              25
 #   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     55
-# The whole run stays within GC_TOTAL seconds (515): a stage may use what the stages before it
+# The whole run stays within GC_TOTAL seconds (715): a stage may use what the stages before it
 # left of their budgets, never what the stages after it are owed; a stage that ignored its
 # deadline is stopped 10 s past it. A stage that runs out of time is reported as such (with what
 # it had done) and the script goes on. --only runs the stages named (the others need a build:
@@ -57,10 +61,11 @@ use_deps() {
 }
 use_deps
 
-STAGES="build tests sanitize models peer mpi input"
-declare -A BUDGET=([build]=80 [tests]=60 [sanitize]=45 [models]=150 [peer]=95 [mpi]=25 [input]=55)
+STAGES="build tests sanitize models peer design mpi input"
+declare -A BUDGET=([build]=80 [tests]=60 [sanitize]=45 [models]=150 [peer]=95 [design]=200 [mpi]=25 [input]=55)
 declare -A TITLE=([build]="build" [tests]="GPU tests and parity table" [sanitize]="compute-sanitizer memcheck"
-                  [models]="every model, 20 steps" [peer]="nvcnn and the PyTorch peer" [mpi]="two ranks on one GPU (MPI)"
+                  [models]="every model, 20 steps" [peer]="nvcnn and the PyTorch peer"
+                  [design]="resnet50 b256: NCHW/NHWC, fusion, CUDA Graph" [mpi]="two ranks on one GPU (MPI)"
                   [input]="real data / synthetic on the GPU")
 
 usage() {
@@ -306,6 +311,109 @@ stage_peer() {
   [ "$failed" -eq 0 ] || touch "$W/peer.fail"
 }
 
+# resnet50 at batch 256, fp16 and bf16, with each step of the GPU design on and off: what each is
+# worth. A flag this nvcnn does not know (a build without that step) is left out where its value
+# is the "off" one (the build computes that way: noted) and its "on" rows say so; a value nvcnn
+# refuses (exit 2, its one line naming the flag) is a row that says so; the rest go on. The
+# PyTorch rows: eager (channels_last, as bench_gpu_peer.py does in 16 bits) and torch.compile,
+# the compilation untimed and bounded by what the stage has left.
+declare -A DESIGN_KNOWN
+design_probe() {
+  local f
+  for f in data_format fuse cuda_graph; do
+    if grep -q "unknown flag --$f" <<<"$(./nvcnn --"$f"=x --help 2>&1)"; then DESIGN_KNOWN[$f]=0; else DESIGN_KNOWN[$f]=1; fi
+  done
+}
+
+design_row() {
+  local p=$1 df=$2 fu=$3 cg=$4 lim out rc rate search args=() note="" f v off
+  for f in data_format:"$df":NCHW fuse:"$fu":off cuda_graph:"$cg":off; do
+    IFS=: read -r f v off <<<"$f"
+    if [ "${DESIGN_KNOWN[$f]}" = 1 ]; then
+      args+=("--$f=$v")
+    elif [ "$v" = "$off" ]; then
+      note+="no --$f in this build; "
+    else
+      echo "| nvcnn | $p | $df | $fu | $cg | skipped: this build has no --$f | |" >>"$W/design.md"
+      echo skip
+      return 0
+    fi
+  done
+  lim=$(( $(left) - 2 ))
+  [ "$lim" -gt 60 ] && lim=60
+  if [ "$lim" -lt 8 ]; then
+    echo "| nvcnn | $p | $df | $fu | $cg | not run (stage budget) | |" >>"$W/design.md"
+    return 10
+  fi
+  out=$(timeout --foreground -k 5 "$lim" ./nvcnn --model=resnet50 --precision="$p" --device=gpu --batch_size=256 --num_batches=20 \
+        --nstep_burnin=5 --display_every=10 "${args[@]}" 2>&1)
+  rc=$?
+  printf '== resnet50 %s %s: exit %s\n%s\n' "$p" "${args[*]}" "$rc" "$out" >&2
+  rate=$(grab 'Images\/sec: ' "$out")
+  search=$(grab 'cuDNN algorithm search: ' "$out")
+  local err
+  err=$(grep -m1 'error' <<<"$out")
+  if [ "$rc" -eq 2 ] && grep -qE -- '--(data_format|fuse|cuda_graph)' <<<"$err"; then
+    echo "| nvcnn | $p | $df | $fu | $cg | skipped: $(cell "$err") | |" >>"$W/design.md"
+    echo skip
+    return 0
+  fi
+  if [ "$rc" -ne 0 ] || [ -z "$rate" ]; then
+    local why="exit $rc"
+    [ "$rc" -eq 124 ] && why="timed out ($lim s)"
+    echo "| nvcnn | $p | $df | $fu | $cg | failed ($why): $(cell "$(grep -m1 -i 'error' <<<"$out")") | $note |" >>"$W/design.md"
+    echo fail
+    return 0
+  fi
+  echo "| nvcnn | $p | $df | $fu | $cg | $rate | ${note}${search:--} s search |" >>"$W/design.md"
+  echo ok
+}
+
+stage_design() {
+  {
+    echo "| run | precision | data format | fusion | CUDA Graph | img/s | note |"
+    echo "|---|---|---|---|---|---:|---|"
+  } >>"$W/design.md"
+  local p df fu cg r ok=0 skipped=0 failed=0 notrun=0
+  design_probe
+  for p in fp16 bf16; do
+    for df in NCHW NHWC; do
+      for fu in off on; do
+        for cg in off on; do
+          r=$(design_row "$p" "$df" "$fu" "$cg" | tail -n 1)
+          case $r in ok) ok=$((ok + 1)) ;; skip) skipped=$((skipped + 1)) ;; fail) failed=$((failed + 1)) ;; *) notrun=$((notrun + 1)) ;; esac
+        done
+      done
+    done
+  done
+  local py=${PYTHON:-python3} compile lim out rate
+  if ! "$py" -c 'import torch, torchvision' 2>/dev/null; then
+    echo "| PyTorch | | | | | not run: torch, torchvision not importable with $py | |" >>"$W/design.md"
+  else
+    for p in fp16 bf16; do
+      for compile in "" --compile; do
+        lim=$(( $(left) - 2 ))
+        [ -z "$compile" ] && [ "$lim" -gt 60 ] && lim=60
+        if [ "$lim" -lt 10 ]; then
+          echo "| PyTorch ${compile:+torch.compile}${compile:-eager} | $p | channels_last | | | not run (stage budget) | |" >>"$W/design.md"
+          continue
+        fi
+        out=$(timeout --foreground -k 5 "$lim" "$py" scripts/bench_gpu_peer.py --model resnet50 --batch 256 --precision "$p" --steps 20 \
+              --warmup 5 $compile 2>&1)
+        echo "$out" >&2
+        rate=$(sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p' <<<"$out" | tail -n 1)
+        local note
+        note=$(sed -n 's/.*\(compile_s=[0-9.]*\).*/\1 (untimed)/p' <<<"$out" | tail -n 1)
+        [ -n "$rate" ] || rate="failed or timed out ($lim s): $(cell "$(tail -n 1 <<<"$out")")"
+        echo "| PyTorch ${compile:+torch.compile}${compile:-eager} | $p | channels_last | | | $rate | $note |" >>"$W/design.md"
+      done
+    done
+  fi
+  echo "nvcnn: $ok run(s), $skipped skipped (flag not in this build), $failed failed, $notrun not run (stage budget)" >"$W/design.note"
+  [ "$failed" -eq 0 ] || touch "$W/design.fail"
+  [ "$notrun" -eq 0 ] || return 10
+}
+
 stage_mpi() {
   if ! command -v mpirun >/dev/null; then
     echo "no mpirun on this host" >"$W/mpi.note"
@@ -385,7 +493,7 @@ W=$(mktemp -d) || exit 1
 trap 'rm -rf "$W"' EXIT
 log=$out/log.txt
 : >"$log"
-total=${GC_TOTAL:-515}
+total=${GC_TOTAL:-715}
 run_start=$(now)
 run_deadline=$(awk -v a="$run_start" -v t="$total" 'BEGIN { printf "%.0f", a + t }')
 declare -A STATUS WALL

@@ -65,6 +65,7 @@ typedef struct Config {
     int deterministic;         /* GPU backend: bitwise-reproducible steps (gpunet.h: GPUNET_DETERMINISTIC) */
     DataFormat data_format;    /* GPU backend's layout; AUTO: NHWC in fp16 and bf16, NCHW otherwise */
     int fuse;                  /* GPU backend: 1 fuse batch norm with ReLU and add (gpunet.h: GPUNET_FUSE), 0 not */
+    int cuda_graph;            /* GPU backend: the training step as one CUDA Graph (1, the default) */
     int save_interval;         /* seconds */
     double step_timeout;       /* seconds a rank may wait in one phase (watchdog.h); 0: forever */
     int verbose;

@@ -19,7 +19,7 @@
  *
  * The work runs on one compute stream (batch copies and NCCL buckets on streams of their own,
  * ordered by events); calls return once the work is queued, except those that hand a
- * value to the host (gpunet_loss, gpunet_download_*, gpunet_read_stats), which synchronise.
+ * value to the host (gpunet_loss, gpunet_download_*, gpunet_step_results), which synchronise.
  * With NVCNN_SYNC_CHECK=1 (gpu.h) forward and backward also synchronise after every layer and
  * report a failure as that layer's, with the model's name.
  */
@@ -161,20 +161,55 @@ void gpunet_use_batch(GpuNet *g, int slot);
 void gpunet_forward(GpuNet *g);
 /* Mean cross-entropy of the last forward (synchronises). */
 double gpunet_loss(GpuNet *g);
-/* Zeroes the gradients, then backward of every layer with the loss gradient times loss_scale.
+/* Zeroes the gradients, then backward of every layer with the loss gradient times loss_scale
+ * (GPUNET_DEVICE_SCALE: the scale the device holds, which gpunet_step moves).
  * If `on_ready` is given it is called after each layer that owns parameters with the arena
  * offset from which every gradient is final (as net->on_grad_ready), after synchronising. */
+#define GPUNET_DEVICE_SCALE 0.0f
 void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_t), void *ctx);
-/* Multiplies every gradient by s (unscaling). */
-void gpunet_scale_grads(GpuNet *g, float s);
-/* The trainer's one synchronisation per step: gpunet_queue_stats(), queued after forward and
- * before the update, sums the loss and (with_l2) the squared weights on the device;
- * gpunet_read_stats() checks the gradients for inf/nan and returns all three (synchronises):
- * the mean cross-entropy, 0.5 * sum of squared weights, and 1 if every gradient is finite. */
+
+/* The training step decided on the device, without a host round trip:
+ *   gpunet_step_setup()  the optimizer's constants (optim.h's; dynamic: the loss scale moves);
+ *   gpunet_step_state()  the loss scale and the step counters (the start, a restored checkpoint);
+ *   gpunet_queue_stats() after forward: the loss's sum and (with_l2) the weights' sum of squares;
+ *   gpunet_backward(g, GPUNET_DEVICE_SCALE, ...);
+ *   gpunet_step(g, lr)   the non-finite check, then one pass over the parameter arena: unscaling,
+ *                        weight decay, LARC (eta 0: off; scale_mode 0: clip), momentum (Nesterov as
+ *                        TensorFlow), the weights and their 16-bit copy, none of it when a gradient
+ *                        is inf or nan (the step is skipped); then the loss scale halved on a
+ *                        skip, doubled after 2000 good steps in a row (dynamic), as train.c does on
+ *                        the CPU. The learning rate is read from device memory.
+ * Nothing here waits for the device. Each step leaves a result on the device;
+ * gpunet_step_results() synchronises and hands over those not read yet, oldest first (at most
+ * GPUNET_RESULTS: gpunet_step dies if that many are unread). */
+typedef struct GpuStepConfig {
+    double momentum, weight_decay, larc_eta;
+    int nesterov, larc_scale, dynamic;
+} GpuStepConfig;
+#define GPUNET_RESULTS 64
+typedef struct GpuStepResult {
+    double loss_sum; /* sum of the per-sample losses (the mean cross-entropy is loss_sum / batch) */
+    double l2;       /* sum of the squared weights before the update (0 without with_l2) */
+    float scale;     /* the loss scale of the step's backward */
+    int finite;      /* 1: every gradient finite, the step updated; 0: skipped */
+} GpuStepResult;
+void gpunet_step_setup(GpuNet *g, const GpuStepConfig *c);
+void gpunet_step_state(GpuNet *g, double loss_scale, long good, long skipped);
 void gpunet_queue_stats(GpuNet *g, int with_l2);
-void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite);
-/* The optimizer step of optim.h on the device: weight decay, LARC (eta 0: off; scale_mode 0:
- * clip), then momentum (Nesterov as TensorFlow when nesterov). */
+void gpunet_step(GpuNet *g, double lr);
+int gpunet_step_pending(const GpuNet *g);
+int gpunet_step_results(GpuNet *g, GpuStepResult *out);
+/* The whole training step as one CUDA Graph: forward, gpunet_queue_stats(with_l2), backward (NCCL
+ * inside) and gpunet_step's tail, captured on the first call (and again if with_l2 changes), then
+ * one graph launch per call after the learning rate's copy. The step's result is read as
+ * gpunet_step's. gpunet_graph_refusal() says why the graph cannot serve this GpuNet now (NULL:
+ * it can). The batch is the one already on the device (gpunet_set_input/labels, gpunet_use_batch).
+ * The first step is best run without it: libraries allocate and initialise on first use, which
+ * CUDA refuses during capture. */
+const char *gpunet_graph_refusal(const GpuNet *g);
+void gpunet_graph_step(GpuNet *g, double lr, int with_l2);
+int gpunet_graph_made(const GpuNet *g);
+/* The optimizer step of optim.h on the device, unconditionally and without unscaling (tests). */
 void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta,
                 int larc_scale);
 /* NCCL averaging of the gradients over ranks, inside backward: gpunet_nccl_id() makes the

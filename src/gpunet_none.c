@@ -55,9 +55,15 @@ void gpunet_stage_wait(GpuNet *g, int slot) { (void)g, (void)slot; NO_GPU; }
 void gpunet_use_batch(GpuNet *g, int slot) { (void)g, (void)slot; NO_GPU; }
 double gpunet_loss(GpuNet *g) { (void)g; NO_GPU; }
 void gpunet_backward(GpuNet *g, float s, void (*f)(void *, size_t), void *c) { (void)g, (void)s, (void)f, (void)c; NO_GPU; }
-void gpunet_scale_grads(GpuNet *g, float s) { (void)g, (void)s; NO_GPU; }
 void gpunet_queue_stats(GpuNet *g, int w) { (void)g, (void)w; NO_GPU; }
-void gpunet_read_stats(GpuNet *g, double *l, double *l2, int *f) { (void)g, (void)l, (void)l2, (void)f; NO_GPU; }
+void gpunet_step_setup(GpuNet *g, const GpuStepConfig *c) { (void)g, (void)c; NO_GPU; }
+void gpunet_step_state(GpuNet *g, double s, long good, long skipped) { (void)g, (void)s, (void)good, (void)skipped; NO_GPU; }
+void gpunet_step(GpuNet *g, double lr) { (void)g, (void)lr; NO_GPU; }
+int gpunet_step_pending(const GpuNet *g) { (void)g; return 0; }
+int gpunet_step_results(GpuNet *g, GpuStepResult *r) { (void)g, (void)r; NO_GPU; }
+const char *gpunet_graph_refusal(const GpuNet *g) { (void)g; return "no CUDA"; }
+void gpunet_graph_step(GpuNet *g, double lr, int w) { (void)g, (void)lr, (void)w; NO_GPU; }
+int gpunet_graph_made(const GpuNet *g) { (void)g; return 0; }
 void gpunet_sgd(GpuNet *g, double lr, double m, int n, double wd, double eta, int sc) {
     (void)g, (void)lr, (void)m, (void)n, (void)wd, (void)eta, (void)sc;
     NO_GPU;

@@ -207,6 +207,7 @@ static GpuNet *start_trainer(Run *r, Net *net, Trainer *tr) {
     tc.opt.larc_scale = c->larc_mode == LARC_SCALE;
     tc.loss_scale = c->eval || c->forward_only ? 1 : c->loss_scale;
     tc.dynamic_loss_scale = c->dynamic_loss_scale && !c->eval && !c->forward_only;
+    tc.no_cuda_graph = !c->cuda_graph;
     tc.bucket_mb = c->bucket_mb;
     tc.no_allreduce = c->allreduce == ALLREDUCE_NONE || c->eval || c->forward_only;
     tc.nccl = r->nccl;
@@ -377,6 +378,7 @@ static int train(Run *r) {
     warn_untimed(r, saved > 0 && !c->forward_only ? saved : 0);
     Trainer tr;
     GpuNet *gpu = plan(r, net, &tr);
+    tr.lazy = gpu != NULL && !c->forward_only; /* no host round trip on the steps that print nothing */
     Lifecycle life;
     const long step0 = lifecycle_start(&life, r, net, &tr);
     Input in;
@@ -401,6 +403,11 @@ static int train(Run *r) {
             trainer_step_begin(&tr, labels);                   /* forward and backward queued */
             input_prefetch(&in, step + 1 < r->nstep);          /* the next batch copied meanwhile */
             loss = trainer_step_end(&tr, lr);                  /* averaged over ranks, update */
+            if (tr.lazy) { /* the GPU's step results: read on the steps that print, and when its ring is full */
+                if (report_due(&rep, step)) trainer_fetch(&tr);
+                double l;
+                while (trainer_next_loss(&tr, &l)) report_loss(&rep, l);
+            }
         }
         const double t1 = now_seconds();
         profile_step_end(prof, step, t0, t1);
@@ -410,6 +417,8 @@ static int train(Run *r) {
     }
 
     input_finish(&in, r->nstep);
+    trainer_fetch(&tr); /* what a stop between rows left unread */
+    for (double l; trainer_next_loss(&tr, &l);) report_loss(&rep, l);
     if (!c->forward_only) lifecycle_finish(&life, step0);
     report_end(&rep, r->nstep - step0);
     profile_close(prof);

@@ -85,6 +85,7 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     rep->r = r;
     rep->tr = tr;
     rep->step0 = rep->last_row_step = step0;
+    rep->due_step = -1;
     rep->burnin = r->cfg.nstep_burnin; /* nvcnn.py: the first steps of the run, however short */
     rep->rates = xmalloc((size_t)(r->nstep > 0 ? r->nstep : 1) * sizeof *rep->rates);
     rep->last_summary = now_seconds();
@@ -127,17 +128,35 @@ void report_eta_text(char *buf, size_t n, long done, long nstep, double per_step
     snprintf(buf, n, "  ETA: %s (step %ld of %ld, %.3g s/step)", left, done, nstep, per_step);
 }
 
+int report_due(Report *rep, long step) {
+    const Config *c = &rep->r->cfg;
+    if (rep->due_step != step) {
+        const int last = step + 1 == rep->r->nstep;
+        rep->due_step = step;
+        rep->due_row = step == rep->step0 || (step + 1) % rep->row_every == 0 || last;
+        rep->due_summary = rep->elog && (step == rep->step0 || last || now_seconds() - rep->last_summary >= c->summary_interval);
+    }
+    return rep->due_row || rep->due_summary;
+}
+
+void report_loss(Report *rep, double loss) {
+    rep->ema = 0.9 * rep->ema + 0.1 * loss;
+    rep->ema_w = 0.9 * rep->ema_w + 0.1;
+    rep->last_loss = loss;
+}
+
 void report_step(Report *rep, long step, double loss, double lr, double seconds) {
     Run *r = rep->r;
     const Config *c = &r->cfg;
     Net *net = rep->tr->net;
-    rep->ema = 0.9 * rep->ema + 0.1 * loss;
-    rep->ema_w = 0.9 * rep->ema_w + 0.1;
+    if (!isnan(loss)) report_loss(rep, loss);
+    loss = rep->last_loss;
     const double rate = (double)r->total_batch / seconds;
     if (step - rep->step0 >= rep->burnin) rep->rates[rep->nrates++] = rate;
     const int last = step + 1 == r->nstep;
-    const int row = step == rep->step0 || (step + 1) % rep->row_every == 0 || last;
-    const int summary = rep->elog && (step == rep->step0 || last || now_seconds() - rep->last_summary >= c->summary_interval);
+    report_due(rep, step);
+    const int row = rep->due_row, summary = rep->due_summary;
+    rep->due_step = -1;
     if (!row && !summary) return;
     /* top-1/top-5 from the logits (on the GPU backend: downloaded for the purpose) */
     if (rep->tr->gpu) gpunet_download_node(rep->tr->gpu, net->logits, net->node[net->logits].data, 0);

@@ -22,6 +22,9 @@ typedef struct Report {
     long last_row_step;   /* the steps done at the last row (or step0) */
     int row_every;        /* steps between rows (--display_every, or by the steps' pace) */
     double last_eta;      /* report_clock() at the last ETA line (or at the start) */
+    double last_loss;     /* the latest loss given (report_loss) */
+    long due_step;        /* report_due()'s step (-1: none) and what it decided */
+    int due_row, due_summary;
 } Report;
 
 /* The header lines (and --print_layers' table). */
@@ -35,6 +38,12 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0);
  * a TensorBoard summary on rank 0 at the first and last step and every --summary_interval seconds
  * (rank 0's values, as nvcnn_hvd.py). */
 void report_step(Report *rep, long step, double loss, double lr, double seconds);
+/* The same in pieces, for a trainer that reads its losses late (Trainer.lazy): report_due()
+ * says whether step `step` prints a row or a summary (decided once: report_step keeps to it);
+ * report_loss() takes each step's loss in order; report_step() with loss NAN then reports the
+ * step on the losses given so far. */
+int report_due(Report *rep, long step);
+void report_loss(Report *rep, double loss);
 /* The end-of-run lines. `steps`: the steps this run made. */
 void report_end(Report *rep, long steps);
 /* A validation accuracy after `step` steps (while training or at its end), into the logs. */

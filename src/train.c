@@ -20,7 +20,15 @@ void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c, GpuN
     optim_init(&t->opt, &c->opt, net->params_total);
     dist_bcast(dist, net->params, net->params_total * sizeof(float));
     dist_bcast(dist, net->state, net->state_total * sizeof(float));
-    if (gpu) gpunet_upload_params(gpu);
+    if (gpu) {
+        gpunet_upload_params(gpu);
+        const GpuStepConfig sc = {c->opt.momentum, c->opt.weight_decay, c->opt.larc_eta, c->opt.nesterov, c->opt.larc_scale, t->dynamic};
+        gpunet_step_setup(gpu, &sc);
+        gpunet_step_state(gpu, t->loss_scale, 0, 0);
+        const char *env = getenv("NVCNN_CUDA_GRAPH");
+        if (env && strcmp(env, "off") != 0 && strcmp(env, "on") != 0) die("NVCNN_CUDA_GRAPH=%s: want on or off", env);
+        t->graph = !c->no_cuda_graph && !(env && strcmp(env, "off") == 0);
+    }
     double mb = c->bucket_mb > 0 ? c->bucket_mb : 25;
     if (gpu && c->nccl && !c->no_allreduce && dist->size > 1) {
         char id[GPUNET_NCCL_ID_BYTES] = {0};
@@ -67,22 +75,30 @@ static int account_step(Trainer *t, int finite) {
     return 1;
 }
 
+static void gpu_fetch(Trainer *t);
+
 void trainer_sync_host(Trainer *t) {
     if (!t->gpu) return;
+    gpu_fetch(t); /* the loss scale and the counters as the device has them */
     gpunet_download_params(t->gpu);
     gpunet_download_velocity(t->gpu, t->opt.velocity);
 }
 
 void trainer_sync_device(Trainer *t) {
     if (!t->gpu) return;
+    gpunet_step_state(t->gpu, t->loss_scale, t->good_steps, t->skipped_steps);
     gpunet_upload_params(t->gpu);
     gpunet_upload_velocity(t->gpu, t->opt.velocity);
 }
 
 /* The step on the GPU backend, in two halves so that the caller can prepare the next batch
  * while the device works: gpu_begin() queues forward, the loss and l2 sums and backward (with
- * NCCL's buckets inside); gpu_end() averages through the host when MPI does it, unscales, makes
- * the step's one synchronisation, and queues the update unless a gradient is inf/nan. */
+ * NCCL's buckets inside); gpu_end() averages through the host when MPI does it, and queues the
+ * step's tail, which decides on the device whether the gradients are finite, updates or skips,
+ * and moves the loss scale (gpunet_step). The host learns the outcome when it reads the step's
+ * result: at once, or with t->lazy when trainer_fetch() asks (or the device's ring of results is
+ * full), and then keeps its own account of the skips and the loss scale from the results, by the
+ * same rule as the device (account_step), and checks that the two agree. */
 static void gpu_begin(Trainer *t, const int32_t *labels) {
     Net *net = t->net;
     GpuNet *g = t->gpu;
@@ -92,9 +108,40 @@ static void gpu_begin(Trainer *t, const int32_t *labels) {
     }
     net->labels = labels;
     net->training = 1;
+    /* the graph: from the second step (the first lets the libraries allocate what they allocate on
+     * first use, which CUDA refuses during capture), where nothing of the step runs on the host */
+    const int host_average = !t->nccl && t->sync && t->dist->size > 1;
+    t->graph_step = t->graph && t->gpu_steps > 0 && !host_average && !gpunet_graph_refusal(g);
+    t->gpu_steps++;
+    if (t->graph_step) return; /* queued whole by gpu_end */
     gpunet_forward(g);
     gpunet_queue_stats(g, t->opt.c.weight_decay != 0);
-    gpunet_backward(g, (float)t->loss_scale, NULL, NULL);
+    gpunet_backward(g, GPUNET_DEVICE_SCALE, NULL, NULL);
+}
+
+/* The results of the steps queued and not read yet, into t->losses (synchronises). */
+static void gpu_fetch(Trainer *t) {
+    GpuNet *g = t->gpu;
+    if (gpunet_step_pending(g) == 0) return;
+    GpuStepResult r[GPUNET_RESULTS];
+    if (t->nccl) watchdog_enter(WD_NCCL, 0, 0); /* the wait includes NCCL's */
+    const int k = gpunet_step_results(g, r);
+    watchdog_leave();
+    double bms, ems; /* the last step's backward, counted for each step read (events of one step are kept) */
+    gpunet_backward_ms(g, &bms, &ems);
+    t->backward_seconds += k * bms * 1e-3;
+    if (t->nccl) t->exposed_seconds += k * ems * 1e-3;
+    const int bs = t->net->batch > 0 ? t->net->batch : 1;
+    const double wd = t->opt.c.weight_decay;
+    for (int i = 0; i < k; i++) {
+        if ((double)r[i].scale != t->loss_scale)
+            die("the device's loss scale %g differs from the host's %g (step result %d of %d)", (double)r[i].scale, t->loss_scale, i, k);
+        const double loss = r[i].loss_sum / bs;
+        t->net->loss = loss;
+        account_step(t, r[i].finite);
+        if (t->nlosses == TRAINER_LOSSES) die("trainer: %d step losses not taken (trainer_next_loss)", TRAINER_LOSSES);
+        t->losses[(t->loss0 + t->nlosses++) % TRAINER_LOSSES] = loss + wd * 0.5 * r[i].l2;
+    }
 }
 
 static double gpu_end(Trainer *t, double lr) {
@@ -109,20 +156,29 @@ static double gpu_end(Trainer *t, double lr) {
         gpunet_upload_grads(g);
         t->exposed_seconds += now_seconds() - t1;
     }
-    if (t->loss_scale != 1.0) gpunet_scale_grads(g, (float)(1.0 / t->loss_scale));
-    double loss, l2;
-    int finite;
-    if (t->nccl) watchdog_enter(WD_NCCL, 0, 0); /* the step's one synchronisation waits for NCCL */
-    gpunet_read_stats(g, &loss, &l2, &finite);
-    watchdog_leave();
-    double bms, ems;
-    gpunet_backward_ms(g, &bms, &ems);
-    t->backward_seconds += bms * 1e-3;
-    if (t->nccl) t->exposed_seconds += ems * 1e-3;
-    const double wd = t->opt.c.weight_decay;
-    loss += wd * l2;
-    if (account_step(t, finite)) gpunet_sgd(g, lr, t->opt.c.momentum, t->opt.c.nesterov, wd, t->opt.c.larc_eta, t->opt.c.larc_scale);
+    if (t->graph_step)
+        gpunet_graph_step(g, lr, t->opt.c.weight_decay != 0);
+    else
+        gpunet_step(g, lr);
+    if (t->lazy && gpunet_step_pending(g) < GPUNET_RESULTS) return NAN;
+    gpu_fetch(t);
+    if (t->lazy) return NAN;
+    double loss = NAN;
+    while (trainer_next_loss(t, &loss)) {
+    }
     return loss;
+}
+
+void trainer_fetch(Trainer *t) {
+    if (t->gpu) gpu_fetch(t);
+}
+
+int trainer_next_loss(Trainer *t, double *loss) {
+    if (t->nlosses == 0) return 0;
+    *loss = t->losses[t->loss0];
+    t->loss0 = (t->loss0 + 1) % TRAINER_LOSSES;
+    t->nlosses--;
+    return 1;
 }
 
 void trainer_step_begin(Trainer *t, const int32_t *labels) {

@@ -18,6 +18,9 @@ typedef struct TrainerConfig {
     double bucket_mb;       /* gradient allreduce bucket size (MiB); 0: 25 */
     int no_allreduce;       /* measurement only: ranks do not average (replicas drift apart) */
     int nccl;               /* GPU backend: average with NCCL inside backward (else MPI via the host) */
+    int no_cuda_graph;      /* GPU backend: queue each step call by call (--cuda_graph=off; else one CUDA Graph per
+                               step where it applies: gpunet_graph_step). NVCNN_CUDA_GRAPH=off in the environment
+                               has the same effect (so that every GPU test can run both ways) */
 } TrainerConfig;
 
 typedef struct Trainer {
@@ -36,6 +39,15 @@ typedef struct Trainer {
     int device_input;        /* GPU backend: the batch and labels are already on the device (staged
                                 or uploaded once): steps do not copy the host input node */
     const int32_t *pending_labels; /* trainer_step_begin()'s labels */
+    int lazy;                /* GPU backend: trainer_step_end() returns NAN and leaves the step's
+                                result on the device until trainer_fetch() (or the device's ring
+                                of results is full); trainer_next_loss() then hands the losses */
+#define TRAINER_LOSSES 128
+    double losses[TRAINER_LOSSES]; /* fetched and not yet taken, oldest at loss0 */
+    int loss0, nlosses;
+    int graph;               /* GPU backend: steps may run as one CUDA Graph (after the first) */
+    long gpu_steps;          /* training steps queued on the GPU backend */
+    int graph_step;          /* this step runs as the graph (gpu_begin decided) */
     struct Profiler *prof;   /* --profile (profile.h): the steps' phases; NULL: none */
 } Trainer;
 
@@ -58,6 +70,12 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr);
  * backend begin only records the labels and end runs the whole step. */
 void trainer_step_begin(Trainer *t, const int32_t *labels);
 double trainer_step_end(Trainer *t, double lr);
+/* GPU backend with t->lazy: trainer_fetch() waits for the steps queued and reads their results
+ * (losses, skips, the loss scale: the host's skipped_steps, good_steps and loss_scale are current
+ * after it); trainer_next_loss() hands the fetched losses one by one, oldest first (0 when none is
+ * left). Without lazy, trainer_step_end() fetches every step itself. */
+void trainer_fetch(Trainer *t);
+int trainer_next_loss(Trainer *t, double *loss);
 /* --forward_only's step, in two halves as trainer_step_begin/_end: forward in inference mode
  * (batch norm on its moving statistics, no dropout) on this step's batch; end returns the mean
  * cross-entropy. No backward, no update. */

@@ -55,6 +55,7 @@ TEST(cli_bad_values_exit_2_with_one_line) {
         {"--model=lenet stray", "unexpected argument"},
         {"--model=lenet --verbose=1", "flag --verbose takes no value"},
         {"--model=lenet --num_batches=1.5", "--num_batches=1.5"},
+        {"--model=lenet --cuda_graph=maybe", "--cuda_graph=maybe"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *o;

@@ -593,19 +593,6 @@ TEST(gpu_training_steps_match_cpu) {
     for (int k = 0; k < 4; k++) steps_agree("lenet", 16, 5, precs[k]);
 }
 
-/* Two random batches of NHWC bytes and labels for net's input, in pinned memory (gpu_host_free). */
-static void staged_batches(const Net *net, uint64_t seed, uint8_t *img[2], int32_t *lab[2]) {
-    const size_t nb = shape_count(net->node[net->input].shape);
-    Rng r;
-    rng_seed(&r, seed);
-    for (int k = 0; k < 2; k++) {
-        img[k] = gpu_host_alloc(nb);
-        lab[k] = gpu_host_alloc((size_t)net->batch * sizeof(int32_t));
-        for (size_t i = 0; i < nb; i++) img[k][i] = (uint8_t)rng_below(&r, 256);
-        for (int i = 0; i < net->batch; i++) lab[k][i] = (int32_t)rng_below(&r, 10);
-    }
-}
-
 /* The real-data path: two batches of bytes staged in the two slots, taken in either order, give
  * exactly what uploading the host's conversion (x / 127.5 - 1, NHWC -> NCHW) gives, and the same
  * loss; that is the host's floats themselves in fp32 and tf32, and within one rounding to the
@@ -621,7 +608,7 @@ static void staged_conversion(int precision) {
     size_t nb = shape_count(s);
     uint8_t *img[2];
     int32_t *lab[2];
-    staged_batches(net, 8, img, lab);
+    tu_staged_batches(net, 8, img, lab);
     char err[256];
     int oom;
     GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, GPUNET_DETERMINISTIC, err, sizeof err, &oom);
@@ -683,7 +670,7 @@ static void slot_reuse(int precision) {
     size_t nb = shape_count(s);
     uint8_t *img[2];
     int32_t *lab[2];
-    staged_batches(net, 11, img, lab);
+    tu_staged_batches(net, 11, img, lab);
     char err[256];
     int oom;
     GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, 0, err, sizeof err, &oom);

@@ -179,7 +179,7 @@ TEST(gpu_larc_is_three_launches_per_step) {
     int32_t labels[2];
     GpuNet *g = gpu_of(net, labels, 8);
     if (!g) return;
-    static const char *const kernels[] = {"k_larc_norms", "k_larc_factors", "k_larc_sgd", "k_sgd"};
+    static const char *const kernels[] = {"k_larc_norms", "k_larc_factors", "k_larc_sgd<T>", "k_sgd<T>"};
     long at[2][4];
     for (int step = 1; step <= 3; step++) {
         gpunet_forward(g);

@@ -288,7 +288,7 @@ static void train_parity(const char *what, Body body, int n, int s, int steps, d
     Net *net[2];
     Trainer tr[2];
     Dist d = {0, 1, 0, 1, 0};
-    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0};
+    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0, 0};
     Rng r;
     rng_seed(&r, 21);
     int32_t labels[64];

@@ -25,7 +25,7 @@ TEST(train_loss_falls_on_fixed_batch_lenet) {
     int32_t labels[8];
     for (int i = 0; i < N; i++) labels[i] = (int32_t)(i % K);
     Dist d = one_rank();
-    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0};
+    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0, 0};
     Trainer t;
     trainer_init(&t, net, &d, &tc, NULL);
     double first = trainer_step(&t, labels, 0.01), last = first;
@@ -53,7 +53,7 @@ TEST(train_static_loss_scale_gives_same_step) {
     memcpy(b->node[0].data, a->node[0].data, shape_count(a->node[0].shape) * sizeof(float));
     int32_t labels[4] = {0, 1, 2, 3};
     Dist d = one_rank();
-    TrainerConfig ta = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0}, tb = {{0.9, 1, 1e-4, 0, 0}, 1024.0, 0, 0, 0, 0};
+    TrainerConfig ta = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0, 0}, tb = {{0.9, 1, 1e-4, 0, 0}, 1024.0, 0, 0, 0, 0, 0};
     Trainer x, y;
     trainer_init(&x, a, &d, &ta, NULL);
     trainer_init(&y, b, &d, &tb, NULL);
@@ -82,7 +82,7 @@ TEST(train_nan_gradients_skip_the_step) {
     net->node[0].data[7] = NAN;
     int32_t labels[2] = {0, 1};
     Dist d = one_rank();
-    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 65536.0, 1, 0, 0, 0};
+    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 65536.0, 1, 0, 0, 0, 0};
     Trainer t;
     trainer_init(&t, net, &d, &tc, NULL);
     float *before = malloc(net->params_total * sizeof(float));
@@ -130,7 +130,7 @@ static float *steps_with_threads(int threads, int blas, size_t *count, double *l
     int32_t labels[16];
     for (int i = 0; i < N; i++) labels[i] = (int32_t)((i * 7) % 10);
     Dist d = one_rank();
-    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0};
+    TrainerConfig tc = {{0.9, 1, 1e-4, 0, 0}, 1.0, 0, 0, 0, 0, 0};
     Trainer t;
     trainer_init(&t, net, &d, &tc, NULL);
     for (int s = 0; s < 4; s++) *loss = trainer_step(&t, labels, 0.05);

@@ -246,3 +246,15 @@ GpuNet *tu_gpunet(Net *net, int precision, unsigned flags) {
     if (!g) th_fail(__FILE__, __LINE__, "gpunet_new: %s", err);
     return g;
 }
+
+void tu_staged_batches(const Net *net, uint64_t seed, uint8_t *img[2], int32_t *lab[2]) {
+    const size_t nb = shape_count(net->node[net->input].shape);
+    Rng r;
+    rng_seed(&r, seed);
+    for (int k = 0; k < 2; k++) {
+        img[k] = gpu_host_alloc(nb);
+        lab[k] = gpu_host_alloc((size_t)net->batch * sizeof(int32_t));
+        for (size_t i = 0; i < nb; i++) img[k][i] = (uint8_t)rng_below(&r, 256);
+        for (int i = 0; i < net->batch; i++) lab[k][i] = (int32_t)rng_below(&r, 10);
+    }
+}

@@ -4,8 +4,10 @@
 #define NVCNN_TEST_UTIL_H
 
 #include <math.h>
+#include <string.h>
 
 #include "net.h"
+#include "train.h"
 
 /* The whole file, NUL-terminated (malloc'd); NULL if it cannot be read. *len may be NULL. */
 uint8_t *tu_read_file(const char *path, size_t *len);
@@ -40,6 +42,19 @@ int tu_select_gpu(void);
  * difference) makes it infinite. fmax() would skip the NaN, and a result that is NaN where the
  * reference is not would pass as no difference at all. */
 static inline double tu_worse(double m, double d) { return d != d ? INFINITY : fmax(m, d); }
+/* Two random batches of NHWC bytes and labels (in [0, 10)) for net's input, in pinned memory
+ * (gpu_host_free each). */
+void tu_staged_batches(const Net *net, uint64_t seed, uint8_t *img[2], int32_t *lab[2]);
+/* A trainer's configuration with nvcnn's optimizer defaults (momentum 0.9, Nesterov, weight decay
+ * 1e-4: config.c) and a dynamic loss scale starting at loss_scale; the rest zero. */
+static inline void tu_trainer_defaults(TrainerConfig *tc, double loss_scale) {
+    memset(tc, 0, sizeof *tc);
+    tc->opt.momentum = 0.9;
+    tc->opt.nesterov = 1;
+    tc->opt.weight_decay = 1e-4;
+    tc->loss_scale = loss_scale;
+    tc->dynamic_loss_scale = 1;
+}
 /* 1 if there are at least n GPUs. Fewer: 0, and the test is skipped, "needs n GPUs, k visible:
  * <why>" (none: tu_gpus()'s "no GPU", so that the emulated device, which has two, runs it). A test
  * that needs several GPUs never passes having run nothing. */

@@ -39,6 +39,11 @@ int gpunet_nccl_buckets(const GpuNet *g) { return g->comm ? g->nb : 0; }
 
 void gpu_allreduce_ready(GpuNet *g, size_t final_from, cudaEvent_t ready) {
     if (g->next >= g->nb || g->blo[g->next] < final_from) return;
+    if (gpu_half(g)) { /* the convolutions' 16-bit weight gradients of the buckets going now, in one launch */
+        int last = g->next;
+        while (last + 1 < g->nb && g->blo[last + 1] >= final_from) last++;
+        gpu_grads_from_half(g, g->blo[last], g->bhi[g->next]);
+    }
     CUDA_CHECK(cudaEventRecord(ready, g->s));
     CUDA_CHECK(cudaStreamWaitEvent(g->cs, ready, 0));
     for (; g->next < g->nb && g->blo[g->next] >= final_from; g->next++) {

@@ -362,7 +362,8 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
     const Conv *c = (const Conv *)l->priv;
     ConvGpu *p = (ConvGpu *)g->lp[li];
     const float one = 1.0f, zero = 0.0f;
-    /* fp32: add into the zeroed fp32 gradients; fp16/bf16: write the storage-type buffer, then cast */
+    /* fp32: add into the zeroed fp32 gradients; fp16/bf16: write the storage-type buffer, cast for
+     * every convolution at once after backward (gpu_grads_from_half) */
     const float *beta_w = gpu_half(g) ? &zero : &one;
     const void *dy = g->dx[l->out];
     const void *x = p->padded ? p->xpad : p->cpad ? p->xc : g->x[l->in[0]];
@@ -378,7 +379,6 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
                      LAUNCH(k_chan_unpad<T>, gpu_blocks(rows * c->cin), GPU_THREADS, 0, g->s, (const T *)p->dwc, (T *)gpu_conv_dw(g, c->pw), rows,
                             c->cin, p->cpad, 0));
     }
-    if (gpu_half(g)) gpu_grad_from_half(g, c->pw);
     void *dx = g->dx[l->in[0]];
     if (!dx) return;
     const void *w = conv_weights(g, c, p, 0);

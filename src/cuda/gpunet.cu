@@ -53,15 +53,50 @@ void gpu_cast_params(GpuNet *g) {
     GPU_DISPATCH(g, T, LAUNCH(k_cast_params<T>, gpu_blocks(n), GPU_THREADS, 0, g->s, g->params, (T *)g->wh, n));
 }
 
-template <typename T> __global__ void k_grad_from_half(const T *h, float *gr, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) gr[i] = to_f(h[i]);
+static int dev_alloc(GpuNet *g, void **p, size_t bytes, char *err, size_t errlen, int *oom);
+
+/* fp16/bf16: the convolutions' weight gradients, which cuDNN writes in the storage type (gh), into
+ * the fp32 gradients. One launch casts every convolution's range that overlaps [lo, hi) (range
+ * blockIdx.y, the elements on x), instead of one launch per convolution as it finishes: at the end
+ * of backward, or before each NCCL bucket (allreduce.cu), whose ranges it clips to. */
+template <typename T> __global__ void k_grad_from_half(const size_t *range, const T *h, float *gr, size_t lo, size_t hi) {
+    size_t a = range[2 * blockIdx.y], b = a + range[2 * blockIdx.y + 1];
+    if (a < lo) a = lo;
+    if (b > hi) b = hi;
+    for (size_t i = a + blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < b; i += (size_t)gridDim.x * blockDim.x) gr[i] = to_f(h[i]);
 }
 
-void gpu_grad_from_half(GpuNet *g, int p) {
-    const Param *pp = &g->net->param[p];
-    const size_t off = g->poff[p];
+void gpu_grads_from_half(GpuNet *g, size_t lo, size_t hi) {
+    int r0 = 0, r1 = g->nhalf;
+    const size_t *h = g->half_host;
+    while (r0 < r1 && h[2 * r0] + h[2 * r0 + 1] <= lo) r0++; /* ranges in arena order */
+    while (r1 > r0 && h[2 * (r1 - 1)] >= hi) r1--;
+    if (r0 == r1) return;
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_grad_from_half<T>, gpu_blocks(pp->count), GPU_THREADS, 0, g->s, (const T *)g->gh + off, g->grads + off, pp->count));
+                 LAUNCH(k_grad_from_half<T>, dim3(gpu_blocks(g->half_max), (unsigned)(r1 - r0)), GPU_THREADS, 0, g->s, g->half_dev + 2 * r0,
+                        (const T *)g->gh, g->grads, lo, hi));
+}
+
+/* The convolutions' weight ranges (offset, length), in arena order, on the host and the device. */
+static int plan_half_grads(GpuNet *g, char *err, size_t errlen, int *oom) {
+    const Net *net = g->net;
+    if (!gpu_half(g)) return 0;
+    g->half_host = (size_t *)xcalloc(2 * (size_t)net->nlayer + 2, sizeof(size_t));
+    for (int i = 0; i < net->nlayer; i++)
+        if (g->impl[i] == &gpu_conv_impl) {
+            const Param *pp = &net->param[((const Conv *)net->layer[i].priv)->pw];
+            const size_t off = g->poff[((const Conv *)net->layer[i].priv)->pw];
+            if (g->nhalf > 0 && off < g->half_host[2 * g->nhalf - 2]) die("gpunet_new: convolution weights out of arena order");
+            g->half_host[2 * g->nhalf] = off;
+            g->half_host[2 * g->nhalf + 1] = pp->count;
+            if (pp->count > g->half_max) g->half_max = pp->count;
+            g->nhalf++;
+        }
+    const size_t bytes = (2 * (size_t)g->nhalf + 2) * sizeof(size_t);
+    if (dev_alloc(g, (void **)&g->half_dev, bytes, err, errlen, oom)) return -1;
+    CUDA_CHECK(cudaMemcpyAsync(g->half_dev, g->half_host, bytes, cudaMemcpyHostToDevice, g->s));
+    gpunet_sync(g); /* the host table stays: no wait for it later */
+    return 0;
 }
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -143,10 +178,13 @@ static int alloc_fixed(GpuNet *g, char *err, size_t errlen, int *oom) {
         dev_alloc(g, (void **)&g->velocity, P * sizeof(float), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->state, S * sizeof(float), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->labels, (size_t)net->batch * sizeof(int32_t), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->stats, 2 * sizeof(double), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->flag, sizeof(int), err, errlen, oom) ||
+        dev_alloc(g, &g->step, gpu_step_bytes(), err, errlen, oom) ||
         (gpu_half(g) && (dev_alloc(g, &g->wh, P * g->esize, err, errlen, oom) || dev_alloc(g, &g->gh, P * g->esize, err, errlen, oom))))
         return -1;
+    CUDA_CHECK(cudaHostAlloc((void **)&g->lr_ring, GPUNET_RESULTS * sizeof(double), cudaHostAllocDefault));
+    CUDA_CHECK(cudaHostAlloc((void **)&g->res_host, GPUNET_RESULTS * sizeof(GpuStepResult), cudaHostAllocDefault));
+    CUDA_CHECK(cudaMemsetAsync(g->step, 0, gpu_step_bytes(), g->s));
+    gpunet_step_state(g, 1.0, 0, 0);
     int nchunks = 0;
     if (dev_alloc(g, (void **)&g->optim_mem, gpu_optim_bytes(net, &nchunks), err, errlen, oom)) return -1;
     gpu_optim_bind(g, g->optim_mem, nchunks);
@@ -348,6 +386,9 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, un
     }
     if (!failed) {
         plan_layers(g, &a);
+        failed = plan_half_grads(g, err, errlen, oom);
+    }
+    if (!failed) {
         failed = choose_algorithms(g, &a, workspace_cap, err, errlen, oom) || bind_arena(g, &a, err, errlen, oom);
     }
     plan_free(&a);
@@ -397,8 +438,12 @@ void gpunet_free(GpuNet *g) {
     cudaFree(g->labels);
     cudaFree(g->wh);
     cudaFree(g->gh);
-    cudaFree(g->stats);
-    cudaFree(g->flag);
+    if (g->graph) cudaGraphExecDestroy(g->graph);
+    cudaFree(g->step);
+    cudaFree(g->half_dev);
+    free(g->half_host);
+    if (g->lr_ring) cudaFreeHost(g->lr_ring);
+    if (g->res_host) cudaFreeHost(g->res_host);
     cudaFree(g->optim_mem);
     if (g->blas) cublasDestroy(g->blas);
     if (g->dnn) cudnnDestroy(g->dnn);
@@ -618,13 +663,14 @@ double gpunet_loss(GpuNet *g) {
 
 void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_t), void *ctx) {
     Net *n = g->net;
-    g->loss_scale = loss_scale;
+    if (loss_scale != GPUNET_DEVICE_SCALE) /* pageable memory: CUDA stages the value before the call returns */
+        CUDA_CHECK(cudaMemcpyAsync(gpu_loss_scale(g), &loss_scale, sizeof loss_scale, cudaMemcpyHostToDevice, g->s));
     if (!g->ev_b0) {
         CUDA_CHECK(cudaEventCreate(&g->ev_b0));
         CUDA_CHECK(cudaEventCreate(&g->ev_b1));
         CUDA_CHECK(cudaEventCreate(&g->ev_b2));
     }
-    CUDA_CHECK(cudaEventRecord(g->ev_b0, g->s));
+    if (!g->capturing) CUDA_CHECK(cudaEventRecord(g->ev_b0, g->s)); /* a graph's step is not timed */
     /* needed: the layers add their parameter gradients into the arena (cuDNN's backward filter
      * and cuBLAS with beta 1, the bias and batch-norm kernels' +=), and NCCL averages whole
      * buckets, the gaps between tensors included */
@@ -645,17 +691,62 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
         enter(NULL, -1, NULL);
         if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);
         if (l->nparam > 0 && on_ready) {
+            if (gpu_half(g)) gpu_grads_from_half(g, g->poff[l->param0], g->P); /* the host reads them now */
             gpunet_sync(g);
             on_ready(ctx, n->param[l->param0].off);
         }
     }
+    if (gpu_half(g) && !g->comm) gpu_grads_from_half(g, 0, g->P); /* with NCCL: bucket by bucket */
     prof_mark(g, g->pev_b, n->nlayer);
     if (g->prof) g->prof_bwd = 1;
     CUDA_CHECK(cudaEventRecord(g->ev_b1, g->s));
     if (g->comm) gpu_allreduce_finish(g); /* the compute stream waits for every bucket */
-    CUDA_CHECK(cudaEventRecord(g->ev_b2, g->s));
-    g->timed = 1;
+    if (!g->capturing) CUDA_CHECK(cudaEventRecord(g->ev_b2, g->s));
+    g->timed = !g->capturing;
 }
+
+/* ---- the step as one CUDA Graph ----
+ * Forward, the step's statistics, backward (NCCL's buckets on their stream, forked from the
+ * compute stream and joined back by events, as CUDA's stream capture follows them) and the step's
+ * tail are captured once and replayed by one cudaGraphLaunch per step. A replay runs the recorded
+ * kernels with their recorded arguments, so everything that changes from step to step is read from
+ * device memory: the learning rate (copied in before the launch), the loss scale and the step's
+ * counters (the device's step state), the batch (the same input and label buffers: a staged batch
+ * is converted into them before the launch). What still changes on the host refuses the graph:
+ * dropout's per-forward seed, --profile's events, NVCNN_SYNC_CHECK's per-layer waits. */
+const char *gpunet_graph_refusal(const GpuNet *g) {
+    if (g->sync_check) return "NVCNN_SYNC_CHECK=1 synchronises after every layer";
+    if (g->prof) return "--profile records events around every layer";
+    for (int i = 0; i < g->net->nlayer; i++)
+        if (g->impl[i] == &gpu_dropout_impl) return "dropout draws a new mask from a host counter every forward";
+    return NULL;
+}
+
+void gpunet_graph_step(GpuNet *g, double lr, int with_l2) {
+    if (g->graph && g->graph_with_l2 != with_l2) {
+        CUDA_CHECK(cudaGraphExecDestroy(g->graph));
+        g->graph = NULL;
+    }
+    if (!g->graph) {
+        cudaGraph_t graph;
+        g->capturing = 1;
+        CUDA_CHECK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeGlobal));
+        gpunet_forward(g);
+        gpunet_queue_stats(g, with_l2);
+        gpunet_backward(g, GPUNET_DEVICE_SCALE, NULL, NULL);
+        gpu_step_tail(g);
+        CUDA_CHECK(cudaStreamEndCapture(g->s, &graph));
+        g->capturing = 0;
+        CUDA_CHECK(cudaGraphInstantiate(&g->graph, graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        g->graph_with_l2 = with_l2;
+    }
+    gpu_step_lr(g, lr);
+    CUDA_CHECK(cudaGraphLaunch(g->graph, g->s));
+    g->queued++;
+}
+
+int gpunet_graph_made(const GpuNet *g) { return g->graph != NULL; }
 
 void gpunet_backward_ms(GpuNet *g, double *backward, double *exposed) {
     *backward = *exposed = 0;

@@ -70,6 +70,8 @@ struct GpuNet {
     /* fp16/bf16: the weights in the storage type (cast from the fp32 master copy after every
      * update) and the convolutions' weight gradients in it (cast into grads per layer) */
     void *wh, *gh;
+    size_t *half_host, *half_dev, half_max;   /* the convolutions' weight ranges (offset, length) in gh */
+    int nhalf;
     float *loss_vec;                          /* [batch] per-sample losses (fp32, the loss layer's) */
     char *acts;                               /* activation arena: data, grads, scratch, workspace */
     size_t acts_bytes, grad_off, grad_bytes;  /* the node gradients region (planned by lifetime) */
@@ -95,9 +97,17 @@ struct GpuNet {
     int *larc_first, larc_nchunk;
     double *larc_part, *red_part;
     float *larc_factor;
-    double *stats;                            /* [2] the step's loss sum and sum of squared weights */
-    int *flag;                                /* [1] non-finite flag */
-    float loss_scale;                         /* of the current backward (the loss layer reads it) */
+    /* the step decided on the device (optim.cu): its state (the loss scale, which the loss layer
+     * reads, the learning rate, the flag, the counters, the results' ring), the constants, the
+     * learning rates' ring in pinned memory and the results read back there; steps queued, read */
+    void *step;
+    GpuStepConfig stepc;
+    double *lr_ring;
+    GpuStepResult *res_host;
+    long long queued, taken;
+    /* the step as one CUDA Graph (gpunet_graph_*): its executable form; 1 while it is captured */
+    cudaGraphExec_t graph;
+    int capturing, graph_with_l2;
     uint64_t dropout_seed, dropout_calls;     /* per-forward masks */
     const GpuLayerImpl **impl;                /* [nlayer] */
     void **lp;                                /* [nlayer] each layer's GPU state (host struct) */
@@ -151,14 +161,16 @@ static inline const void *gpu_weights(const GpuNet *g, int p) {
     return gpu_half(g) ? (const void *)((const char *)g->wh + off * g->esize) : (const void *)(g->params + off);
 }
 /* Where cuDNN writes a convolution's weight gradient (param p): fp32 grads, or the storage-type
- * buffer that gpu_grad_from_half() then casts into grads. */
+ * buffer that gpu_grads_from_half() then casts into grads. */
 static inline void *gpu_conv_dw(const GpuNet *g, int p) {
     size_t off = g->poff[p];
     return gpu_half(g) ? (void *)((char *)g->gh + off * g->esize) : (void *)(g->grads + off);
 }
-void gpu_grad_from_half(GpuNet *g, int p);
 /* 16-bit storage-type values (fp16 or bf16, g's) as floats, on the host */
 void gpu_host_from_storage(const GpuNet *g, const void *src, float *dst, size_t n);
+/* The casts of the convolutions' storage-type weight gradients into grads, over [lo, hi) of the
+ * arena: one launch (gpunet.cu), at the end of backward or before an NCCL bucket. */
+void gpu_grads_from_half(GpuNet *g, size_t lo, size_t hi);
 /* fp16/bf16: the storage-type weights refreshed from the fp32 master weights (after an update or
  * an upload); nothing in fp32 and tf32. */
 void gpu_cast_params(GpuNet *g);
@@ -185,6 +197,14 @@ void gpu_allreduce_free(GpuNet *g);
  * known. */
 size_t gpu_optim_bytes(const Net *net, int *nchunks);
 void gpu_optim_bind(GpuNet *g, char *mem, int nchunks);
+/* The step's device state (optim.cu): its bytes, and the loss scale in it (a device pointer the
+ * loss layer's backward reads). */
+size_t gpu_step_bytes(void);
+float *gpu_loss_scale(GpuNet *g);
+/* gpunet_step in its two halves: the learning rate's copy into the state, and the tail's kernels
+ * (what a CUDA Graph of the step captures). */
+void gpu_step_lr(GpuNet *g, double lr);
+void gpu_step_tail(GpuNet *g);
 
 /* A per-channel bias over NCHW activations (bias.cu): forward y[n][c][p] += b[c], backward
  * db[c] += sum of dy[n][c][p], with b and db fp32 (the master arenas) and y, dy of the storage

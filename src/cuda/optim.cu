@@ -1,5 +1,6 @@
 /* optim.cu: the optimizer and the step's statistics on the device (gpunet.h): the loss and the
- * weights' sum of squares, the non-finite check, unscaling, momentum SGD and LARC.
+ * weights' sum of squares, the non-finite check, the skip of a step, the dynamic loss scale,
+ * unscaling, momentum SGD and LARC, all decided on the device (gpunet_step).
  *
  * Every sum here is deterministic: blocks write partial sums and one thread adds them in order
  * (no atomics), so that ranks that hold the same gradients compute the same bits.
@@ -66,11 +67,41 @@ void gpu_optim_bind(GpuNet *g, char *mem, int nchunks) {
     free(first);
 }
 
-/* ---- elementwise ---- */
-__global__ void k_scale(float *g, size_t n, float s) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) g[i] *= s;
+/* ---- the step's state on the device ----
+ * The step decides on the device what the host decided before (the host then had to wait for
+ * the gradients before queueing the update): whether every gradient is finite, the skip of a step
+ * that is not, the dynamic loss scale's move, LARC's factors. Kernels read the learning rate and the
+ * loss scale from here, so that the same launches serve every step. Each finished step leaves its
+ * loss and statistics in a ring of GPUNET_RESULTS results that the host reads when it wants them
+ * (gpunet_step_results: one synchronisation for up to that many steps). */
+struct StepState {
+    double lr;                 /* this step's learning rate (copied from the host's ring before the update) */
+    float scale;               /* the loss scale of backward (the loss layer reads it) */
+    int bad;                   /* 1 if a gradient of this step is inf or nan */
+    long long good, skipped;   /* good steps in a row, skipped steps in all */
+    long long done;            /* steps finished: the next result's place in the ring is done % GPUNET_RESULTS */
+    double sums[2];            /* this step's sum of per-sample losses and of squared weights */
+    GpuStepResult ring[GPUNET_RESULTS];
+};
+
+size_t gpu_step_bytes(void) { return sizeof(StepState); }
+float *gpu_loss_scale(GpuNet *g) { return &((StepState *)g->step)->scale; }
+
+/* the state's counters and scale, from the host (the start, a restored checkpoint) */
+__global__ void k_step_state(StepState *st, float scale, long long good, long long skipped) {
+    st->scale = scale;
+    st->good = good;
+    st->skipped = skipped;
 }
 
+void gpunet_step_state(GpuNet *g, double loss_scale, long good, long skipped) {
+    LAUNCH(k_step_state, 1, 1, 0, g->s, (StepState *)g->step, (float)loss_scale, (long long)good, (long long)skipped);
+}
+
+void gpunet_step_setup(GpuNet *g, const GpuStepConfig *c) { g->stepc = *c; }
+
+/* *flag = 1 if any of g[0 .. n) is inf or nan (every writer writes the same value: no race that
+ * matters) */
 __global__ void k_nonfinite(const float *g, size_t n, int *flag) {
     int bad = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -108,12 +139,16 @@ __global__ void k_sum_partials(const double *partial, int nb, double *out) {
     *out = s;
 }
 
-/* *out = sum of a[0 .. n) (one block) */
-__global__ void k_sum(const float *a, size_t n, double *out) {
+/* sums[0] = sum of a[0 .. n) (one block); sums[1] = 0 and the step's flag cleared */
+__global__ void k_step_begin(const float *a, size_t n, StepState *st) {
     double x = 0;
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) x += a[i];
     x = block_sum(x);
-    if (threadIdx.x == 0) *out = x;
+    if (threadIdx.x == 0) {
+        st->sums[0] = x;
+        st->sums[1] = 0;
+        st->bad = 0;
+    }
 }
 
 static unsigned red_blocks(size_t n) {
@@ -121,60 +156,83 @@ static unsigned red_blocks(size_t n) {
     return (unsigned)(b > RED_BLOCKS ? RED_BLOCKS : (b ? b : 1));
 }
 
-void gpunet_scale_grads(GpuNet *g, float s) {
-    size_t n = g->P;
-    if (n == 0 || s == 1.0f) return;
-    LAUNCH(k_scale, gpu_blocks(n), GPU_THREADS, 0, g->s, g->grads, n, s);
-}
-
+/* The step's first half, queued after forward: the loss's sum, the flag cleared, and (with_l2) the
+ * weights' sum of squares before the update. */
 void gpunet_queue_stats(GpuNet *g, int with_l2) {
     Net *n = g->net;
-    CUDA_CHECK(cudaMemsetAsync(g->stats, 0, 2 * sizeof(double), g->s));
-    if (g->loss_vec) LAUNCH(k_sum, 1, GPU_THREADS, 0, g->s, g->loss_vec, (size_t)n->batch, g->stats); /* the per-sample losses */
+    StepState *st = (StepState *)g->step;
+    LAUNCH(k_step_begin, 1, GPU_THREADS, 0, g->s, g->loss_vec, g->loss_vec ? (size_t)n->batch : 0, st);
     if (with_l2 && g->P) {
         const unsigned nb = red_blocks(g->P);
         LAUNCH(k_sumsq_partial, nb, GPU_THREADS, 0, g->s, g->params, g->P, g->red_part);
-        LAUNCH(k_sum_partials, 1, 1, 0, g->s, g->red_part, (int)nb, g->stats + 1);
+        LAUNCH(k_sum_partials, 1, 1, 0, g->s, g->red_part, (int)nb, &st->sums[1]);
     }
 }
 
-void gpunet_read_stats(GpuNet *g, double *loss, double *l2, int *finite) {
-    Net *n = g->net;
-    size_t P = g->P;
-    double h[2] = {0, 0};
-    int flag = 0;
-    CUDA_CHECK(cudaMemsetAsync(g->flag, 0, sizeof(int), g->s));
-    if (P) LAUNCH(k_nonfinite, red_blocks(P), GPU_THREADS, 0, g->s, g->grads, P, g->flag);
-    CUDA_CHECK(cudaMemcpyAsync(h, g->stats, sizeof h, cudaMemcpyDeviceToHost, g->s));
-    CUDA_CHECK(cudaMemcpyAsync(&flag, g->flag, sizeof flag, cudaMemcpyDeviceToHost, g->s));
-    gpunet_sync(g);
-    int bs = n->batch > 0 ? n->batch : 1;
-    *loss = h[0] / bs;
-    n->loss = *loss;
-    *l2 = 0.5 * h[1];
-    *finite = !flag;
+/* The step's last kernel (one thread): the result into the ring, and the skip and the loss scale
+ * accounted as train.c's account_step does on the host (halved on overflow down to 1, doubled
+ * after 2000 good steps in a row up to 2^24). */
+__global__ void k_step_end(StepState *st, int dynamic) {
+    GpuStepResult *r = &st->ring[st->done % GPUNET_RESULTS];
+    r->loss_sum = st->sums[0];
+    r->l2 = st->sums[1];
+    r->scale = st->scale;
+    r->finite = !st->bad;
+    if (st->bad) {
+        st->skipped++;
+        st->good = 0;
+        if (dynamic && st->scale > 1) st->scale *= 0.5f;
+    } else {
+        st->good++;
+        if (dynamic && st->good % 2000 == 0 && st->scale < 16777216.0f) st->scale *= 2;
+    }
+    st->done++;
 }
 
-/* ---- the update ---- */
-/* g += wd w; v = m v + g; w -= lr (nesterov ? g + m v : v) over the whole arena (no LARC), as
- * optim.c */
-__global__ void k_sgd(float *w, float *gr, float *v, size_t n, float lr, float m, int nest, float wd) {
+/* ---- the update ----
+ * One pass over the parameter arena does the whole update: unscaling, weight decay, momentum
+ * (Nesterov as TensorFlow), the weights, and their 16-bit copy in fp16/bf16 (wh; NULL in fp32 and
+ * tf32). In the trainer's step (use_state 1) every kernel first looks at the step's flag and does
+ * nothing when a gradient was not finite (the step is skipped: weights and momentum keep their
+ * bits), and unscales by the loss scale of the step's backward; gpunet_sgd (use_state 0) updates
+ * unconditionally without unscaling. The learning rate is the state's. The gradients are left
+ * unscaled and decayed in the arena, as before. */
+__device__ __forceinline__ float step_inv_scale(const StepState *st, int use_state) {
+    /* as the host did: (float)(1.0 / scale), 1 when the scale is 1 */
+    return use_state && st->scale != 1.0f ? (float)(1.0 / (double)st->scale) : 1.0f;
+}
+
+template <typename T> __device__ __forceinline__ void put_weight(float *w, T *wh, size_t i, float v) {
+    w[i] = v;
+    if (wh) wh[i] = from_f<T>(v);
+}
+
+/* g = g / scale + wd w; v = m v + g; w -= lr (nesterov ? g + m v : v) over the whole arena (no LARC),
+ * as optim.c */
+template <typename T>
+__global__ void k_sgd(const StepState *st, int use_state, float *w, float *gr, float *v, T *wh, size_t n, float m, int nest, float wd) {
+    if (use_state && st->bad) return;
+    const float inv = step_inv_scale(st, use_state), lr = (float)st->lr;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float gi = gr[i];
+        if (inv != 1.0f) gr[i] = gi = gi * inv;
         if (wd != 0.0f) gr[i] = gi = gi + wd * w[i];
         float vi = m * v[i] + gi;
         v[i] = vi;
-        w[i] -= nest ? lr * (gi + m * vi) : lr * vi;
+        put_weight(w, wh, i, w[i] - (nest ? lr * (gi + m * vi) : lr * vi));
     }
 }
 
-/* block k (chunk k): g += wd w over the chunk (in place: the factor sees the decayed gradient),
- * part[2k] = sum of w^2, part[2k + 1] = sum of g^2 */
-__global__ void k_larc_norms(const LarcChunk *chunk, const float *w, float *gr, float wd, double *part) {
+/* block k (chunk k): g = g / scale + wd w over the chunk (in place: the factor sees the decayed
+ * gradient), part[2k] = sum of w^2, part[2k + 1] = sum of g^2 */
+__global__ void k_larc_norms(const StepState *st, int use_state, const LarcChunk *chunk, const float *w, float *gr, float wd, double *part) {
+    if (use_state && st->bad) return;
+    const float inv = step_inv_scale(st, use_state);
     const LarcChunk c = chunk[blockIdx.x];
     double ww = 0, gg = 0;
     for (size_t i = c.lo + threadIdx.x; i < c.lo + c.n; i += blockDim.x) {
         float gi = gr[i];
+        if (inv != 1.0f) gr[i] = gi = gi * inv;
         if (wd != 0.0f) gr[i] = gi = gi + wd * w[i];
         ww += (double)w[i] * w[i];
         gg += (double)gi * gi;
@@ -189,7 +247,10 @@ __global__ void k_larc_norms(const LarcChunk *chunk, const float *w, float *gr, 
 
 /* thread t (tensor t): its factor from its chunks' sums, added in order, as optim.c: eta |w| / |g|
  * (1 when either norm is 0), clipped to lr (min(local / lr, 1)) unless scale_mode */
-__global__ void k_larc_factors(const int *first, int ntensors, const double *part, float *factor, double eta, double lr, int scale_mode) {
+__global__ void k_larc_factors(const StepState *st, int use_state, const int *first, int ntensors, const double *part, float *factor,
+                               double eta, int scale_mode) {
+    if (use_state && st->bad) return;
+    const double lr = st->lr;
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < ntensors; t += gridDim.x * blockDim.x) {
         double ww = 0, gg = 0;
         for (int k = first[t]; k < first[t + 1]; k++) {
@@ -204,31 +265,86 @@ __global__ void k_larc_factors(const int *first, int ntensors, const double *par
 }
 
 /* block k (chunk k): the momentum update of the chunk with its tensor's factor */
-__global__ void k_larc_sgd(const LarcChunk *chunk, float *w, const float *gr, float *v, const float *factor, float lr, float m, int nest) {
+template <typename T>
+__global__ void k_larc_sgd(const StepState *st, int use_state, const LarcChunk *chunk, float *w, const float *gr, float *v, T *wh,
+                           const float *factor, float m, int nest) {
+    if (use_state && st->bad) return;
+    const float lr = (float)st->lr;
     const LarcChunk c = chunk[blockIdx.x];
     const float s = factor[c.tensor];
     for (size_t i = c.lo + threadIdx.x; i < c.lo + c.n; i += blockDim.x) {
         float gi = gr[i] * s;
         float vi = m * v[i] + gi;
         v[i] = vi;
-        w[i] -= nest ? lr * (gi + m * vi) : lr * vi;
+        put_weight(w, wh, i, w[i] - (nest ? lr * (gi + m * vi) : lr * vi));
     }
 }
 
-void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta, int larc_scale) {
+/* The update's kernels; the learning rate is already in the state. */
+static void queue_update(GpuNet *g, int use_state, const GpuStepConfig *c) {
     Net *n = g->net;
+    const StepState *st = (const StepState *)g->step;
     if (g->P == 0) return;
-    if (larc_eta <= 0) {
-        LAUNCH(k_sgd, gpu_blocks(g->P), GPU_THREADS, 0, g->s, g->params, g->grads, g->velocity, g->P, (float)lr, (float)momentum,
-               nesterov, (float)weight_decay);
-    } else if (g->larc_nchunk > 0) {
-        const LarcChunk *chunks = (const LarcChunk *)g->larc_chunk;
-        LAUNCH(k_larc_norms, (unsigned)g->larc_nchunk, GPU_THREADS, 0, g->s, chunks, g->params, g->grads, (float)weight_decay,
-               g->larc_part);
-        LAUNCH(k_larc_factors, (unsigned)((n->nparam + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, g->larc_first, n->nparam,
-               g->larc_part, g->larc_factor, larc_eta, lr, larc_scale);
-        LAUNCH(k_larc_sgd, (unsigned)g->larc_nchunk, GPU_THREADS, 0, g->s, chunks, g->params, g->grads, g->velocity, g->larc_factor,
-               (float)lr, (float)momentum, nesterov);
-    }
-    gpu_cast_params(g);
+    GPU_DISPATCH(g, T, {
+        T *wh = gpu_half(g) ? (T *)g->wh : NULL;
+        if (c->larc_eta <= 0) {
+            LAUNCH(k_sgd<T>, gpu_blocks(g->P), GPU_THREADS, 0, g->s, st, use_state, g->params, g->grads, g->velocity, wh, g->P,
+                   (float)c->momentum, c->nesterov, (float)c->weight_decay);
+        } else if (g->larc_nchunk > 0) {
+            const LarcChunk *chunks = (const LarcChunk *)g->larc_chunk;
+            LAUNCH(k_larc_norms, (unsigned)g->larc_nchunk, GPU_THREADS, 0, g->s, st, use_state, chunks, g->params, g->grads,
+                   (float)c->weight_decay, g->larc_part);
+            LAUNCH(k_larc_factors, (unsigned)((n->nparam + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, st, use_state,
+                   g->larc_first, n->nparam, g->larc_part, g->larc_factor, c->larc_eta, c->larc_scale);
+            LAUNCH(k_larc_sgd<T>, (unsigned)g->larc_nchunk, GPU_THREADS, 0, g->s, st, use_state, chunks, g->params, g->grads, g->velocity,
+                   wh, g->larc_factor, (float)c->momentum, c->nesterov);
+        }
+    });
+}
+
+void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta, int larc_scale) {
+    StepState *st = (StepState *)g->step;
+    GpuStepConfig c = {momentum, weight_decay, larc_eta, nesterov, larc_scale, 0};
+    /* pageable memory: CUDA stages the value before the call returns */
+    CUDA_CHECK(cudaMemcpyAsync(&st->lr, &lr, sizeof lr, cudaMemcpyHostToDevice, g->s));
+    queue_update(g, 0, &c);
+}
+
+/* The learning rate of the next step's tail, from the host's ring (pinned: the copy reads it when it
+ * runs, and the slot is not written again before GPUNET_RESULTS more steps, whose results the host
+ * has read by then). Queued outside a CUDA Graph: the graph's kernels read the state. */
+void gpu_step_lr(GpuNet *g, double lr) {
+    StepState *st = (StepState *)g->step;
+    if (g->queued - g->taken >= GPUNET_RESULTS) die("gpunet_step: %d steps' results not read (gpunet_step_results)", GPUNET_RESULTS);
+    double *slot = &g->lr_ring[g->queued % GPUNET_RESULTS];
+    *slot = lr;
+    CUDA_CHECK(cudaMemcpyAsync(&st->lr, slot, sizeof *slot, cudaMemcpyHostToDevice, g->s));
+}
+
+/* The step's tail, after backward: the non-finite check, the update (nothing when a gradient is
+ * not finite), the accounting. No synchronisation, and the same launches every step. */
+void gpu_step_tail(GpuNet *g) {
+    StepState *st = (StepState *)g->step;
+    if (g->P) LAUNCH(k_nonfinite, red_blocks(g->P), GPU_THREADS, 0, g->s, g->grads, g->P, &st->bad);
+    queue_update(g, 1, &g->stepc);
+    LAUNCH(k_step_end, 1, 1, 0, g->s, st, g->stepc.dynamic);
+}
+
+void gpunet_step(GpuNet *g, double lr) {
+    gpu_step_lr(g, lr);
+    gpu_step_tail(g);
+    g->queued++;
+}
+
+int gpunet_step_pending(const GpuNet *g) { return (int)(g->queued - g->taken); }
+
+int gpunet_step_results(GpuNet *g, GpuStepResult *out) {
+    const int k = gpunet_step_pending(g);
+    if (k == 0) return 0;
+    StepState *st = (StepState *)g->step;
+    CUDA_CHECK(cudaMemcpyAsync(g->res_host, st->ring, sizeof st->ring, cudaMemcpyDeviceToHost, g->s));
+    gpunet_sync(g);
+    for (int i = 0; i < k; i++) out[i] = g->res_host[(g->taken + i) % GPUNET_RESULTS];
+    g->taken = g->queued;
+    return k;
 }

@@ -39,8 +39,8 @@ template <typename T> __global__ void k_xent_forward(const T *z, const int32_t *
 }
 
 template <typename T>
-__global__ void k_xent_backward(const float *prob, const int32_t *labels, T *dz, int n, int c, float scale, int acc) {
-    const float inv = scale / (float)n;
+__global__ void k_xent_backward(const float *prob, const int32_t *labels, T *dz, int n, int c, const float *scale, int acc) {
+    const float inv = *scale / (float)n; /* the loss scale, from the device (gpunet_step moves it) */
     size_t total = (size_t)n * c;
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
         int i = (int)(k / c), j = (int)(k % c);
@@ -79,7 +79,7 @@ static void xent_backward(GpuNet *g, Layer *l, int li) {
     int n = g->net->node[l->in[0]].shape.n;
     GPU_DISPATCH(g, T,
                  LAUNCH(k_xent_backward<T>, gpu_blocks((size_t)n * x->classes), GPU_THREADS, 0, g->s, ((XentGpu *)g->lp[li])->prob, g->labels,
-                                                                                         (T *)dz, n, x->classes, g->loss_scale,
+                                                                                         (T *)dz, n, x->classes, gpu_loss_scale(g),
                                                                                          gpu_acc(g, li, 0)));
 }
 

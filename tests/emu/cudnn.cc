@@ -581,6 +581,7 @@ static cudnnStatus_t find_call(const char *call, Dir d, cudnnHandle_t h, const T
     if (!h || !returned || !perf || requested <= 0) return bad("%s: NULL argument or count %d", call, requested);
     cudnnStatus_t st = geometry(call, x, w, cd, y, &g);
     if (st) return st;
+    if (measured && emu::capture_refuses(call)) return CUDNN_STATUS_EXECUTION_FAILED_CUDART; /* it synchronises and allocates */
     if (measured) emu::sync_stream(h->stream);
     report(find(d, g, *cd, x->type, measured), requested, returned, perf);
     (measured ? finds_made : heuristics_made)++;

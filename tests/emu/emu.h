@@ -77,6 +77,9 @@ void enqueue(cudaStream_t s, const char *what, std::function<void()> work, bool 
 void set_streams(const char *order);
 /* Runs everything queued on s (the host waits for it). */
 void sync_stream(cudaStream_t s);
+/* A library call that would synchronise or allocate (cuDNN's Find) while a stream is being
+ * captured: true, and the capture is invalidated, as CUDA's global capture mode does (runtime.cc). */
+bool capture_refuses(const char *call);
 /* The name of the work running now (for diagnostics), or NULL. */
 const char *running();
 

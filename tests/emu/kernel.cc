@@ -592,3 +592,17 @@ extern "C" long emu_launches(const char *kernel) {
     auto it = emu::launches_of->find(kernel);
     return it == emu::launches_of->end() ? 0 : it->second;
 }
+
+extern "C" int emu_launch_table(const char **names, long *counts, int max) {
+    emu::Lock lock;
+    int k = 0;
+    if (emu::launches_of)
+        for (const auto &kv : *emu::launches_of) {
+            if (k < max) {
+                names[k] = kv.first.c_str(); /* the map's keys live as long as the process */
+                counts[k] = kv.second;
+            }
+            k++;
+        }
+    return k;
+}

@@ -445,12 +445,18 @@ struct Op {
 
 } // namespace emu
 
+namespace emu {
+struct Capture;
+}
 struct CUstream_st {
     std::deque<emu::Op> q;
     uint64_t enq = 0, done = 0; /* positions: ops enqueued and run */
     bool compute = false;       /* has run kernels or library computations */
     bool nonblocking = false, destroyed = false, legacy = false;
     int id = 0;
+    emu::Capture *cap = nullptr; /* the capture sequence this stream belongs to (stream capture) */
+    uint64_t cap_ops = 0;        /* ops it added to it */
+    bool cap_pending = false;    /* a fork with ops the origin stream has not joined back yet */
 };
 struct CUevent_st {
     CUstream_st *s = nullptr; /* the stream and position of the last record */
@@ -459,6 +465,24 @@ struct CUevent_st {
     bool timing = true, destroyed = false;
     double t = 0;             /* when the last record ran */
     uint64_t t_record = 0;    /* which record set t */
+    /* last recorded in a capturing stream: the capture, that stream and its ops then */
+    emu::Capture *cap = nullptr;
+    bool captured = false;
+    CUstream_st *cap_stream = nullptr;
+    uint64_t cap_ops = 0;
+};
+/* A graph made by stream capture, and its executable form: the captured work in the order it was
+ * queued (a topological order of the captured dependencies: each stream's order, and every event
+ * wait after its record), which cudaGraphLaunch queues on the launch stream, one op after another. */
+struct CapturedOp {
+    emu::Op op;
+    bool compute;
+};
+struct CUgraph_st {
+    std::vector<CapturedOp> ops;
+};
+struct CUgraphExec_st {
+    std::vector<CapturedOp> ops;
 };
 
 namespace emu {
@@ -591,7 +615,76 @@ static bool eager(const CUstream_st *s) {
     return config().streams == STREAMS_SIDE_FIRST ? !s->compute : s->compute;
 }
 
+/* what the host asked of the device, for emu_counts.h: the times it waited for the device (a
+ * synchronising call: cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaFree,
+ * cudaMemcpy, cudaMemset, and a cudaMemcpyAsync into pageable host memory, which CUDA's "API
+ * synchronization behavior" documents as synchronous), and the stream work queued, by name (kernels,
+ * library calls, copies, memsets, event records and waits) */
+static long host_syncs;
+static std::map<std::string, long> *ops_of;
+static void host_sync() { host_syncs++; }
+
+/* ---- stream capture (CUDA Graphs) ----
+ * As the CUDA Runtime API documents cudaStreamBeginCapture: "When a stream is in capture mode,
+ * all operations pushed into the stream will not be executed, but will instead be captured into a
+ * graph, which will be returned via cudaStreamEndCapture"; capture "may not be initiated if stream
+ * is cudaStreamLegacy", "must be ended on the same stream in which it was initiated" and "may only
+ * be initiated if the stream is not already in capture mode". A stream that waits on an event
+ * recorded in a capturing stream joins the capture (the Programming Guide's cross-stream
+ * dependencies); every such fork must be joined back into the origin stream before the capture
+ * ends (else cudaErrorStreamCaptureUnjoined). In the default global mode, calls that are unsafe
+ * during capture fail and invalidate it: synchronising with or querying a capturing stream or an
+ * event recorded in it (cudaErrorStreamCaptureUnsupported, cudaErrorCapturedEvent), cudaMalloc
+ * ("not enqueued asynchronously to a stream, and not observed by stream capture"), synchronous
+ * work on the legacy stream such as cudaMemcpy while a blocking stream is captured
+ * (cudaErrorStreamCaptureImplicit), a synchronising call on the device, a wait on an
+ * event recorded outside the capture (a dependency across its boundary:
+ * cudaErrorStreamCaptureIsolation). The emulator keeps one capture sequence at a time. */
+struct Capture {
+    CUstream_st *origin;
+    std::vector<CapturedOp> ops;
+    cudaError_t error = cudaSuccess; /* what invalidated it */
+    char why[200] = "";
+};
+static Capture *capture;
+static long graph_launches, graph_ops;
+
+/* Invalidates the capture with error e (the call's return value). */
+static cudaError_t capture_fails(cudaError_t e, const char *call) {
+    if (capture && !capture->error) {
+        capture->error = e;
+        snprintf(capture->why, sizeof capture->why, "%s during stream capture", call);
+        reject("%s while stream %d is being captured: %s (the capture is invalidated)", call, capture->origin->id, cudaGetErrorString(e));
+    }
+    return e;
+}
+
+/* The Programming Guide: "When any stream in the same context is being captured, and it was not
+ * created with cudaStreamNonBlocking, any attempted use of the legacy stream is invalid", and
+ * synchronous APIs such as cudaMemcpy() "enqueue work to the legacy stream and synchronize it". */
+static bool capture_blocks_legacy() {
+    if (!capture) return false;
+    for (CUstream_st *o : all_streams)
+        if (o->cap && !o->nonblocking) return true;
+    return false;
+}
+
+bool capture_refuses(const char *call) {
+    Lock lock;
+    if (!capture) return false;
+    capture_fails(cudaErrorStreamCaptureUnsupported, call);
+    return true;
+}
+
 static void push(CUstream_st *s, Op op, bool compute) {
+    if (s->cap) { /* captured, not run */
+        if (!s->cap->error) s->cap->ops.push_back({std::move(op), compute});
+        s->cap_ops++;
+        if (s != s->cap->origin) s->cap_pending = true;
+        return;
+    }
+    if (!ops_of) ops_of = new std::map<std::string, long>;
+    (*ops_of)[op.what]++;
     if (s->legacy) /* the legacy default stream waits for every blocking stream's work */
         for (CUstream_st *o : all_streams)
             if (!o->nonblocking && !o->destroyed) run_until(o, o->enq);
@@ -717,6 +810,7 @@ cudaError_t cudaMalloc(void **p, size_t size) {
     Lock lock;
     cudaError_t e = need_context("cudaMalloc");
     if (e) return e;
+    if (capture) return ret(capture_fails(cudaErrorStreamCaptureUnsupported, "cudaMalloc"));
     if (!p) return ret(cudaErrorInvalidValue);
     *p = nullptr;
     const size_t acct = (size + 511) & ~(size_t)511;
@@ -737,6 +831,7 @@ cudaError_t cudaFree(void *p) {
     if (!p) return cudaSuccess;
     cudaError_t e = need_context("cudaFree");
     if (e) return e;
+    host_sync();
     sync_all(); /* cudaFree waits for the device */
     auto it = blocks.find((uintptr_t)p);
     if (it == blocks.end() || it->second.kind != DEVICE) {
@@ -831,12 +926,17 @@ static cudaError_t memcpy_async(const char *call, void *dst, const void *src, si
         !copy_side(kind_name(kind), "source", src, n, src_dev, &src_pinned))
         return ret(cudaErrorInvalidValue);
     CUstream_st *s = stream_of(st);
+    if (sync && capture_blocks_legacy()) return ret(capture_fails(cudaErrorStreamCaptureImplicit, call));
+    if (s->cap && !dst_dev && !dst_pinned) return ret(capture_fails(cudaErrorStreamCaptureUnsupported, "a copy into pageable memory"));
     Op op;
     op.what = kind == cudaMemcpyHostToDevice ? "cudaMemcpyAsync (host to device)"
               : kind == cudaMemcpyDeviceToHost ? "cudaMemcpyAsync (device to host)"
                                                : "cudaMemcpyAsync";
     if (!src_dev && !src_pinned) {
-        /* pageable host memory is staged at the call: the caller may reuse it at once */
+        /* pageable host memory is staged at the call: the caller may reuse it at once. CUDA's "API
+         * synchronization behavior": "for transfers from pageable host memory to device memory, a
+         * stream sync is performed before the copy is initiated": counted as the host's wait */
+        if (!sync) host_sync();
         std::shared_ptr<std::vector<char>> copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
         op.run = [dst, copy]() { memcpy(dst, copy->data(), copy->size()); };
     } else {
@@ -845,7 +945,10 @@ static cudaError_t memcpy_async(const char *call, void *dst, const void *src, si
     }
     push(s, std::move(op), false);
     /* a copy into pageable host memory, and every cudaMemcpy, returns once it is done */
-    if (sync || (!dst_dev && !dst_pinned)) run_until(s, s->enq);
+    if (sync || (!dst_dev && !dst_pinned)) {
+        host_sync();
+        run_until(s, s->enq);
+    }
     return cudaSuccess;
 }
 
@@ -870,11 +973,15 @@ static cudaError_t memset_async(const char *call, void *p, int value, size_t n, 
         return ret(cudaErrorInvalidValue);
     }
     CUstream_st *s = stream_of(st);
+    if (sync && capture_blocks_legacy()) return ret(capture_fails(cudaErrorStreamCaptureImplicit, call));
     Op op;
     op.what = "cudaMemsetAsync";
     op.run = [p, value, n]() { memset(p, value, n); };
     push(s, std::move(op), false);
-    if (sync) run_until(s, s->enq);
+    if (sync) {
+        host_sync();
+        run_until(s, s->enq);
+    }
     return cudaSuccess;
 }
 
@@ -918,6 +1025,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) {
     cudaError_t e = need_context("cudaStreamSynchronize");
     if (e) return e;
     CUstream_st *s = stream_of(st);
+    if (s->cap) return ret(capture_fails(cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize"));
+    host_sync();
     run_until(s, s->enq);
     return cudaSuccess;
 }
@@ -925,6 +1034,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st) {
 cudaError_t cudaStreamQuery(cudaStream_t st) {
     Lock lock;
     CUstream_st *s = stream_of(st);
+    if (s->cap) return ret(capture_fails(cudaErrorStreamCaptureUnsupported, "cudaStreamQuery"));
     if (s->done >= s->enq) return cudaSuccess;
     run_until(s, s->done + 1); /* the device makes progress while the host asks */
     return s->done >= s->enq ? cudaSuccess : cudaErrorNotReady;
@@ -934,6 +1044,8 @@ cudaError_t cudaDeviceSynchronize(void) {
     Lock lock;
     cudaError_t e = need_context("cudaDeviceSynchronize");
     if (e) return e;
+    if (capture) return ret(capture_fails(cudaErrorStreamCaptureUnsupported, "cudaDeviceSynchronize"));
+    host_sync();
     sync_all();
     return cudaSuccess;
 }
@@ -965,6 +1077,15 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
     if (e) return e;
     if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
     CUstream_st *s = stream_of(st);
+    if (s->cap) { /* a captured event: a point in the capture that other streams may fork from or join */
+        ev->cap = s->cap;
+        ev->captured = true;
+        ev->cap_stream = s;
+        ev->cap_ops = s->cap_ops;
+        return s->cap->error ? ret(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
+    }
+    ev->cap = nullptr;
+    ev->captured = false;
     const uint64_t rec = ++ev->record;
     Op op;
     op.what = "cudaEventRecord";
@@ -986,8 +1107,21 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int fl
     if (e) return e;
     if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
     if (flags) return ret(cudaErrorInvalidValue);
-    if (!ev->s) return cudaSuccess; /* never recorded: nothing to wait for */
     CUstream_st *s = stream_of(st);
+    if (ev->captured) {
+        if (ev->cap != capture) return ret(cudaErrorStreamCaptureInvalidated); /* that capture has ended */
+        if (s->cap && s->cap != ev->cap) return ret(capture_fails(cudaErrorStreamCaptureMerge, "cudaStreamWaitEvent"));
+        if (!s->cap) { /* a fork: s joins the capture */
+            s->cap = ev->cap;
+            s->cap_ops = 0;
+            s->cap_pending = false;
+        } else if (s == s->cap->origin && ev->cap_stream != s && ev->cap_ops == ev->cap_stream->cap_ops) {
+            ev->cap_stream->cap_pending = false; /* joined back after its last op */
+        }
+        return s->cap->error ? ret(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
+    }
+    if (s->cap && ev->s) return ret(capture_fails(cudaErrorStreamCaptureIsolation, "cudaStreamWaitEvent on an event recorded outside it"));
+    if (!ev->s) return cudaSuccess; /* never recorded: nothing to wait for */
     Op op;
     op.what = "cudaStreamWaitEvent";
     op.wait_on = ev->s;
@@ -999,6 +1133,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int fl
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
     Lock lock;
     if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    if (ev->captured) return ret(capture_fails(cudaErrorCapturedEvent, "cudaEventSynchronize"));
+    host_sync();
     if (ev->s) run_until(ev->s, ev->pos);
     return cudaSuccess;
 }
@@ -1006,6 +1142,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
 cudaError_t cudaEventQuery(cudaEvent_t ev) {
     Lock lock;
     if (!ev || ev->destroyed) return ret(cudaErrorInvalidResourceHandle);
+    if (ev->captured) return ret(capture_fails(cudaErrorCapturedEvent, "cudaEventQuery"));
     if (!ev->s || ev->s->done >= ev->pos) return cudaSuccess;
     run_until(ev->s, ev->s->done + 1); /* the device makes progress while the host asks */
     return ev->s->done >= ev->pos ? cudaSuccess : cudaErrorNotReady;
@@ -1014,11 +1151,107 @@ cudaError_t cudaEventQuery(cudaEvent_t ev) {
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     Lock lock;
     if (!ms) return ret(cudaErrorInvalidValue);
+    if ((a && a->captured) || (b && b->captured)) return ret(cudaErrorCapturedEvent);
     if (!a || !b || a->destroyed || b->destroyed || !a->s || !b->s) return ret(cudaErrorInvalidResourceHandle);
     if (!a->timing || !b->timing) return ret(cudaErrorInvalidResourceHandle);
     if (a->s->done < a->pos || b->s->done < b->pos || a->t_record != a->record || b->t_record != b->record)
         return ret(cudaErrorNotReady);
     *ms = (float)((b->t - a->t) * 1e3);
+    return cudaSuccess;
+}
+
+/* ---- stream capture and graphs (see "stream capture" above) ---- */
+/* Every stream of capture c leaves it (its end, or its failure). */
+static void capture_end(Capture *c) {
+    for (CUstream_st *o : all_streams)
+        if (o->cap == c) o->cap = nullptr, o->cap_pending = false;
+    if (capture == c) capture = nullptr;
+    delete c;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t st, enum cudaStreamCaptureMode mode) {
+    Lock lock;
+    cudaError_t e = need_context("cudaStreamBeginCapture");
+    if (e) return e;
+    if (!st || st == cudaStreamLegacy || st == cudaStreamPerThread) return ret(cudaErrorStreamCaptureUnsupported);
+    if (mode != cudaStreamCaptureModeGlobal) fatal("cudaStreamBeginCapture: only the global capture mode is emulated");
+    CUstream_st *s = stream_of(st);
+    if (s->cap) return ret(cudaErrorIllegalState);
+    if (capture) fatal("cudaStreamBeginCapture on stream %d: the emulator keeps one capture at a time (stream %d's is open)", s->id,
+                       capture->origin->id);
+    capture = new Capture;
+    capture->origin = s;
+    s->cap = capture;
+    s->cap_ops = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *graph) {
+    Lock lock;
+    if (!graph) return ret(cudaErrorInvalidValue);
+    *graph = nullptr;
+    CUstream_st *s = stream_of(st);
+    if (!s->cap) return ret(cudaErrorIllegalState);
+    Capture *c = s->cap;
+    if (s != c->origin) {
+        capture_fails(cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture on a stream other than the capture's origin");
+        return ret(cudaErrorStreamCaptureUnmatched);
+    }
+    cudaError_t e = c->error ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+    for (CUstream_st *o : all_streams)
+        if (o->cap == c && o->cap_pending && !e) {
+            reject("cudaStreamEndCapture: stream %d forked from the capture and was not joined back into stream %d", o->id, s->id);
+            e = cudaErrorStreamCaptureUnjoined;
+        }
+    if (!e) {
+        *graph = new CUgraph_st;
+        (*graph)->ops = std::move(c->ops);
+    }
+    capture_end(c);
+    return e ? ret(e) : cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t st, enum cudaStreamCaptureStatus *status) {
+    Lock lock;
+    if (!status) return ret(cudaErrorInvalidValue);
+    CUstream_st *s = stream_of(st);
+    *status = !s->cap ? cudaStreamCaptureStatusNone : s->cap->error ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+    Lock lock;
+    if (!exec || !graph || flags) return ret(cudaErrorInvalidValue);
+    if (capture) return ret(capture_fails(cudaErrorStreamCaptureUnsupported, "cudaGraphInstantiate"));
+    *exec = new CUgraphExec_st;
+    (*exec)->ops = graph->ops;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st) {
+    Lock lock;
+    cudaError_t e = need_context("cudaGraphLaunch");
+    if (e) return e;
+    if (!exec) return ret(cudaErrorInvalidValue);
+    CUstream_st *s = stream_of(st);
+    if (s->cap) fatal("cudaGraphLaunch into a capture (a child graph) is not emulated");
+    graph_launches++;
+    for (const CapturedOp &c : exec->ops) { /* the recorded work with its recorded arguments */
+        graph_ops++;
+        push(s, c.op, c.compute);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    Lock lock;
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    Lock lock;
+    delete graph;
     return cudaSuccess;
 }
 
@@ -1050,6 +1283,15 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureMerge: return "cudaErrorStreamCaptureMerge";
+    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
+    case cudaErrorStreamCaptureUnjoined: return "cudaErrorStreamCaptureUnjoined";
+    case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
     default: return "cudaErrorUnknown";
     }
 }
@@ -1069,6 +1311,15 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge: return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     default: return "unknown error";
     }
 }
@@ -1102,3 +1353,29 @@ void check_kernel_pointer(const char *kernel, int index, const void *p) {
     fatal("kernel %s: argument %d is %s: the device cannot reach it", kernel, index, d);
 }
 } // namespace emu
+
+extern "C" long emu_host_syncs(void) {
+    emu::Lock lock;
+    return emu::host_syncs;
+}
+
+extern "C" long emu_stream_ops(const char *prefix) {
+    emu::Lock lock;
+    long n = 0;
+    if (emu::ops_of)
+        for (const auto &kv : *emu::ops_of)
+            if (kv.first.compare(0, strlen(prefix), prefix) == 0) n += kv.second;
+    return n;
+}
+
+extern "C" long emu_cudnn_calls(void) { return emu_stream_ops("cudnn"); }
+
+extern "C" long emu_graph_launches(void) {
+    emu::Lock lock;
+    return emu::graph_launches;
+}
+
+extern "C" long emu_graph_ops(void) {
+    emu::Lock lock;
+    return emu::graph_ops;
+}
