@@ -5,20 +5,23 @@
 # Usage: scripts/gpu_check.sh [--only=STAGE[,STAGE...]] [--no-build] OUTDIR
 #
 # Stages, in order, each with its own time budget (seconds; BUDGET_<stage>=S overrides):
-#   build     make -j$JOBS (JOBS: the cores; objects in NVCNN_BUILD, default build), its time 80
-#   tests     every GPU test (run_tests gpu: each in its own process) and the parity table     60
-#   sanitize  the parity tests under compute-sanitizer --tool memcheck, if the host has it     45
+#   build     make -j$JOBS (JOBS: the cores; objects in NVCNN_BUILD, default build), its time 30
+#   tests     every GPU test (run_tests gpu: each in its own process) and the parity table    100
+#   sanitize  the parity tests under compute-sanitizer --tool memcheck, if the host has it     25
 #   models    every model of --help in fp32 and fp16 (and tf32, bf16 for resnet50, resnet18),
-#             20 steps: exit code, finite loss, img/s, peak GiB, algorithm-search seconds     150
-#   peer      scripts/bench_gpu.sh's table next to the PyTorch peer, each row time-bounded     95
-#   design    resnet50 batch 256 in fp16 and bf16 with each step of the GPU design on and off
-#             (--data_format=NCHW/NHWC, --fuse=off/on, --cuda_graph=off/on: 8 runs each, 20
-#             steps), next to PyTorch eager (channels_last) and torch.compile if it compiles in
-#             the time left; a flag this nvcnn rejects skips its rows with nvcnn's message  200
+#             20 steps: exit code, finite loss, img/s, peak GiB, algorithm-search seconds     130
+#   peer      scripts/bench_gpu.sh's table next to the PyTorch peer, each row time-bounded     85
+#   design    resnet50 batch 256 in fp16, then bf16, up a ladder that turns each step of the GPU
+#             design on in turn (NCHW unfused call by call; --data_format=NHWC; --fuse=on;
+#             --cuda_graph=on; DESIGN=full: all 8 combinations), 20 steps each, next to PyTorch
+#             eager (channels_last), then torch.compile if it compiles in the time left; a flag
+#             this nvcnn rejects skips its rows with nvcnn's message                          150
 #   mpi       mpirun -np 2 on the one GPU (the MPI fallback): lenet 20 steps, and the ranks'
-#             parameters bitwise identical (tests/mpi/mpi_train)                              25
-#   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     55
-# The whole run stays within GC_TOTAL seconds (715): a stage may use what the stages before it
+#             parameters bitwise identical (tests/mpi/mpi_train)                              15
+#   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     35
+# (The budgets of the H200 run of 2026-11-26: build 4.9 s, tests 75.6, sanitize 13.6, models
+# 156.9, peer 105, mpi 4.9, input 29.2.) The whole run stays within GC_TOTAL seconds (570: one
+# call of at most 10 minutes on a lent machine): a stage may use what the stages before it
 # left of their budgets, never what the stages after it are owed; a stage that ignored its
 # deadline is stopped 10 s past it. A stage that runs out of time is reported as such (with what
 # it had done) and the script goes on. --only runs the stages named (the others need a build:
@@ -62,7 +65,7 @@ use_deps() {
 use_deps
 
 STAGES="build tests sanitize models peer design mpi input"
-declare -A BUDGET=([build]=80 [tests]=60 [sanitize]=45 [models]=150 [peer]=95 [design]=200 [mpi]=25 [input]=55)
+declare -A BUDGET=([build]=30 [tests]=100 [sanitize]=25 [models]=130 [peer]=85 [design]=150 [mpi]=15 [input]=35)
 declare -A TITLE=([build]="build" [tests]="GPU tests and parity table" [sanitize]="compute-sanitizer memcheck"
                   [models]="every model, 20 steps" [peer]="nvcnn and the PyTorch peer"
                   [design]="resnet50 b256: NCHW/NHWC, fusion, CUDA Graph" [mpi]="two ranks on one GPU (MPI)"
@@ -369,45 +372,53 @@ design_row() {
   echo ok
 }
 
+# One PyTorch row of the design stage: precision, "" (eager) or --compile (compiled in the
+# untimed warm-up, bounded by what the stage has left).
+design_peer_row() {
+  local p=$1 compile=$2 py=${PYTHON:-python3} lim out rate note
+  lim=$(( $(left) - 2 ))
+  [ -z "$compile" ] && [ "$lim" -gt 60 ] && lim=60
+  if [ "$lim" -lt 10 ]; then
+    echo "| PyTorch ${compile:+torch.compile}${compile:-eager} | $p | channels_last | | | not run (stage budget) | |" >>"$W/design.md"
+    return 0
+  fi
+  out=$(timeout --foreground -k 5 "$lim" "$py" scripts/bench_gpu_peer.py --model resnet50 --batch 256 --precision "$p" --steps 20 \
+        --warmup 5 $compile 2>&1)
+  echo "$out" >&2
+  rate=$(sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p' <<<"$out" | tail -n 1)
+  note=$(sed -n 's/.*\(compile_s=[0-9.]*\).*/\1 (untimed)/p' <<<"$out" | tail -n 1)
+  [ -n "$rate" ] || rate="failed or timed out ($lim s): $(cell "$(tail -n 1 <<<"$out")")"
+  echo "| PyTorch ${compile:+torch.compile}${compile:-eager} | $p | channels_last | | | $rate | $note |" >>"$W/design.md"
+}
+
 stage_design() {
   {
     echo "| run | precision | data format | fusion | CUDA Graph | img/s | note |"
     echo "|---|---|---|---|---|---:|---|"
   } >>"$W/design.md"
-  local p df fu cg r ok=0 skipped=0 failed=0 notrun=0
+  local p df fu cg r ok=0 skipped=0 failed=0 notrun=0 rungs
   design_probe
-  for p in fp16 bf16; do
-    for df in NCHW NHWC; do
-      for fu in off on; do
-        for cg in off on; do
-          r=$(design_row "$p" "$df" "$fu" "$cg" | tail -n 1)
-          case $r in ok) ok=$((ok + 1)) ;; skip) skipped=$((skipped + 1)) ;; fail) failed=$((failed + 1)) ;; *) notrun=$((notrun + 1)) ;; esac
-        done
-      done
-    done
-  done
-  local py=${PYTHON:-python3} compile lim out rate
-  if ! "$py" -c 'import torch, torchvision' 2>/dev/null; then
-    echo "| PyTorch | | | | | not run: torch, torchvision not importable with $py | |" >>"$W/design.md"
+  # the ladder: each rung turns one step of the design on, so that consecutive rows say what that
+  # step is worth (DESIGN=full: all 8 combinations instead of the 4 rungs)
+  if [ "${DESIGN:-ladder}" = full ]; then
+    rungs="NCHW:off:off NCHW:off:on NCHW:on:off NCHW:on:on NHWC:off:off NHWC:off:on NHWC:on:off NHWC:on:on"
   else
-    for p in fp16 bf16; do
-      for compile in "" --compile; do
-        lim=$(( $(left) - 2 ))
-        [ -z "$compile" ] && [ "$lim" -gt 60 ] && lim=60
-        if [ "$lim" -lt 10 ]; then
-          echo "| PyTorch ${compile:+torch.compile}${compile:-eager} | $p | channels_last | | | not run (stage budget) | |" >>"$W/design.md"
-          continue
-        fi
-        out=$(timeout --foreground -k 5 "$lim" "$py" scripts/bench_gpu_peer.py --model resnet50 --batch 256 --precision "$p" --steps 20 \
-              --warmup 5 $compile 2>&1)
-        echo "$out" >&2
-        rate=$(sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p' <<<"$out" | tail -n 1)
-        local note
-        note=$(sed -n 's/.*\(compile_s=[0-9.]*\).*/\1 (untimed)/p' <<<"$out" | tail -n 1)
-        [ -n "$rate" ] || rate="failed or timed out ($lim s): $(cell "$(tail -n 1 <<<"$out")")"
-        echo "| PyTorch ${compile:+torch.compile}${compile:-eager} | $p | channels_last | | | $rate | $note |" >>"$W/design.md"
-      done
+    rungs="NCHW:off:off NHWC:off:off NHWC:on:off NHWC:on:on"
+  fi
+  local py=${PYTHON:-python3} have_torch=1
+  "$py" -c 'import torch, torchvision' 2>/dev/null || have_torch=0
+  [ $have_torch = 1 ] || echo "| PyTorch | | | | | not run: torch, torchvision not importable with $py | |" >>"$W/design.md"
+  # fp16's rungs and PyTorch eager, then bf16's, then torch.compile with what is left
+  for p in fp16 bf16; do
+    for r in $rungs; do
+      IFS=: read -r df fu cg <<<"$r"
+      r=$(design_row "$p" "$df" "$fu" "$cg" | tail -n 1)
+      case $r in ok) ok=$((ok + 1)) ;; skip) skipped=$((skipped + 1)) ;; fail) failed=$((failed + 1)) ;; *) notrun=$((notrun + 1)) ;; esac
     done
+    [ $have_torch = 1 ] && design_peer_row "$p" ""
+  done
+  if [ $have_torch = 1 ]; then
+    for p in fp16 bf16; do design_peer_row "$p" --compile; done
   fi
   echo "nvcnn: $ok run(s), $skipped skipped (flag not in this build), $failed failed, $notrun not run (stage budget)" >"$W/design.note"
   [ "$failed" -eq 0 ] || touch "$W/design.fail"
@@ -493,7 +504,7 @@ W=$(mktemp -d) || exit 1
 trap 'rm -rf "$W"' EXIT
 log=$out/log.txt
 : >"$log"
-total=${GC_TOTAL:-715}
+total=${GC_TOTAL:-570}
 run_start=$(now)
 run_deadline=$(awk -v a="$run_start" -v t="$total" 'BEGIN { printf "%.0f", a + t }')
 declare -A STATUS WALL
