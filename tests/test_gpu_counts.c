@@ -260,10 +260,7 @@ static void step_counts(int graph, unsigned flags, Counts *step, Counts *fetch, 
     tu_fill_uniform(net->node[net->input].data, shape_count(net->node[net->input].shape), -1, 1, &r);
     int32_t labels[B];
     for (int i = 0; i < B; i++) labels[i] = (int32_t)rng_below(&r, 10);
-    char err[256];
-    int oom;
-    GpuNet *g = gpunet_new(net, 0, PREC_FP16, GPUNET_WORKSPACE_DEFAULT, flags, err, sizeof err, &oom);
-    CHECK_MSG(g != NULL, "%s", err);
+    GpuNet *g = tu_gpunet(net, PREC_FP16, flags);
     if (!g) return;
     *fused = gpunet_fused(g, NULL, NULL);
     Dist d = {0, 1, 0, 1, 0};

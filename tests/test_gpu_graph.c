@@ -36,10 +36,7 @@ static void graph_run(int graph, double *loss, float **w, size_t *P, int *made_a
     enum { B = 4, STEPS = 6 };
     Net *net = model_build_reduced(model_find("resnet18"), B, 10, 32, 16, ACT_RELU);
     net_finalize(net, 11);
-    char err[256];
-    int oom;
-    GpuNet *g = gpunet_new(net, 0, PREC_FP16, GPUNET_WORKSPACE_DEFAULT, GPUNET_DETERMINISTIC, err, sizeof err, &oom);
-    CHECK_MSG(g != NULL, "%s", err);
+    GpuNet *g = tu_gpunet(net, PREC_FP16, GPUNET_DETERMINISTIC);
     if (!g) return;
     uint8_t *img[2];
     int32_t *lab[2];
