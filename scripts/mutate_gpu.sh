@@ -68,7 +68,7 @@ scale_growth_1000|src/cuda/optim.cu|if (dynamic && st->good % 2000 == 0|if (dyna
 misaligned_vector|src/cuda/bias.cu|    size_t head = ((16 - ((uintptr_t)x & 15)) & 15) / sizeof(T);|    size_t head = 0;
 padding_not_zero|src/cuda/conv.cu|dst[i] = ch < c ? src[r * c + ch] : from_f<T>(0.0f);|dst[i] = ch < c ? src[r * c + ch] : src[r * c];
 fused_drops_shortcut_grad|src/cuda/bn.cu|        if (dz) dz[i] = from_f<T>(acc_z ? to_f(dz[i]) + d : d);\n        if (!dx) continue;|        if (!dx) continue;
-nhwc_filter_not_permuted|src/cuda/transfer.cu|t[rs * C + ch] = w[ch * RS + rs];|t[ch * RS + rs] = w[ch * RS + rs];
+nhwc_filter_not_permuted|src/cuda/transfer.cu|        host_layout(w, t, s, to_krsc);|        memcpy(t, w, count * sizeof(float));
 EOF
 
 selected=${MUTANTS:-$(cut -d'|' -f1 <<<"$DEFECTS" | tr '\n' ' ')}

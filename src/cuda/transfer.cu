@@ -6,8 +6,22 @@
 
 #include "gpunet_internal.h"
 
+/* [n][c][hw] <-> [n][hw][c] on the host (to_nhwc says which way) */
+static void host_layout(const float *src, float *dst, Shape s, int to_nhwc) {
+    const size_t C = (size_t)s.c, HW = (size_t)s.h * s.w;
+    for (size_t i = 0; i < (size_t)s.n; i++, src += C * HW, dst += C * HW)
+        for (size_t c = 0; c < C; c++)
+            for (size_t p = 0; p < HW; p++) {
+                if (to_nhwc)
+                    dst[p * C + c] = src[c * HW + p];
+                else
+                    dst[c * HW + p] = src[p * C + c];
+            }
+}
+
 /* NHWC: every convolution's filter in g->host between the host's KCRS ([cout][cin/groups][kh][kw])
- * and the device's KRSC ([cout][kh][kw][cin/groups]); to_krsc says which way. */
+ * and the device's KRSC ([cout][kh][kw][cin/groups]): host_layout's transpose with the output
+ * channels for n and the kernel's positions for hw; to_krsc says which way. */
 static void permute_filters(GpuNet *g, int to_krsc) {
     const Net *n = g->net;
     if (!g->nhwc) return;
@@ -15,18 +29,11 @@ static void permute_filters(GpuNet *g, int to_krsc) {
         const Layer *l = &n->layer[i];
         if (strcmp(l->ops->type, "conv") != 0) continue;
         const Conv *c = (const Conv *)l->priv;
-        const size_t C = (size_t)(c->cin / c->groups), RS = (size_t)c->kh * c->kw, per = C * RS;
-        float *w = g->host + g->poff[c->pw], *t = (float *)xmalloc(per * sizeof(float));
-        for (int k = 0; k < c->cout; k++, w += per) {
-            for (size_t ch = 0; ch < C; ch++)
-                for (size_t rs = 0; rs < RS; rs++) {
-                    if (to_krsc)
-                        t[rs * C + ch] = w[ch * RS + rs];
-                    else
-                        t[ch * RS + rs] = w[rs * C + ch];
-                }
-            memcpy(w, t, per * sizeof(float));
-        }
+        const Shape s = {c->cout, c->cin / c->groups, c->kh * c->kw, 1};
+        const size_t count = shape_count(s);
+        float *w = g->host + g->poff[c->pw], *t = (float *)xmalloc(count * sizeof(float));
+        host_layout(w, t, s, to_krsc);
+        memcpy(w, t, count * sizeof(float));
         free(t);
     }
 }
@@ -93,19 +100,6 @@ void gpu_host_from_storage(const GpuNet *g, const void *src, float *dst, size_t 
 /* Whether node data of shape s differs between NCHW and g's layout (NHWC with several channels
  * and pixels). */
 static int node_permuted(const GpuNet *g, Shape s) { return g->nhwc && s.c > 1 && s.h * s.w > 1; }
-
-/* [n][c][hw] <-> [n][hw][c] on the host (to_nhwc says which way) */
-static void host_layout(const float *src, float *dst, Shape s, int to_nhwc) {
-    const size_t C = (size_t)s.c, HW = (size_t)s.h * s.w;
-    for (size_t i = 0; i < (size_t)s.n; i++, src += C * HW, dst += C * HW)
-        for (size_t c = 0; c < C; c++)
-            for (size_t p = 0; p < HW; p++) {
-                if (to_nhwc)
-                    dst[p * C + c] = src[c * HW + p];
-                else
-                    dst[c * HW + p] = src[p * C + c];
-            }
-}
 
 void gpunet_download_node(GpuNet *g, int id, float *dst, int grad) {
     const void *src = grad ? g->dx[id] : g->x[id];
