@@ -192,12 +192,19 @@ typedef struct GpuStepResult {
     double l2;       /* sum of the squared weights before the update (0 without with_l2) */
     float scale;     /* the loss scale of the step's backward */
     int finite;      /* 1: every gradient finite, the step updated; 0: skipped */
+    double seconds;  /* the step's period on the device: from the previous step's end to this one's
+                        (from its own start after gpunet_step_time_from_start), read off events by
+                        gpunet_step_results: what a host clock cannot see while steps are queued */
 } GpuStepResult;
 void gpunet_step_setup(GpuNet *g, const GpuStepConfig *c);
 void gpunet_step_state(GpuNet *g, double loss_scale, long good, long skipped);
 void gpunet_queue_stats(GpuNet *g, int with_l2);
 void gpunet_step(GpuNet *g, double lr);
 int gpunet_step_pending(const GpuNet *g);
+/* The next step's period is counted from its start (an event queued now, before its forward) and
+ * not from the previous step's end: for the first step, and after work that is not a training
+ * step (evaluation, checkpoints) went through the stream. */
+void gpunet_step_time_from_start(GpuNet *g);
 int gpunet_step_results(GpuNet *g, GpuStepResult *out);
 /* The whole training step as one CUDA Graph: forward, gpunet_queue_stats(with_l2), backward (NCCL
  * inside) and gpunet_step's tail, captured on the first call (and again if with_l2 changes), then

@@ -343,6 +343,7 @@ static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long
     printf("Validation at step %ld (epoch %.2f): top-1 %.3f %%, top-5 %.3f %% (%.1f s)\n", step + 1, epochs, t1, t5, secs);
     report_validation(rep, step + 1, t1, t5);
     report_pause(rep, secs); /* the rows' pace and speed leave the evaluation out */
+    trainer_time_restart(tr);
     if (c->target_top1 > 0 && t1 >= c->target_top1) {
         printf("Reached --target_top1=%g at step %ld (epoch %.2f): validation top-1 %.3f %%\n", c->target_top1, step + 1, epochs, t1);
         r->nstep = step + 1;
@@ -405,20 +406,21 @@ static int train(Run *r) {
             loss = trainer_step_end(&tr, lr);                  /* averaged over ranks, update */
             if (tr.lazy) { /* the GPU's step results: read on the steps that print, and when its ring is full */
                 if (report_due(&rep, step)) trainer_fetch(&tr);
-                double l;
-                while (trainer_next_loss(&tr, &l)) report_loss(&rep, l);
+                report_results(&rep, &tr);
             }
         }
         const double t1 = now_seconds();
         profile_step_end(prof, step, t0, t1);
-        report_step(&rep, step, loss, lr, t1 - t0);            /* row, TensorBoard, CSV */
+        /* row, TensorBoard, CSV; the GPU's steps are timed on the device (a host clock sees
+         * only how long queueing took while the device is behind) */
+        report_step(&rep, step, loss, lr, tr.lazy ? NAN : t1 - t0);
         if (lifecycle_poll(&life, step)) break;                /* signals, periodic checkpoint */
         if ((target = eval_while_training(r, &tr, &in, &rep, step))) break; /* --eval_every_epochs */
     }
 
     input_finish(&in, r->nstep);
     trainer_fetch(&tr); /* what a stop between rows left unread */
-    for (double l; trainer_next_loss(&tr, &l);) report_loss(&rep, l);
+    report_results(&rep, &tr);
     if (!c->forward_only) lifecycle_finish(&life, step0);
     report_end(&rep, r->nstep - step0);
     profile_close(prof);

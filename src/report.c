@@ -145,14 +145,28 @@ void report_loss(Report *rep, double loss) {
     rep->last_loss = loss;
 }
 
+void report_time(Report *rep, double seconds) {
+    const long i = rep->ntimed++;
+    if (!(seconds > 0)) return;
+    rep->last_rate = (double)rep->r->total_batch / seconds;
+    if (i >= rep->burnin && rep->nrates < rep->r->nstep) rep->rates[rep->nrates++] = rep->last_rate;
+}
+
+void report_results(Report *rep, Trainer *tr) {
+    for (double l, secs; trainer_next_result(tr, &l, &secs);) {
+        report_loss(rep, l);
+        report_time(rep, secs);
+    }
+}
+
 void report_step(Report *rep, long step, double loss, double lr, double seconds) {
     Run *r = rep->r;
     const Config *c = &r->cfg;
     Net *net = rep->tr->net;
     if (!isnan(loss)) report_loss(rep, loss);
     loss = rep->last_loss;
-    const double rate = (double)r->total_batch / seconds;
-    if (step - rep->step0 >= rep->burnin) rep->rates[rep->nrates++] = rate;
+    if (!isnan(seconds)) report_time(rep, seconds);
+    const double rate = rep->last_rate;
     const int last = step + 1 == r->nstep;
     report_due(rep, step);
     const int row = rep->due_row, summary = rep->due_summary;

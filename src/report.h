@@ -16,6 +16,8 @@ typedef struct Report {
     int burnin;           /* steps left out of Images/sec */
     double *rates;        /* per timed step, images per second over all ranks */
     long nrates;
+    long ntimed;          /* steps timed so far (report_time), burn-in included */
+    double last_rate;     /* the latest step's images per second */
     double ema, ema_w;    /* nvcnn.py's loss average: decay 0.9, debiased */
     double last_summary;  /* wall clock of the last TensorBoard summary */
     double last_row;      /* report_clock() at the last table row (or at the start) */
@@ -44,6 +46,12 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
  * step on the losses given so far. */
 int report_due(Report *rep, long step);
 void report_loss(Report *rep, double loss);
+/* Each step's seconds in order, where they are known late (the GPU's steps, timed on the device
+ * by events: GpuStepResult.seconds): report_step() is then given NAN seconds and its row shows
+ * the latest step timed. */
+void report_time(Report *rep, double seconds);
+/* Every step result the trainer fetched and the report has not had: report_loss, report_time. */
+void report_results(Report *rep, Trainer *tr);
 /* The end-of-run lines. `steps`: the steps this run made. */
 void report_end(Report *rep, long steps);
 /* A validation accuracy after `step` steps (while training or at its end), into the logs. */

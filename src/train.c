@@ -16,6 +16,7 @@ void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c, GpuN
     t->net = net;
     t->dist = dist;
     t->loss_scale = c->loss_scale > 0 ? c->loss_scale : 1.0;
+    t->time_restart = 1;
     t->dynamic = c->dynamic_loss_scale;
     optim_init(&t->opt, &c->opt, net->params_total);
     dist_bcast(dist, net->params, net->params_total * sizeof(float));
@@ -77,8 +78,11 @@ static int account_step(Trainer *t, int finite) {
 
 static void gpu_fetch(Trainer *t);
 
+void trainer_time_restart(Trainer *t) { t->time_restart = 1; }
+
 void trainer_sync_host(Trainer *t) {
     if (!t->gpu) return;
+    t->time_restart = 1;
     gpu_fetch(t); /* the loss scale and the counters as the device has them */
     gpunet_download_params(t->gpu);
     gpunet_download_velocity(t->gpu, t->opt.velocity);
@@ -86,6 +90,7 @@ void trainer_sync_host(Trainer *t) {
 
 void trainer_sync_device(Trainer *t) {
     if (!t->gpu) return;
+    t->time_restart = 1;
     gpunet_step_state(t->gpu, t->loss_scale, t->good_steps, t->skipped_steps);
     gpunet_upload_params(t->gpu);
     gpunet_upload_velocity(t->gpu, t->opt.velocity);
@@ -113,6 +118,8 @@ static void gpu_begin(Trainer *t, const int32_t *labels) {
     const int host_average = !t->nccl && t->sync && t->dist->size > 1;
     t->graph_step = t->graph && t->gpu_steps > 0 && !host_average && !gpunet_graph_refusal(g);
     t->gpu_steps++;
+    if (t->time_restart) gpunet_step_time_from_start(g);
+    t->time_restart = 0;
     if (t->graph_step) return; /* queued whole by gpu_end */
     gpunet_forward(g);
     gpunet_queue_stats(g, t->opt.c.weight_decay != 0);
@@ -140,7 +147,9 @@ static void gpu_fetch(Trainer *t) {
         t->net->loss = loss;
         account_step(t, r[i].finite);
         if (t->nlosses == TRAINER_LOSSES) die("trainer: %d step losses not taken (trainer_next_loss)", TRAINER_LOSSES);
-        t->losses[(t->loss0 + t->nlosses++) % TRAINER_LOSSES] = loss + wd * 0.5 * r[i].l2;
+        const int at = (t->loss0 + t->nlosses++) % TRAINER_LOSSES;
+        t->losses[at] = loss + wd * 0.5 * r[i].l2;
+        t->step_seconds[at] = r[i].seconds;
     }
 }
 
@@ -173,9 +182,12 @@ void trainer_fetch(Trainer *t) {
     if (t->gpu) gpu_fetch(t);
 }
 
-int trainer_next_loss(Trainer *t, double *loss) {
+int trainer_next_loss(Trainer *t, double *loss) { return trainer_next_result(t, loss, NULL); }
+
+int trainer_next_result(Trainer *t, double *loss, double *seconds) {
     if (t->nlosses == 0) return 0;
     *loss = t->losses[t->loss0];
+    if (seconds) *seconds = t->step_seconds[t->loss0];
     t->loss0 = (t->loss0 + 1) % TRAINER_LOSSES;
     t->nlosses--;
     return 1;
@@ -230,6 +242,7 @@ void trainer_forward_begin(Trainer *t, const int32_t *labels) {
     net->labels = labels;
     net->training = 0;
     if (t->gpu) {
+        t->time_restart = 1;
         if (!t->device_input) {
             gpunet_set_input(t->gpu, net->node[net->input].data);
             gpunet_set_labels(t->gpu, labels);

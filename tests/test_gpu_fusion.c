@@ -178,8 +178,14 @@ TEST(gpu_fused_block_matches_cpu_and_unfused) {
                 tu_parity_row(what, pn, e_unf, e_unf, lim);
                 CHECK_MSG(e_cpu <= lim, "%s %s swap %d: fused block against the CPU %.3g > %.3g", pn, lay ? "NHWC" : "NCHW", swap, e_cpu, lim);
                 CHECK_MSG(e_unf <= lim, "%s %s swap %d: fused block against unfused %.3g > %.3g", pn, lay ? "NHWC" : "NCHW", swap, e_unf, lim);
+#ifdef NVCNN_GPU_EMU
+                /* the same bits need the same convolution algorithms in both nets: on a GPU each
+                 * net's Find times them anew and may choose others (the H200 run of 2026-11-26:
+                 * bf16 fused and unfused differed in 2 of the 4 layout and add-order cases, within
+                 * the limit); the emulated device's Find is seeded, and chooses alike */
                 CHECK_MSG(prec != PREC_BF16 || e_unf == 0, "bf16 %s swap %d: fused and unfused differ (%.3g): the same kernels should give the same bits",
                           lay ? "NHWC" : "NCHW", swap, e_unf);
+#endif
                 pass_free(&fused), pass_free(&unfused), pass_free(&cpu);
                 free(state0);
                 net_free(net);

@@ -22,6 +22,7 @@
 #include "optim.h"
 #include "testutil.h"
 #include "train.h"
+#include "util.h"
 
 enum { B = 4, CLASSES = 5 };
 
@@ -224,7 +225,11 @@ TEST(gpu_step_results_read_late_are_the_same) {
         }
         if (lazy) {
             trainer_fetch(&t);
-            for (int s = 0; s < 6; s++) CHECK_MSG(trainer_next_loss(&t, &loss[1][s]), "loss %d missing", s);
+            for (int s = 0; s < 6; s++) {
+                double secs = NAN;
+                CHECK_MSG(trainer_next_result(&t, &loss[1][s], &secs), "loss %d missing", s);
+                CHECK_MSG(secs > 0 && secs < 60, "step %d: its device time %g s", s, secs);
+            }
             double extra;
             CHECK(!trainer_next_loss(&t, &extra));
         }
@@ -239,4 +244,32 @@ TEST(gpu_step_results_read_late_are_the_same) {
     for (int s = 0; s < 6; s++) CHECK_MSG(loss[0][s] == loss[1][s], "step %d: loss %.9g read at once, %.9g read late", s, loss[0][s], loss[1][s]);
     printf("    6 fp16 steps: losses %.6f .. %.6f, the same bits read at once and late\n", loss[0][0], loss[0][5]);
     free(w[0]), free(w[1]);
+}
+
+/* Images/sec is the device's pace: nvcnn queues its GPU steps without waiting for them (the
+ * results are read on the rows), so a host clock around each step sees how long queueing took,
+ * not how long the step took, and their mean rate came out hundreds of times too high (the first
+ * GPU run: 1.46 million img/s for resnet50). The steps are timed by events on the device
+ * (GpuStepResult.seconds). The check: the timed steps at the reported rate take at most the
+ * run's wall time, and at least 0.35 of it less the planning (startup takes about a second here). */
+TEST(gpu_images_per_sec_is_the_devices_pace) {
+    if (tu_gpus() == 0) return;
+    enum { BATCH = 8, STEPS = 24, BURNIN = 4 };
+    char cmd[512], *o = NULL;
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=gpu --batch_size=%d --num_batches=%d --nstep_burnin=%d --display_every=8",
+             BATCH, STEPS, BURNIN);
+    const double t0 = now_seconds();
+    const int rc = th_run(cmd, &o);
+    const double wall = now_seconds() - t0;
+    CHECK_MSG(rc == 0 && o, "exit %d:\n%s", rc, o ? o : "");
+    const char *p = o ? strstr(o, "Planning:") : NULL, *q = o ? strstr(o, "Images/sec: ") : NULL;
+    double plan = 0, rate = 0;
+    CHECK_MSG(p && sscanf(p, "Planning: %lf", &plan) == 1 && q && sscanf(q, "Images/sec: %lf", &rate) == 1 && rate > 0,
+              "no Planning or Images/sec line:\n%s", o ? o : "");
+    const double timed = (double)(STEPS - BURNIN) * BATCH / rate;
+    printf("    %d timed steps at %.1f img/s: %.2f s of a %.2f s run (planning %.1f s)\n", STEPS - BURNIN, rate, timed, wall, plan);
+    CHECK_MSG(timed <= wall, "Images/sec %.1f: %d steps would take %.2f s, more than the run's %.2f s", rate, STEPS - BURNIN, timed, wall);
+    CHECK_MSG(timed >= 0.35 * (wall - plan), "Images/sec %.1f: %d steps would take %.2f s of a %.2f s run (planning %.1f s): too fast",
+              rate, STEPS - BURNIN, timed, wall, plan);
+    free(o);
 }

@@ -184,6 +184,10 @@ static int alloc_fixed(GpuNet *g, char *err, size_t errlen, int *oom) {
     CUDA_CHECK(cudaHostAlloc((void **)&g->lr_ring, GPUNET_RESULTS * sizeof(double), cudaHostAllocDefault));
     CUDA_CHECK(cudaHostAlloc((void **)&g->res_host, GPUNET_RESULTS * sizeof(GpuStepResult), cudaHostAllocDefault));
     CUDA_CHECK(cudaMemsetAsync(g->step, 0, gpu_step_bytes(), g->s));
+    for (int k = 0; k < GPUNET_RESULTS; k++) {
+        CUDA_CHECK(cudaEventCreate(&g->step_end[k]));
+        CUDA_CHECK(cudaEventCreate(&g->step_start[k]));
+    }
     gpunet_step_state(g, 1.0, 0, 0);
     int nchunks = 0;
     if (dev_alloc(g, (void **)&g->optim_mem, gpu_optim_bytes(net, &nchunks), err, errlen, oom)) return -1;
@@ -443,6 +447,10 @@ void gpunet_free(GpuNet *g) {
     cudaFree(g->half_dev);
     free(g->half_host);
     if (g->lr_ring) cudaFreeHost(g->lr_ring);
+    for (int k = 0; k < GPUNET_RESULTS; k++) {
+        if (g->step_end[k]) cudaEventDestroy(g->step_end[k]);
+        if (g->step_start[k]) cudaEventDestroy(g->step_start[k]);
+    }
     if (g->res_host) cudaFreeHost(g->res_host);
     cudaFree(g->optim_mem);
     if (g->blas) cublasDestroy(g->blas);
@@ -743,7 +751,7 @@ void gpunet_graph_step(GpuNet *g, double lr, int with_l2) {
     }
     gpu_step_lr(g, lr);
     CUDA_CHECK(cudaGraphLaunch(g->graph, g->s));
-    g->queued++;
+    gpu_step_timed(g);
 }
 
 int gpunet_graph_made(const GpuNet *g) { return g->graph != NULL; }

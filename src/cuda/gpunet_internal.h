@@ -105,6 +105,9 @@ struct GpuNet {
     double *lr_ring;
     GpuStepResult *res_host;
     long long queued, taken;
+    /* each queued step's end, and the start of those timed from their start (from_start[k]) */
+    cudaEvent_t step_end[GPUNET_RESULTS], step_start[GPUNET_RESULTS];
+    unsigned char from_start[GPUNET_RESULTS];
     /* the step as one CUDA Graph (gpunet_graph_*): its executable form; 1 while it is captured */
     cudaGraphExec_t graph;
     int capturing, graph_with_l2;
@@ -205,6 +208,7 @@ float *gpu_loss_scale(GpuNet *g);
  * (what a CUDA Graph of the step captures). */
 void gpu_step_lr(GpuNet *g, double lr);
 void gpu_step_tail(GpuNet *g);
+void gpu_step_timed(GpuNet *g);
 
 /* A per-channel bias over NCHW activations (bias.cu): forward y[n][c][p] += b[c], backward
  * db[c] += sum of dy[n][c][p], with b and db fp32 (the master arenas) and y, dy of the storage

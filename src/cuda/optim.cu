@@ -330,13 +330,25 @@ void gpu_step_tail(GpuNet *g) {
     LAUNCH(k_step_end, 1, 1, 0, g->s, st, g->stepc.dynamic);
 }
 
-void gpunet_step(GpuNet *g, double lr) {
-    gpu_step_lr(g, lr);
-    gpu_step_tail(g);
+/* The step queued: its end event (outside any capture), and it counts as queued. */
+void gpu_step_timed(GpuNet *g) {
+    CUDA_CHECK(cudaEventRecord(g->step_end[g->queued % GPUNET_RESULTS], g->s));
     g->queued++;
 }
 
+void gpunet_step(GpuNet *g, double lr) {
+    gpu_step_lr(g, lr);
+    gpu_step_tail(g);
+    gpu_step_timed(g);
+}
+
 int gpunet_step_pending(const GpuNet *g) { return (int)(g->queued - g->taken); }
+
+void gpunet_step_time_from_start(GpuNet *g) {
+    const int k = (int)(g->queued % GPUNET_RESULTS);
+    CUDA_CHECK(cudaEventRecord(g->step_start[k], g->s));
+    g->from_start[k] = 1;
+}
 
 int gpunet_step_results(GpuNet *g, GpuStepResult *out) {
     const int k = gpunet_step_pending(g);
@@ -344,7 +356,21 @@ int gpunet_step_results(GpuNet *g, GpuStepResult *out) {
     StepState *st = (StepState *)g->step;
     CUDA_CHECK(cudaMemcpyAsync(g->res_host, st->ring, sizeof st->ring, cudaMemcpyDeviceToHost, g->s));
     gpunet_sync(g);
-    for (int i = 0; i < k; i++) out[i] = g->res_host[(g->taken + i) % GPUNET_RESULTS];
+    for (int i = 0; i < k; i++) {
+        const long long q = g->taken + i;
+        const int slot = (int)(q % GPUNET_RESULTS);
+        out[i] = g->res_host[slot];
+        /* the previous step's end event is still in its slot: fewer than GPUNET_RESULTS are queued */
+        const int first = g->from_start[slot];
+        float ms = 0;
+        if (first || q > 0) {
+            CUDA_CHECK(cudaEventElapsedTime(&ms, first ? g->step_start[slot] : g->step_end[(q - 1) % GPUNET_RESULTS], g->step_end[slot]));
+            out[i].seconds = ms * 1e-3;
+        } else {
+            out[i].seconds = NAN; /* the first step, with no start marked */
+        }
+        g->from_start[slot] = 0;
+    }
     g->taken = g->queued;
     return k;
 }
