@@ -405,7 +405,7 @@ static int train(Run *r) {
             input_prefetch(&in, step + 1 < r->nstep);          /* the next batch copied meanwhile */
             loss = trainer_step_end(&tr, lr);                  /* averaged over ranks, update */
             if (tr.lazy) { /* the GPU's step results: read on the steps that print, and when its ring is full */
-                if (report_due(&rep, step)) trainer_fetch(&tr);
+                if (report_due(&rep, step) || profile_waits(prof, step)) trainer_fetch(&tr);
                 report_results(&rep, &tr);
             }
         }

@@ -130,6 +130,8 @@ static void enclose(Profiler *p, size_t from, int kind, int tid, int as, long st
 
 static void write_trace(Profiler *p);
 
+int profile_waits(const Profiler *p, long step) { return p && p->tr->gpu && step >= p->first - 1 && step <= p->last; }
+
 void profile_step_end(Profiler *p, long step, double t0, double t1) {
     if (!p || !p->on || step != p->first + p->steps) return;
     p->on = 0;

@@ -48,6 +48,10 @@ Profiler *profile_open(Run *r, Net *net, Trainer *tr, long step0);
  * for a step that is not profiled. */
 void profile_step_begin(Profiler *p, long step);
 void profile_step_end(Profiler *p, long step, double t0, double t1);
+/* 1 when the host must wait for step `step` before its end is timed: the GPU backend queues its
+ * steps without waiting, so the profiled steps, and the one before them, are waited for (a host
+ * clock around a queued step sees only the queueing). */
+int profile_waits(const Profiler *p, long step);
 /* A phase of the current step, from t0 to t1 (wall clock): recorded only in a profiled step. */
 void profile_span(Profiler *p, ProfPhase phase, double t0, double t1);
 /* The end of the run: the table (rank 0), and the file if the run ended inside the profiled

@@ -27,6 +27,7 @@
 #define EMU_ONLY() ((void)0)
 
 static void fn_divergent(void *a) { (void)a, emu_st_divergent_barrier(); }
+static void fn_two_barriers(void *a) { (void)a, emu_st_two_barriers(); }
 static void fn_past_end(void *a) { emu_st_write_past_end(*(int *)a); }
 static void fn_after_free(void *a) { (void)a, emu_st_use_after_free(); }
 static void fn_host_pointer(void *a) { (void)a, emu_st_host_pointer(); }
@@ -70,6 +71,7 @@ TEST(emu_catches_barriers_and_bad_addresses) {
      * further faults at once */
     int near = 990, far = 1000;
     dies_with(fn_divergent, NULL, "divergent barrier", "59 of its 64 threads wait at __syncthreads and the other 5 have exited");
+    dies_with(fn_two_barriers, NULL, "two barriers", "threads wait at different __syncthreads");
     dies_with(fn_past_end, &near, "write just past the end", "k_st_write wrote ");
     dies_with(fn_past_end, &near, "write just past the end", "bytes past the end of a 4000-byte device block");
     dies_with(fn_past_end, &far, "write far past the end", "illegal address: write to ");

@@ -3,13 +3,21 @@
  * Backward after an inference forward (the input gradient through fixed statistics) is a kernel
  * of its own.
  *
- * fp32, tf32 and fp16 use cuDNN's spatial batch normalisation. bf16 uses the kernels below: the
- * legacy cudnnBatchNormalization* calls are deprecated in cuDNN 9, their reference lists float,
- * half and double data, and PyTorch never hands bf16 batch norm to cuDNN either. They keep the
- * statistics in fp32 or wider: blocks (channel, split) sum their share of the samples, shifted by
- * the channel's first element (so that a mean far from 0 costs no precision in the variance),
+ * Every precision and both layouts use the kernels below; NVCNN_GPU_BN=cudnn gives fp32, tf32
+ * and fp16 cuDNN's legacy spatial batch normalisation instead (unfused layers only; bf16 has none:
+ * the legacy calls are deprecated in cuDNN 9 and list float, half and double data). On an H200
+ * (2026-11-26, resnet50 batch 256 fp16) those legacy kernels took 27.5 ms forward and 39.4 ms
+ * backward for a 256x256x56x56 NHWC layer, and 0.83 and 1.30 ms in NCHW, where reading and
+ * writing it once takes about 0.1 ms at the memory's speed.
+ *
+ * The statistics stay in fp32 or wider: blocks sum their share of a channel's n hw values, shifted
+ * by the channel's first element (so that a mean far from 0 costs no precision in the variance),
  * one thread per channel adds the partial sums in order (deterministic) and derives the mean, the
- * inverse standard deviation and the running averages; the normalisation is elementwise. */
+ * inverse standard deviation and the running averages; the normalisation is elementwise. The
+ * partial sums read memory in order: in NCHW a block walks its channel's planes (a warp reads 32
+ * consecutive pixels); in NHWC a block is a tile of BN_TC consecutive channels (threadIdx.x: one
+ * warp reads one pixel's BN_TC channels, 64 or 128 contiguous bytes) by BN_TR pixels at a time
+ * (threadIdx.y). No index is divided in their loops. */
 #include "gpunet_internal.h"
 
 typedef struct BnGpu {
@@ -23,14 +31,28 @@ typedef struct BnGpu {
     void *discard;      /* dx when the input is the network input (which has no gradient) */
 } BnGpu;
 
+/* NHWC partial sums: tiles of BN_TC channels by BN_TR pixels (a block of GPU_THREADS threads) */
+#define BN_TC 32
+#define BN_TR (GPU_THREADS / BN_TC)
+
 /* Partial sums per channel: enough blocks to fill the GPU (about 1024 in all), and at least 16
- * elements per thread in each (fewer would spend the block on its reduction). A block's share is
- * a range of the channel's n hw values, not of its samples: at 7x7 every thread still works. */
-static int bn_splits(int n, int c, size_t hw) {
-    size_t s = (1024 + (size_t)c - 1) / (size_t)c, work = (size_t)n * hw / ((size_t)GPU_THREADS * 16);
+ * values per thread in each (fewer would spend the block on its reduction). A block's share is a
+ * range of the channel's n hw values (NCHW) or of the n hw pixels (NHWC, for BN_TC channels). */
+static int bn_splits(int n, int c, size_t hw, int nhwc) {
+    const size_t blocks_per_split = nhwc ? ((size_t)c + BN_TC - 1) / BN_TC : (size_t)c;
+    /* a block's threads share a split's values (NCHW) or its pixels (NHWC: BN_TR threads to a channel) */
+    size_t s = (1024 + blocks_per_split - 1) / blocks_per_split, work = (size_t)n * hw / ((size_t)(nhwc ? BN_TR : GPU_THREADS) * 16);
     if (s > work) s = work;
-    if (s > 256) s = 256;
+    if (s > 512) s = 512;
     return s < 1 ? 1 : (int)s;
+}
+
+/* NVCNN_GPU_BN=cudnn: cuDNN's legacy batch norm where it has one (for comparison on a GPU) */
+static int bn_cudnn_wanted(void) {
+    const char *e = getenv("NVCNN_GPU_BN");
+    if (!e || !*e || strcmp(e, "own") == 0) return 0;
+    if (strcmp(e, "cudnn") == 0) return 1;
+    die("NVCNN_GPU_BN=%s: want own or cudnn", e);
 }
 
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -40,13 +62,14 @@ static void bn_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *worksp
     BnGpu *p = (BnGpu *)xcalloc(1, sizeof *p);
     g->lp[li] = p;
     Shape s = g->net->node[l->in[0]].shape;
-    /* fused layers (fuse.cu: with the ReLU, and the residual add, that follow) run our kernels too */
-    p->own = g->prec == PREC_BF16 || (g->fused && g->fused[li].out >= 0);
+    /* fused layers (fuse.cu: with the ReLU, and the residual add, that follow) need our kernels */
+    p->own = g->prec == PREC_BF16 || (g->fused && g->fused[li].out >= 0) || !bn_cudnn_wanted();
     if (!p->own) {
         p->x = gpu_tensor_desc(g, s);
         p->p = gpu_tensor_desc_f32(shape4(1, b->c, 1, 1)); /* scale, bias and statistics stay fp32 */
     }
-    p->splits = bn_splits(s.n, b->c, b->hw);
+    p->splits = bn_splits(s.n, b->c, b->hw, g->nhwc);
+    if ((size_t)s.n * b->hw >= 0x80000000u) die("bn %s: %d x %zu values per channel: 2^31 or more", l->name, s.n, (size_t)b->hw);
     *scratch = 2 * round256((size_t)b->c * sizeof(float));
     if (p->own) *scratch += round256((size_t)b->c * (size_t)(p->splits + 1) * 2 * sizeof(double));
     if (l->in[0] == g->net->input && !p->own) *scratch += shape_count(s) * g->esize;
@@ -86,23 +109,63 @@ __device__ static void bn_block_sum2(double a, double b, double *sa, double *sb)
     *sb = s2[0];
 }
 
+/* The gradient reaching the batch norm's output: dy, or through the fused ReLU (y its output:
+ * y > 0 iff the ReLU passed its input, as act.cu's backward decides) */
+template <typename T> __device__ __forceinline__ float bn_dy(const T *dy, const T *y, size_t i) {
+    return y && !(to_f(y[i]) > 0) ? 0.0f : to_f(dy[i]);
+}
+
 /* Where value k of channel ch lies, k counting (sample, pixel) pairs of [0, n hw): NCHW
  * [n][c][hw], NHWC [n hw][c]. */
 __device__ __forceinline__ size_t bn_at(size_t k, int ch, int c, size_t hw, int nhwc) {
     return nhwc ? k * (size_t)c + ch : (k / hw * c + ch) * hw + k % hw;
 }
 
-/* block (ch, s): part[ch][s] = {sum (x - x0), sum (x - x0)^2} over values [s m / S, (s+1) m / S)
- * of channel ch (m = n hw: every thread of the block busy whatever hw), x0 its first element */
-template <typename T> __global__ void k_bn_stats_partial(const T *x, double *part, size_t m, int c, size_t hw, int nhwc) {
+/* The two sums of one value: statistics (GRAD 0): x - x0 and its square (x0: the channel's first
+ * element); gradients (GRAD 1): dy (through the fused ReLU) and dy xhat (x0: the mean). */
+template <typename T, int GRAD> struct BnTerm {
+    const T *x, *dy, *y;
+    float x0, is;
+    __device__ __forceinline__ void add(size_t at, float &a, float &b) const {
+        if (GRAD) {
+            const float d = bn_dy(dy, y, at);
+            a += d;
+            b += d * ((to_f(x[at]) - x0) * is);
+        } else {
+            const float d = to_f(x[at]) - x0;
+            a += d;
+            b += d * d;
+        }
+    }
+};
+
+template <typename T, int GRAD>
+__device__ __forceinline__ BnTerm<T, GRAD> bn_term(const T *x, const T *dy, const T *y, const float *mean, const float *invstd, int ch,
+                                                   size_t first) {
+    BnTerm<T, GRAD> t = {x, dy, y, GRAD ? mean[ch] : to_f(x[first]), GRAD ? invstd[ch] : 0.0f};
+    return t;
+}
+
+/* NCHW, block (ch, s): part[ch][s] = the two sums over values [s m / S, (s+1) m / S) of channel ch
+ * (m = n hw: every thread of the block busy whatever hw). Each thread walks (sample, pixel) by
+ * blockDim.x values at a time without dividing. */
+template <typename T, int GRAD>
+__global__ void k_bn_partial_nchw(const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, unsigned m, int c,
+                                  unsigned hw) {
     const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;
-    const size_t k0 = m * s / S, k1 = m * (s + 1) / S;
-    const float x0 = to_f(x[bn_at(0, ch, c, hw, nhwc)]);
+    const unsigned k0 = (unsigned)((unsigned long long)m * s / S), k1 = (unsigned)((unsigned long long)m * (s + 1) / S);
+    const BnTerm<T, GRAD> t = bn_term<T, GRAD>(x, dy, y, mean, invstd, ch, (size_t)ch * hw);
     float a = 0, b = 0;
-    for (size_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
-        float d = to_f(x[bn_at(k, ch, c, hw, nhwc)]) - x0;
-        a += d;
-        b += d * d;
+    unsigned k = k0 + threadIdx.x, n = k / hw, px = k % hw;
+    const unsigned step_n = blockDim.x / hw, step_px = blockDim.x % hw;
+    for (; k < k1; k += blockDim.x) {
+        t.add(((size_t)n * c + ch) * hw + px, a, b);
+        n += step_n;
+        px += step_px;
+        if (px >= hw) {
+            px -= hw;
+            n++;
+        }
     }
     double sa, sb;
     bn_block_sum2(a, b, &sa, &sb);
@@ -110,6 +173,47 @@ template <typename T> __global__ void k_bn_stats_partial(const T *x, double *par
         part[((size_t)ch * S + s) * 2] = sa;
         part[((size_t)ch * S + s) * 2 + 1] = sb;
     }
+}
+
+/* NHWC, block (tile, s) of BN_TC x BN_TR threads: part[ch][s] = the two sums over pixels
+ * [s m / S, (s+1) m / S) of the tile's channels; thread (tx, ty) takes channel tile BN_TC + tx at
+ * pixels ty, ty + BN_TR, ...; then thread (tx, 0) adds the BN_TR rows in order. */
+template <typename T, int GRAD>
+__global__ void k_bn_partial_nhwc(const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, unsigned m, int c) {
+    __shared__ double s1[BN_TR][BN_TC], s2[BN_TR][BN_TC];
+    const int tx = (int)threadIdx.x % BN_TC, ty = (int)threadIdx.x / BN_TC, ch = (int)blockIdx.x * BN_TC + tx, s = blockIdx.y, S = gridDim.y;
+    const unsigned r0 = (unsigned)((unsigned long long)m * s / S), r1 = (unsigned)((unsigned long long)m * (s + 1) / S);
+    /* a thread past the last channel runs no pixel (bounds, not a branch around the barrier) */
+    const int chc = ch < c ? ch : c - 1;
+    const unsigned rend = ch < c ? r1 : r0;
+    const BnTerm<T, GRAD> t = bn_term<T, GRAD>(x, dy, y, mean, invstd, chc, (size_t)chc);
+    float a = 0, b = 0;
+    for (unsigned r = r0 + ty; r < rend; r += BN_TR) t.add((size_t)r * c + chc, a, b);
+    s1[ty][tx] = a;
+    s2[ty][tx] = b;
+    __syncthreads();
+    if (ty == 0 && ch < c) {
+        double sa = 0, sb = 0;
+        for (int k = 0; k < BN_TR; k++) {
+            sa += s1[k][tx];
+            sb += s2[k][tx];
+        }
+        part[((size_t)ch * S + s) * 2] = sa;
+        part[((size_t)ch * S + s) * 2 + 1] = sb;
+    }
+}
+
+/* The partial sums of every channel into part[c][S][2] (statistics, or with GRAD the gradients') */
+template <typename T, int GRAD>
+static void bn_partial(GpuNet *g, const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, int n, int c,
+                       size_t hw, int S) {
+    const unsigned m = (unsigned)((size_t)n * hw);
+    if (g->nhwc)
+        LAUNCH((k_bn_partial_nhwc<T, GRAD>), dim3((unsigned)((c + BN_TC - 1) / BN_TC), (unsigned)S), GPU_THREADS, 0, g->s, x, dy, y, mean,
+               invstd, part, m, c);
+    else
+        LAUNCH((k_bn_partial_nchw<T, GRAD>), dim3((unsigned)c, (unsigned)S), GPU_THREADS, 0, g->s, x, dy, y, mean, invstd, part, m, c,
+               (unsigned)hw);
 }
 
 /* thread per channel: the mean, 1 / sqrt(biased variance + eps), and the running averages with
@@ -164,34 +268,6 @@ __global__ void k_bn_apply(const T *x, T *y, const float *mean, const float *inv
         y[i] = from_f<T>(bn_value<T>(to_f(x[i]), gpu_chan(i, c, hw, nhwc), mean, invstd, var, gamma, beta, z, i, relu));
 }
 
-/* The gradient reaching the batch norm's output: dy, or through the fused ReLU (y its output:
- * y > 0 iff the ReLU passed its input, as act.cu's backward decides) */
-template <typename T> __device__ __forceinline__ float bn_dy(const T *dy, const T *y, size_t i) {
-    return y && !(to_f(y[i]) > 0) ? 0.0f : to_f(dy[i]);
-}
-
-/* block (ch, s): part[ch][s] = {sum dy, sum dy xhat} over its share of the samples */
-template <typename T>
-__global__ void k_bn_grad_partial(const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, size_t m, int c,
-                                  size_t hw, int nhwc) {
-    const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;
-    const size_t k0 = m * s / S, k1 = m * (s + 1) / S;
-    const float mu = mean[ch], is = invstd[ch];
-    float a = 0, b = 0;
-    for (size_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
-        const size_t at = bn_at(k, ch, c, hw, nhwc);
-        float d = bn_dy(dy, y, at);
-        a += d;
-        b += d * ((to_f(x[at]) - mu) * is);
-    }
-    double sa, sb;
-    bn_block_sum2(a, b, &sa, &sb);
-    if (threadIdx.x == 0) {
-        part[((size_t)ch * S + s) * 2] = sa;
-        part[((size_t)ch * S + s) * 2 + 1] = sb;
-    }
-}
-
 /* thread per channel: sums[ch] = {sum dy, sum dy xhat} in order; dbeta += the first, dgamma +=
  * the second */
 __global__ void k_bn_grad_final(const double *part, int S, int c, double *sums, float *dgamma, float *dbeta) {
@@ -212,17 +288,44 @@ __global__ void k_bn_grad_final(const double *part, int S, int c, double *sums, 
  * Fused: dy through the ReLU (y not NULL), and that gradient also into the residual's, dz (adds
  * if acc_z): the one pass that yields both branches' gradients, no copy of its own. */
 template <typename T>
+__device__ __forceinline__ void bn_grad_value(float x, float dyv, float yv, int ch, T *dxv, T *dzv, const float *mean, const float *invstd,
+                                              const float *gamma, const double *sums, double m, int relu, int acc, int acc_z) {
+    const float d = relu && !(yv > 0) ? 0.0f : dyv;
+    if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) + d : d);
+    if (!dxv) return;
+    const float is = invstd[ch], xhat = (x - mean[ch]) * is;
+    const float v = gamma[ch] * is * (d - (float)((sums[2 * ch] + (double)xhat * sums[2 * ch + 1]) / m));
+    *dxv = from_f<T>(acc ? to_f(*dxv) + v : v);
+}
+
+/* 16-byte vectors of every operand where they allow (gpunet_internal.h), the channel walked along
+ * each vector; the rest one by one */
+template <typename T>
 __global__ void k_bn_grad_input(const T *x, const T *dy, const T *y, T *dx, T *dz, const float *mean, const float *invstd, const float *gamma,
                                 const double *sums, size_t total, int c, size_t hw, int nhwc, double m, int acc, int acc_z) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const float d = bn_dy(dy, y, i);
-        if (dz) dz[i] = from_f<T>(acc_z ? to_f(dz[i]) + d : d);
-        if (!dx) continue;
-        const int ch = gpu_chan(i, c, hw, nhwc);
-        const float is = invstd[ch], xhat = (to_f(x[i]) - mean[ch]) * is;
-        const float v = gamma[ch] * is * (d - (float)((sums[2 * ch] + (double)xhat * sums[2 * ch + 1]) / m));
-        dx[i] = from_f<T>(acc ? to_f(dx[i]) + v : v);
+    constexpr int V = 16 / sizeof(T);
+    const size_t t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    const int relu = y != NULL;
+    const size_t nv = gpu_vec_split<T>(total, gpu_aligned16(x) && gpu_aligned16(dy) && (!y || gpu_aligned16(y)) && (!dx || gpu_aligned16(dx)) &&
+                                                  (!dz || gpu_aligned16(dz)));
+    for (size_t v = t0; v < nv / V; v += stride) {
+        alignas(16) T xa[V], da[V], ya[V], dxa[V], dza[V];
+        gpu_load16(xa, x, v);
+        gpu_load16(da, dy, v);
+        if (y) gpu_load16(ya, y, v);
+        if (dx && acc) gpu_load16(dxa, dx, v);
+        if (dz && acc_z) gpu_load16(dza, dz, v);
+        GpuChanWalk w(v * V, c, hw, nhwc);
+#pragma unroll
+        for (int k = 0; k < V; k++, w.next())
+            bn_grad_value<T>(to_f(xa[k]), to_f(da[k]), y ? to_f(ya[k]) : 0.0f, w.ch, dx ? &dxa[k] : (T *)NULL, dz ? &dza[k] : (T *)NULL, mean,
+                             invstd, gamma, sums, m, relu, acc, acc_z);
+        if (dx) gpu_store16(dx, v, dxa);
+        if (dz) gpu_store16(dz, v, dza);
     }
+    for (size_t i = nv + t0; i < total; i += stride)
+        bn_grad_value<T>(to_f(x[i]), to_f(dy[i]), y ? to_f(y[i]) : 0.0f, gpu_chan(i, c, hw, nhwc), dx ? &dx[i] : (T *)NULL, dz ? &dz[i] : (T *)NULL,
+                         mean, invstd, gamma, sums, m, relu, acc, acc_z);
 }
 
 /* What fuse.cu fused into batch norm li: the node it writes, the residual node (NULL: none), the
@@ -261,8 +364,7 @@ template <typename T> static void bn_forward_own(GpuNet *g, const Layer *l, BnGp
     const T *x = (const T *)g->x[l->in[0]];
     const BnIo io = bn_io(g, l, (int)(l - g->net->layer));
     if (p->training) {
-        LAUNCH(k_bn_stats_partial<T>, dim3((unsigned)b->c, (unsigned)p->splits), GPU_THREADS, 0, g->s, x, p->part, (size_t)s.n * hw, b->c, hw,
-               g->nhwc);
+        bn_partial<T, 0>(g, x, NULL, NULL, NULL, NULL, p->part, s.n, b->c, hw, p->splits);
         LAUNCH(k_bn_stats_final<T>, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c, hw,
                g->nhwc, (double)s.n * (double)hw, 1.0f - BN_DECAY, p->save_mean, p->save_invstd, mm, mv);
         LAUNCH(k_bn_apply<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, (T *)io.y, p->save_mean, p->save_invstd, NULL, gamma, beta, total,
@@ -337,12 +439,11 @@ template <typename T> static void bn_backward_own(GpuNet *g, const Layer *l, int
     const T *dy = (const T *)io.dy, *y = io.relu ? (const T *)io.y : NULL;
     T *dx = (T *)g->dx[l->in[0]];
     double *sums = p->part + (size_t)b->c * (size_t)p->splits * 2;
-    LAUNCH(k_bn_grad_partial<T>, dim3((unsigned)b->c, (unsigned)p->splits), GPU_THREADS, 0, g->s, x, dy, y, p->save_mean, p->save_invstd,
-           p->part, (size_t)s.n * hw, b->c, hw, g->nhwc);
+    bn_partial<T, 1>(g, x, dy, y, p->save_mean, p->save_invstd, p->part, s.n, b->c, hw, p->splits);
     LAUNCH(k_bn_grad_final, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, sums, dgamma,
            dbeta);
     if (dx || io.dz)
-        LAUNCH(k_bn_grad_input<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, x, dy, y, dx, (T *)io.dz, p->save_mean, p->save_invstd, gamma, sums,
+        LAUNCH(k_bn_grad_input<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, dy, y, dx, (T *)io.dz, p->save_mean, p->save_invstd, gamma, sums,
                total, b->c, hw, g->nhwc, (double)s.n * (double)hw, gpu_acc(g, li, 0), io.acc_z);
 }
 

@@ -46,10 +46,16 @@ static const int warpSize = 32;
 #define __shared__ static
 
 /* ---- barriers and warp exchange (kernel.cc) ---- */
-/* A block barrier. Never inlined (it is defined in kernel.cc): its return address tells the
- * call sites apart, and the threads of a block must meet at the same one. */
-extern "C" void emu_syncthreads(void);
-#define __syncthreads() emu_syncthreads()
+/* A block barrier (kernel.cc). Each __syncthreads of the source has a site of its own, the
+ * address of a static the macro declares there (not the call's return address: the compiler may
+ * copy a call into two paths, which are still one barrier), and the threads of a block must meet
+ * at the same one. */
+extern "C" void emu_syncthreads_at(const void *site);
+#define __syncthreads()                                                                                                                \
+    do {                                                                                                                               \
+        static const char emu_barrier_site_ = 0;                                                                                       \
+        emu_syncthreads_at(&emu_barrier_site_);                                                                                        \
+    } while (0)
 
 namespace emu {
 enum ShflKind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR };

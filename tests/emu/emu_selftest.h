@@ -11,6 +11,7 @@ int emu_st_reduce(double *max_err);
 int emu_st_neighbour(int sync);
 /* These must end the process with the emulator's report. */
 void emu_st_divergent_barrier(void);
+void emu_st_two_barriers(void);
 void emu_st_write_past_end(int at); /* 32 threads write elements at .. at + 31 of 1000 floats */
 void emu_st_use_after_free(void);
 void emu_st_host_pointer(void);

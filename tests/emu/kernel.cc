@@ -493,11 +493,11 @@ void warp_sync(unsigned mask) {
 
 } // namespace emu
 
-extern "C" __attribute__((noinline)) void emu_syncthreads(void) {
+extern "C" __attribute__((noinline)) void emu_syncthreads_at(const void *site) {
     emu::Thread *t = emu::self("__syncthreads");
     emu::Grid *g = emu::G;
     t->state = emu::T_BARRIER;
-    t->site = __builtin_return_address(0);
+    t->site = site;
     if (g->at_block++ == 0)
         g->site = t->site;
     else if (t->site != g->site && !g->stray)

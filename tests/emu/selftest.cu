@@ -50,6 +50,17 @@ __global__ void k_st_divergent(float *out) {
     out[threadIdx.x] = 1.0f;
 }
 
+/* half the threads at one __syncthreads, half at another: two barriers */
+__global__ void k_st_two_barriers(float *out) {
+    if (threadIdx.x & 1) {
+        __syncthreads();
+        out[threadIdx.x] = 1.0f;
+    } else {
+        __syncthreads();
+        out[threadIdx.x] = 2.0f;
+    }
+}
+
 /* out[at + i] = 1 for each thread i */
 __global__ void k_st_write(float *out, int at) { out[at + (int)threadIdx.x] = 1.0f; }
 
@@ -112,6 +123,14 @@ void emu_st_divergent_barrier(void) {
     float *o;
     CUDA_CHECK(cudaMalloc((void **)&o, 64 * sizeof(float)));
     LAUNCH(k_st_divergent, 1, 64, 0, 0, o);
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void emu_st_two_barriers(void) {
+    gpu_select(0);
+    float *o;
+    CUDA_CHECK(cudaMalloc((void **)&o, 64 * sizeof(float)));
+    LAUNCH(k_st_two_barriers, 1, 64, 0, 0, o);
     CUDA_CHECK(cudaDeviceSynchronize());
 }
 
