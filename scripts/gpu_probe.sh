@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # gpu_probe.sh: a short second call on a GPU machine, after scripts/gpu_check.sh has shown where to
 # look: resnet50 batch 256 up the design ladder in fp16 (NCHW unfused; NHWC; fused; CUDA Graph),
-# PyTorch eager (channels_last) beside it, the per-layer profile (--profile) of the NCHW and NHWC
-# unfused steps, bf16's first and last rungs, then the GPU tests named, with what is left of
-# PROBE_TOTAL seconds (default 290). Every part is time-bounded; everything goes to OUTDIR/probe.txt.
+# NCHW unfused with cuDNN's legacy batch norm (NVCNN_GPU_BN=cudnn), PyTorch eager (channels_last),
+# the per-layer profile (--profile) of the NCHW and NHWC unfused steps and of NHWC fused, bf16's
+# first and last rungs, then the GPU tests named, with what is left of PROBE_TOTAL seconds
+# (default 290). Every part is time-bounded; everything goes to OUTDIR/probe.txt.
 # Usage: scripts/gpu_probe.sh OUTDIR [TEST...]     (it builds first, through gpu_check.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -30,6 +31,8 @@ for r in NCHW:off:off NHWC:off:off NHWC:on:off NHWC:on:on; do
   IFS=: read -r df fu cg <<<"$r"
   run "fp16 $df fuse=$fu graph=$cg" 50 --precision=fp16 --num_batches=14 --nstep_burnin=4 --data_format="$df" --fuse="$fu" --cuda_graph="$cg"
 done
+# batch norm: nvcnn's kernels (the ladder above) against cuDNN's legacy calls, where unfused
+NVCNN_GPU_BN=cudnn run "fp16 NCHW fuse=off graph=off, cuDNN's batch norm" 50 --precision=fp16 --num_batches=14 --nstep_burnin=4 --data_format=NCHW --fuse=off --cuda_graph=off
 if [ "$(left)" -gt 60 ]; then
   echo "== PyTorch eager fp16 channels_last"
   timeout --foreground -k 5 50 python3 scripts/bench_gpu_peer.py --model resnet50 --batch 256 --precision fp16 --steps 15 --warmup 5 2>&1 | tail -n 2

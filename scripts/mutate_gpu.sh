@@ -67,7 +67,10 @@ loss_read_late|src/cuda/optim.cu|    for (int i = 0; i < k; i++) out[i] = g->res
 scale_growth_1000|src/cuda/optim.cu|if (dynamic && st->good % 2000 == 0|if (dynamic && st->good % 1000 == 0
 misaligned_vector|src/cuda/bias.cu|    size_t head = ((16 - ((uintptr_t)x & 15)) & 15) / sizeof(T);|    size_t head = 0;
 padding_not_zero|src/cuda/conv.cu|dst[i] = ch < c ? src[r * c + ch] : from_f<T>(0.0f);|dst[i] = ch < c ? src[r * c + ch] : src[r * c];
-fused_drops_shortcut_grad|src/cuda/bn.cu|        if (dz) dz[i] = from_f<T>(acc_z ? to_f(dz[i]) + d : d);\n        if (!dx) continue;|        if (!dx) continue;
+fused_drops_shortcut_grad|src/cuda/bn.cu|    if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) + d : d);|    if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) : 0.0f);
+bn_tile_row_dropped|src/cuda/bn.cu|        for (int k = 0; k < BN_TR; k++) {|        for (int k = 1; k < BN_TR; k++) {
+bn_nchw_walk_wraps_late|src/cuda/bn.cu|        if (px >= hw) {|        if (px > hw) {
+bn_nhwc_channel_stride|src/cuda/bn.cu|    for (unsigned r = r0 + ty; r < rend; r += BN_TR) t.add((size_t)r * c + chc, a, b);|    for (unsigned r = r0 + ty; r < rend; r += BN_TR) t.add((size_t)r * BN_TC + chc, a, b);
 nhwc_filter_not_permuted|src/cuda/transfer.cu|        host_layout(w, t, s, to_krsc);|        memcpy(t, w, count * sizeof(float));
 EOF
 
