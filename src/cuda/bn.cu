@@ -216,23 +216,39 @@ static void bn_partial(GpuNet *g, const T *x, const T *dy, const T *y, const flo
                (unsigned)hw);
 }
 
-/* thread per channel: the mean, 1 / sqrt(biased variance + eps), and the running averages with
- * the unbiased variance, from the partial sums in order */
+/* A warp per channel: the channel's S partial pairs, lane l taking s = l, l + 32, ... (a warp
+ * reads 32 consecutive pairs), then the lanes' sums added in a fixed tree (deterministic): the
+ * channel's two sums in lane 0. A thread per channel would wait for S dependent loads in turn. */
+#define BN_FINAL_BLOCKS(c) ((unsigned)(((size_t)(c) * 32 + GPU_THREADS - 1) / GPU_THREADS))
+__device__ __forceinline__ int bn_warp_sums(const double *part, int S, int c, double *sa, double *sb) {
+    const int ch = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = (int)(threadIdx.x % 32);
+    double a = 0, b = 0;
+    if (ch < c)
+        for (int s = lane; s < S; s += 32) {
+            a += part[((size_t)ch * S + s) * 2];
+            b += part[((size_t)ch * S + s) * 2 + 1];
+        }
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_down_sync(0xffffffffu, a, o);
+        b += __shfl_down_sync(0xffffffffu, b, o);
+    }
+    *sa = a;
+    *sb = b;
+    return lane == 0 && ch < c ? ch : -1;
+}
+
+/* the mean, 1 / sqrt(biased variance + eps), and the running averages with the unbiased variance */
 template <typename T>
 __global__ void k_bn_stats_final(const T *x, const double *part, int S, int c, size_t hw, int nhwc, double m, float factor, float *mean,
                                  float *invstd, float *run_mean, float *run_var) {
-    for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
-        double sa = 0, sb = 0;
-        for (int s = 0; s < S; s++) {
-            sa += part[((size_t)ch * S + s) * 2];
-            sb += part[((size_t)ch * S + s) * 2 + 1];
-        }
-        const double x0 = to_f(x[bn_at(0, ch, c, hw, nhwc)]), d = sa / m, var = fmax(sb / m - d * d, 0.0), mu = x0 + d;
-        mean[ch] = (float)mu;
-        invstd[ch] = (float)(1.0 / sqrt(var + (double)BN_EPSILON));
-        run_mean[ch] = (1.0f - factor) * run_mean[ch] + factor * (float)mu;
-        run_var[ch] = (1.0f - factor) * run_var[ch] + factor * (float)(m > 1 ? var * m / (m - 1) : var);
-    }
+    double sa, sb;
+    const int ch = bn_warp_sums(part, S, c, &sa, &sb);
+    if (ch < 0) return;
+    const double x0 = to_f(x[bn_at(0, ch, c, hw, nhwc)]), d = sa / m, var = fmax(sb / m - d * d, 0.0), mu = x0 + d;
+    mean[ch] = (float)mu;
+    invstd[ch] = (float)(1.0 / sqrt(var + (double)BN_EPSILON));
+    run_mean[ch] = (1.0f - factor) * run_mean[ch] + factor * (float)mu;
+    run_var[ch] = (1.0f - factor) * run_var[ch] + factor * (float)(m > 1 ? var * m / (m - 1) : var);
 }
 
 /* y = gamma (x - mean) invstd + beta; invstd NULL: 1 / sqrt(var + eps) from var (inference).
@@ -268,20 +284,15 @@ __global__ void k_bn_apply(const T *x, T *y, const float *mean, const float *inv
         y[i] = from_f<T>(bn_value<T>(to_f(x[i]), gpu_chan(i, c, hw, nhwc), mean, invstd, var, gamma, beta, z, i, relu));
 }
 
-/* thread per channel: sums[ch] = {sum dy, sum dy xhat} in order; dbeta += the first, dgamma +=
- * the second */
+/* sums[ch] = {sum dy, sum dy xhat} (bn_warp_sums); dbeta += the first, dgamma += the second */
 __global__ void k_bn_grad_final(const double *part, int S, int c, double *sums, float *dgamma, float *dbeta) {
-    for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
-        double sa = 0, sb = 0;
-        for (int s = 0; s < S; s++) {
-            sa += part[((size_t)ch * S + s) * 2];
-            sb += part[((size_t)ch * S + s) * 2 + 1];
-        }
-        sums[2 * ch] = sa;
-        sums[2 * ch + 1] = sb;
-        dbeta[ch] += (float)sa;
-        dgamma[ch] += (float)sb;
-    }
+    double sa, sb;
+    const int ch = bn_warp_sums(part, S, c, &sa, &sb);
+    if (ch < 0) return;
+    sums[2 * ch] = sa;
+    sums[2 * ch + 1] = sb;
+    dbeta[ch] += (float)sa;
+    dgamma[ch] += (float)sb;
 }
 
 /* dx (+)= gamma invstd (dy - (sum dy + xhat sum dy xhat) / m) (adds if acc; dx NULL: none).
@@ -365,7 +376,7 @@ template <typename T> static void bn_forward_own(GpuNet *g, const Layer *l, BnGp
     const BnIo io = bn_io(g, l, (int)(l - g->net->layer));
     if (p->training) {
         bn_partial<T, 0>(g, x, NULL, NULL, NULL, NULL, p->part, s.n, b->c, hw, p->splits);
-        LAUNCH(k_bn_stats_final<T>, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c, hw,
+        LAUNCH(k_bn_stats_final<T>, BN_FINAL_BLOCKS(b->c), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c, hw,
                g->nhwc, (double)s.n * (double)hw, 1.0f - BN_DECAY, p->save_mean, p->save_invstd, mm, mv);
         LAUNCH(k_bn_apply<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, (T *)io.y, p->save_mean, p->save_invstd, NULL, gamma, beta, total,
                b->c, hw, g->nhwc, (const T *)io.z, io.relu);
@@ -440,7 +451,7 @@ template <typename T> static void bn_backward_own(GpuNet *g, const Layer *l, int
     T *dx = (T *)g->dx[l->in[0]];
     double *sums = p->part + (size_t)b->c * (size_t)p->splits * 2;
     bn_partial<T, 1>(g, x, dy, y, p->save_mean, p->save_invstd, p->part, s.n, b->c, hw, p->splits);
-    LAUNCH(k_bn_grad_final, (unsigned)((b->c + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, sums, dgamma,
+    LAUNCH(k_bn_grad_final, BN_FINAL_BLOCKS(b->c), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, sums, dgamma,
            dbeta);
     if (dx || io.dz)
         LAUNCH(k_bn_grad_input<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, dy, y, dx, (T *)io.dz, p->save_mean, p->save_invstd, gamma, sums,
