@@ -138,6 +138,9 @@ void gpunet_upload_grads(GpuNet *g);
 /* Device -> host: node `id`'s data (or grad) into dst (shape_count floats). Activation gradients
  * share memory by lifetime: after backward a node's gradient is still there only if no node
  * whose gradient lives later was given the same memory (true of the nodes nearest the input). */
+/* The batch norm whose fused pass leaves node `id` unwritten (its own output, or a fused add's: the
+ * pass writes the last fused layer's node only), or -1. gpunet_download_node dies on such a node. */
+int gpunet_fused_away(const GpuNet *g, int id);
 void gpunet_download_node(GpuNet *g, int id, float *dst, int grad);
 /* Host -> device: node `id`'s data (tests feed intermediate nodes this way). */
 void gpunet_upload_node(GpuNet *g, int id, const float *src);

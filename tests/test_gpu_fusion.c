@@ -260,3 +260,36 @@ TEST(gpu_fusion_add_backward_copies_nothing) {
     CHECK_MSG(copies[0] > 0, "unfused: no copy counted: the count tests nothing");
 #endif
 }
+
+/* A node that fusion leaves unwritten (a fused batch norm's own output, a fused add's) is known
+ * as such (gpunet_download_node dies on it, naming the batch norm: its memory holds nothing of
+ * this step); the fused pass's own outputs are not, and download as ever. */
+TEST(gpu_fused_away_nodes_are_not_downloaded) {
+    if (!tu_select_gpu()) return;
+    int x0, y;
+    Net *net = block(0, &x0, &y);
+    /* the block: conv, bn, relu (fused into bn), conv, bn, add, relu (both fused into bn) */
+    int bn[2] = {-1, -1}, nbn = 0, add = -1, relu1 = -1;
+    for (int i = 0; i < net->nlayer; i++) {
+        if (strcmp(net->layer[i].ops->type, "bn") == 0 && nbn < 2) bn[nbn++] = i;
+        if (strcmp(net->layer[i].ops->type, "add") == 0) add = i;
+        if (bn[0] >= 0 && relu1 < 0 && i > bn[0] && strcmp(net->layer[i].ops->type, "relu") == 0) relu1 = i;
+    }
+    CHECK(nbn == 2 && add >= 0 && relu1 >= 0);
+    for (int fuse = 0; fuse < 2; fuse++) {
+        GpuNet *g = tu_gpunet(net, PREC_FP32, GPUNET_NCHW | (fuse ? GPUNET_FUSE : GPUNET_NOFUSE));
+        if (!g) break;
+        const int want0 = fuse ? bn[0] : -1, want1 = fuse ? bn[1] : -1;
+        CHECK_MSG(gpunet_fused_away(g, net->layer[bn[0]].out) == want0, "fuse %d: the first batch norm's output: %d, want %d", fuse,
+                  gpunet_fused_away(g, net->layer[bn[0]].out), want0);
+        CHECK_MSG(gpunet_fused_away(g, net->layer[add].out) == want1, "fuse %d: the add's output: %d, want %d", fuse,
+                  gpunet_fused_away(g, net->layer[add].out), want1);
+        CHECK_MSG(gpunet_fused_away(g, net->layer[relu1].out) == -1 && gpunet_fused_away(g, y) == -1 && gpunet_fused_away(g, x0) == -1,
+                  "fuse %d: a node the pass writes counted as fused away", fuse);
+        float *dst = xmalloc(shape_count(net->node[y].shape) * 4);
+        gpunet_download_node(g, y, dst, 0);
+        free(dst);
+        gpunet_free(g);
+    }
+    net_free(net);
+}

@@ -101,9 +101,26 @@ void gpu_host_from_storage(const GpuNet *g, const void *src, float *dst, size_t 
  * and pixels). */
 static int node_permuted(const GpuNet *g, Shape s) { return g->nhwc && s.c > 1 && s.h * s.w > 1; }
 
+/* The layer whose output node `id` is, when fusion left it unwritten: a fused batch norm's own
+ * output, or a fused add's (the fused pass writes the last fused layer's node only); -1 otherwise */
+int gpunet_fused_away(const GpuNet *g, int id) {
+    if (!g->fused) return -1;
+    const Net *net = g->net;
+    for (int li = 0; li < net->nlayer; li++) {
+        const GpuFused *f = &g->fused[li];
+        if (f->out < 0 || f->out == id) continue;
+        if (net->layer[li].out == id || (f->z >= 0 && f->add_li >= 0 && net->layer[f->add_li].out == id)) return li;
+    }
+    return -1;
+}
+
 void gpunet_download_node(GpuNet *g, int id, float *dst, int grad) {
     const void *src = grad ? g->dx[id] : g->x[id];
     if (!src) die("gpunet_download_node: node %d has no %s", id, grad ? "gradient" : "data");
+    const int by = gpunet_fused_away(g, id);
+    if (by >= 0)
+        die("gpunet_download_node: node %d's %s is never written: fused into batch norm %s's pass (--fuse=off keeps it)", id,
+            grad ? "gradient" : "data", g->net->layer[by].name);
     const Shape s = g->net->node[id].shape;
     const size_t n = shape_count(s);
     const int perm = node_permuted(g, s);
