@@ -21,7 +21,8 @@ static int scenario(const char *name, char *dir, size_t n, char **out) {
     return sc_scenario("tests/slurm/run.sh", "slurm", name, dir, n, out);
 }
 
-TEST(slurm_sbatch_two_tasks_run_to_the_end) {
+/* Each test here runs alone: a cluster's daemons on ports picked at random, and 2 tasks. */
+TEST_SERIAL(slurm_sbatch_two_tasks_run_to_the_end) {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -46,7 +47,7 @@ TEST(slurm_sbatch_two_tasks_run_to_the_end) {
     free(o);
 }
 
-TEST(slurm_srun_two_tasks_with_the_scripts_pmi) {
+TEST_SERIAL(slurm_srun_two_tasks_with_the_scripts_pmi) {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -70,7 +71,7 @@ static int load_final(const char *dir, uint64_t seed, Net **net, float **velocit
     return sc_load_lenet(p, seed, net, velocity, m);
 }
 
-TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
+TEST_SERIAL(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -151,7 +152,7 @@ TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
     free(o);
 }
 
-TEST(slurm_gpu_job_with_more_tasks_than_gpus_is_refused) {
+TEST_SERIAL(slurm_gpu_job_with_more_tasks_than_gpus_is_refused) {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
