@@ -8,8 +8,8 @@
  * is killed with its whole process group (the programs it launched included) and counted failed.
  * The summary line "N passed, N failed, N skipped" always ends the run.
  *
- * Side by side: up to --jobs tests run at once (default: the online CPUs), as long as the cores
- * they keep busy (harness.h: TEST_CORES, TEST_SERIAL) add up to no more than --jobs. Each test's
+ * Side by side: tests run at once as long as the cores they keep busy (harness.h: TEST_CORES,
+ * TEST_SERIAL) add up to no more than --jobs (default: the online CPUs). Each test's
  * output is held until it ends and printed then in one block, its verdict line last, so that the
  * outputs of tests run together never mix (with --jobs=1 it is echoed as it arrives). The tests
  * that must run alone start first, then the others, the longest first (tests/durations: the
@@ -28,7 +28,8 @@
  *   --list      prints the names of the selected tests and runs nothing
  *   --inline    runs the tests in the runner's own process, one after another, as a debugger or
  *               compute-sanitizer wants them (a crash then ends the run; no time limit)
- *   --jobs=N    runs up to N tests at once; default NVCNN_TEST_JOBS, or the online CPUs
+ *   --jobs=N    runs up to N tests at once; default NVCNN_TEST_JOBS, or the online CPUs (1 where
+ *               there is an NVIDIA GPU: /dev/nvidiactl)
  *   --timeout   the time limit of each test that has none of its own (TEST_LIMIT); default 600 s,
  *               or NVCNN_TEST_TIMEOUT
  *   --verdict-fd=N NAME   runs the one test NAME in this process and writes its verdict to file
@@ -280,7 +281,7 @@ static void th_on_child(int sig) {
     errno = e;
 }
 
-/* The cores test i is given when the run has `jobs` of them. */
+/* The cores test i counts for when the run has `jobs` of them. */
 static int th_share(int i, int jobs) {
     int c = th_tests[i].cores;
     return c == TH_ALONE || c > jobs ? jobs : c;
@@ -301,11 +302,13 @@ static void th_read_durations(double *secs) {
 }
 
 /* The order in which the selected tests start: with one job, as registered; else the tests that
- * take every core first, then the others, each group the longest first. */
+ * take every core first (they run one after another, with nothing beside them), then the others,
+ * each group the longest first. */
 static double *th_order_secs;
 static int th_order_cmp(const void *a, const void *b) {
     int i = *(const int *)a, j = *(const int *)b;
-    int ai = th_share(i, th_jobs) < th_jobs, aj = th_share(j, th_jobs) < th_jobs;
+    int ai = th_tests[i].cores != TH_ALONE && th_share(i, th_jobs) < th_jobs;
+    int aj = th_tests[j].cores != TH_ALONE && th_share(j, th_jobs) < th_jobs;
     if (ai != aj) return ai - aj;
     if (th_order_secs[i] != th_order_secs[j]) return th_order_secs[i] < th_order_secs[j] ? 1 : -1;
     return i - j;
@@ -338,12 +341,14 @@ static int th_start(Slot *s, int emulated, char *why, size_t whylen) {
         close(th_wake[1]);
         dup2(out[1], 1);
         dup2(out[1], 2);
+        /* beside other tests: its share of the cores (one for a test that mostly waits) */
+        const int cores = s->share > 0 ? s->share : 1;
         char share[16];
-        snprintf(share, sizeof share, "%d", s->share);
+        snprintf(share, sizeof share, "%d", cores);
         setenv("NVCNN_TEST_JOBS", share, 1);
-        if (s->share < th_jobs) { /* beside other tests: its share of the cores */
+        if (cores < th_jobs) {
             setenv("OMP_NUM_THREADS", share, 1);
-            omp_set_num_threads(s->share);
+            omp_set_num_threads(cores);
         }
         if (emulated) th_exec_emulated(th_tests[s->test].name, res[1]);
         _exit(th_run_and_send(s->test, res[1]));
@@ -445,7 +450,7 @@ static void th_report(Slot *s, int v, const char *why, int *counts) {
 
 /* Runs the selected tests (order[0..n-1]), up to th_jobs at once; counts[TH_PASS...] their verdicts. */
 static void th_run_all(const int *order, int n, double limit, int *counts) {
-    th_nslots = th_jobs < n ? th_jobs : n;
+    th_nslots = n; /* at most th_jobs tests that keep a core busy, and those that mostly wait */
     th_slots = calloc((size_t)th_nslots + 1, sizeof *th_slots);
     for (int k = 0; k < th_nslots; k++) th_slots[k].test = -1;
     if (pipe2(th_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -463,10 +468,12 @@ static void th_run_all(const int *order, int n, double limit, int *counts) {
     struct pollfd *pf = calloc((size_t)th_nslots + 1, sizeof *pf);
     int next = 0, running = 0, used = 0;
     while (next < n || running > 0) {
-        /* start the next tests while their cores are free (one always starts on an idle runner) */
-        while (next < n && running < th_nslots) {
+        /* start the next tests while their cores are free: a test that runs alone when nothing
+         * runs, another while the cores of those running leave it room (one always starts on an
+         * idle runner) */
+        while (next < n) {
             const int i = order[next], share = th_share(i, th_jobs);
-            if (running > 0 && used + share > th_jobs) break;
+            if (running > 0 && (th_jobs == 1 || th_tests[i].cores == TH_ALONE || used + share > th_jobs)) break;
             Slot *s = &th_slots[0];
             while (s->test >= 0) s++;
             s->test = i;
@@ -574,8 +581,10 @@ int main(int argc, char **argv) {
     double limit = 600;
     const char *env = getenv("NVCNN_TEST_TIMEOUT");
     if (env && *env) limit = atof(env);
+    /* the online CPUs; one where there is an NVIDIA GPU, which the GPU tests would share (and
+     * some time it) */
     long online = sysconf(_SC_NPROCESSORS_ONLN);
-    th_jobs = online > 1 ? (online < TH_MAX_TESTS ? (int)online : TH_MAX_TESTS) : 1;
+    th_jobs = online > 1 && access("/dev/nvidiactl", F_OK) != 0 ? (online < TH_MAX_TESTS ? (int)online : TH_MAX_TESTS) : 1;
     env = getenv("NVCNN_TEST_JOBS");
     if (env && *env) th_jobs = th_parse_jobs("NVCNN_TEST_JOBS=", env);
     char **sel = calloc((size_t)argc + 1, sizeof *sel);

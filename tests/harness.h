@@ -15,9 +15,11 @@
 typedef void (*th_fn)(void);
 /* cores: how many cores the test keeps busy (its threads, or the processes it launches: mpirun
  * -np 2 keeps two), so that the runner, which runs tests side by side (--jobs), never runs more
- * than the machine's cores' worth at once; TH_ALONE: no other test runs beside it (it uses every
- * core, or measures time). limit: its time limit in seconds; 0: the runner's default. */
-#define TH_ALONE 0
+ * than the machine's cores' worth at once; 0 for a test that mostly waits (for daemons' timers)
+ * and runs beside the others without a core of its own; TH_ALONE: no other test runs beside it
+ * (it uses every core, or measures time). limit: its time limit in seconds; 0: the runner's
+ * default. */
+#define TH_ALONE (-1)
 void th_register(const char *name, th_fn fn, double limit, int cores);
 void th_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void th_skip(const char *reason);

@@ -59,8 +59,9 @@ static const char *const verdicts[] = {
     "PASS case_alone_2",
     "PASS case_two_cores",
     "PASS case_one_core",
+    "PASS case_mostly_waits",
     "PASS case_last_passes",
-    "9 passed, 7 failed, 1 skipped\n",
+    "10 passed, 7 failed, 1 skipped\n",
 };
 
 /* `line` in o, up to "others=", and the number after it at most `most` */
@@ -81,8 +82,8 @@ TEST(harness_reports_every_end_and_runs_every_test) {
         if (q) p = q + strlen(verdicts[i]);
     }
     /* one test at a time: each has the runner's environment, and no other test beside it */
-    const char *given[] = {"alone 1", "alone 2", "two cores", "one core"};
-    for (int k = 0; k < 4; k++) {
+    const char *given[] = {"alone 1", "alone 2", "two cores", "one core", "waits"};
+    for (int k = 0; k < 5; k++) {
         char line[200];
         snprintf(line, sizeof line, "%s: NVCNN_TEST_JOBS=1 OMP_NUM_THREADS=5 threads=5 others=", given[k]);
         check_given(o, line, 0);
@@ -125,12 +126,14 @@ TEST(harness_runs_tests_side_by_side_in_blocks) {
         }
     }
     /* the tests that ask for it alone, with the runner's environment and its 3 jobs; the others
-     * beside at most the rest of the 3 cores, with OpenMP's threads and the jobs of the nested
-     * runners they would start set to their share */
+     * beside at most the rest of the 3 cores (and the one that mostly waits), with OpenMP's
+     * threads and the jobs of the nested runners they would start set to their share (one for
+     * the one that mostly waits) */
     check_given(o, "alone 1: NVCNN_TEST_JOBS=3 OMP_NUM_THREADS=5 threads=5 others=", 0);
     check_given(o, "alone 2: NVCNN_TEST_JOBS=3 OMP_NUM_THREADS=5 threads=5 others=", 0);
     check_given(o, "two cores: NVCNN_TEST_JOBS=2 OMP_NUM_THREADS=2 threads=2 others=", 1);
-    check_given(o, "one core: NVCNN_TEST_JOBS=1 OMP_NUM_THREADS=1 threads=1 others=", 2);
+    check_given(o, "one core: NVCNN_TEST_JOBS=1 OMP_NUM_THREADS=1 threads=1 others=", 3);
+    check_given(o, "waits: NVCNN_TEST_JOBS=1 OMP_NUM_THREADS=1 threads=1 others=", 3);
     /* side by side: the two 3-second hangs and the 4-second test together, not one after another
      * (11 s at least, with the two 0.3 s alone); measured 4.9 s */
     CHECK_MSG(dt < 9, "the run took %.1f s", dt);

@@ -117,5 +117,6 @@ TEST_SERIAL(case_alone_1) { given("alone 1"); }
 TEST_SERIAL(case_alone_2) { given("alone 2"); }
 TEST_CORES(case_two_cores, 2) { given("two cores"); }
 TEST(case_one_core) { given("one core"); }
+TEST_CORES(case_mostly_waits, 0) { given("waits"); }
 
 TEST(case_last_passes) { CHECK(1); }
