@@ -203,8 +203,9 @@ static int empty_dir(const char *path) {
 /* Item: a node lost mid-run: Slurm (or, with --step_timeout, the batch script) requeues the job,
  * which resumes from the last checkpoint and ends with the uninterrupted run's checkpoint; what
  * the first run wrote is still there, and nothing is left in the job's TMPDIR. */
-/* This one mostly waits for Slurm to find the node lost (86 s, of which 18 s on a CPU), checks no
- * time, and runs beside the other tests without a core of its own (its steps take 0.2 s, against
+/* This one mostly waits for Slurm to find the node lost (SlurmdTimeout=10, then the requeue: of
+ * its 75-90 s, its jobs compute for about 70 steps of 0.2 s on 2 ranks), checks no time, and runs
+ * beside the other tests without a core of its own (its steps, slower there, stay far within
  * --step_timeout=5). */
 TEST_WITH(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run, 400, 0) {
     const long N = 16;

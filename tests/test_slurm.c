@@ -71,8 +71,9 @@ static int load_final(const char *dir, uint64_t seed, Net **net, float **velocit
     return sc_load_lenet(p, seed, net, velocity, m);
 }
 
-/* Mostly waits for Slurm (its requeues): 130 s, of which 7 s on a CPU; runs beside the other
- * tests without a core of its own, after the slurm_ tests that run alone. */
+/* Mostly waits for Slurm (its requeues): of its 100-130 s, its jobs compute for about 70 steps of
+ * 0.2 s on 2 tasks. It runs beside the other tests without a core of its own, after the slurm_
+ * tests that run alone. */
 TEST_CORES(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run, 0) {
     const char *why = sc_no_slurm();
     if (why) {
