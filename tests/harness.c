@@ -12,8 +12,9 @@
  * TEST_SERIAL) add up to no more than --jobs (default: the online CPUs). Each test's
  * output is held until it ends and printed then in one block, its verdict line last, so that the
  * outputs of tests run together never mix (with --jobs=1 it is echoed as it arrives). The tests
- * that must run alone start first, then the others, the longest first (tests/durations: the
- * seconds each took in a whole run), so that the run does not end on one long test alone. A test
+ * that must run alone start first, then the others (th_order_cmp), each group the longest first
+ * (tests/durations: the seconds each took in a whole run), so that the run does not end on one
+ * long test alone. A test
  * run beside others is given its share of the cores: OMP_NUM_THREADS and its own OpenMP threads
  * set to it (a test that runs alone keeps the environment it was given), and NVCNN_TEST_JOBS set
  * to it for the runners it starts itself.
@@ -301,14 +302,19 @@ static void th_read_durations(double *secs) {
     fclose(f);
 }
 
-/* The order in which the selected tests start: with one job, as registered; else the tests that
- * take every core first (they run one after another, with nothing beside them), then the others,
- * each group the longest first. */
+/* The order in which the selected tests start: with one job, as registered; else those that run
+ * alone first (one after another, with nothing beside them), then those that mostly wait (so that
+ * they wait beside the next), those that take every core, the others; each group the longest
+ * first. */
 static double *th_order_secs;
+static int th_group(int i) {
+    if (th_tests[i].cores == TH_ALONE) return 0;
+    if (th_tests[i].cores == 0) return 1;
+    return th_share(i, th_jobs) < th_jobs ? 3 : 2;
+}
 static int th_order_cmp(const void *a, const void *b) {
     int i = *(const int *)a, j = *(const int *)b;
-    int ai = th_tests[i].cores != TH_ALONE && th_share(i, th_jobs) < th_jobs;
-    int aj = th_tests[j].cores != TH_ALONE && th_share(j, th_jobs) < th_jobs;
+    int ai = th_group(i), aj = th_group(j);
     if (ai != aj) return ai - aj;
     if (th_order_secs[i] != th_order_secs[j]) return th_order_secs[i] < th_order_secs[j] ? 1 : -1;
     return i - j;
@@ -466,14 +472,14 @@ static void th_run_all(const int *order, int n, double limit, int *counts) {
     signal(SIGINT, th_on_signal);
     signal(SIGTERM, th_on_signal);
     struct pollfd *pf = calloc((size_t)th_nslots + 1, sizeof *pf);
-    int next = 0, running = 0, used = 0;
+    int next = 0, running = 0, used = 0, alone = 0; /* alone: a test that runs alone is running */
     while (next < n || running > 0) {
         /* start the next tests while their cores are free: a test that runs alone when nothing
          * runs, another while the cores of those running leave it room (one always starts on an
          * idle runner) */
         while (next < n) {
             const int i = order[next], share = th_share(i, th_jobs);
-            if (running > 0 && (th_jobs == 1 || th_tests[i].cores == TH_ALONE || used + share > th_jobs)) break;
+            if (running > 0 && (th_jobs == 1 || alone || th_tests[i].cores == TH_ALONE || used + share > th_jobs)) break;
             Slot *s = &th_slots[0];
             while (s->test >= 0) s++;
             s->test = i;
@@ -492,6 +498,7 @@ static void th_run_all(const int *order, int n, double limit, int *counts) {
             }
             running++;
             used += share;
+            alone = th_tests[i].cores == TH_ALONE;
         }
         /* wait for output, an end, or the nearest time limit */
         int np = 0;
@@ -531,6 +538,7 @@ static void th_run_all(const int *order, int n, double limit, int *counts) {
                 v = TH_FAIL;
             }
             th_report(s, v, why, counts);
+            if (th_tests[s->test].cores == TH_ALONE) alone = 0;
             s->test = -1;
             running--;
             used -= s->share;
