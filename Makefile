@@ -245,16 +245,24 @@ run: data
 
 # Where the CUDA toolkit's headers are, make test also builds the emulated device (EMU_BUILD, and
 # EMU_DEBUG_BUILD under the sanitizers) and the runner hands every test that finds no GPU to it
-# (tests/harness.c).
+# (tests/harness.c). The three builds are targets of their own so that the sanitizers' build,
+# which needs nothing of the others, shares the job slots with them (and with the data's
+# conversion) instead of waiting for them. The runner runs as many tests at once as there are
+# CPUs (NVCNN_TEST_JOBS=N or make test TESTS=--jobs=N to choose).
 EMU_BUILD ?= build-emu
 EMU_DEBUG_BUILD ?= build-emu-debug
-test: data
+.PHONY: test-build test-emu test-emu-debug
+test-build: data
 	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN)
-ifeq ($(CUDA)$(GPU_EMU),1)
+test-emu: test-build
 	@$(MAKE) --no-print-directory GPU_EMU=1 BUILD=$(EMU_BUILD) EMU_C_FROM=$(BUILD) emu
+test-emu-debug: deps
 	@$(MAKE) --no-print-directory GPU_EMU=1 DEBUG=1 BUILD=$(EMU_DEBUG_BUILD) $(EMU_DEBUG_BUILD)/run_tests $(EMU_DEBUG_BUILD)/root
+ifeq ($(CUDA)$(GPU_EMU),1)
+test: test-build test-emu test-emu-debug
 	@NVCNN_BUILD=$(BUILD) NVCNN_EMU=$(EMU_BUILD) NVCNN_EMU_DEBUG=$(abspath $(EMU_DEBUG_BUILD)) $(BUILD)/run_tests $(TESTS)
 else
+test: test-build
 	@NVCNN_BUILD=$(BUILD) $(BUILD)/run_tests $(TESTS)
 endif
 

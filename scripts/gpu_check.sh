@@ -123,10 +123,11 @@ stage_tests() {
     touch "$W/tests.fail"
     return
   fi
-  # each test within 120 s; the runner stopped 3 s before the deadline (it ends its running test)
+  # each test within 120 s, one at a time (they share the GPU); the runner stopped 3 s before the
+  # deadline (it ends its running test)
   local limit=$(( $(left) - 3 ))
   [ "$limit" -lt 10 ] && limit=10
-  timeout --foreground -k 3 "$limit" "$B/run_tests" --timeout=120 "${names[@]}" | tee "$W/tests.out"
+  timeout --foreground -k 3 "$limit" "$B/run_tests" --jobs=1 --timeout=120 "${names[@]}" | tee "$W/tests.out"
   {
     echo "| test | result | seconds or reason |"
     echo "|---|---|---|"

@@ -44,6 +44,6 @@ run "bf16 NCHW fuse=off graph=off" 40 --precision=bf16 --num_batches=14 --nstep_
 run "bf16 NHWC fuse=on graph=on" 40 --precision=bf16 --num_batches=14 --nstep_burnin=4 --data_format=NHWC --fuse=on --cuda_graph=on
 if [ $# -gt 0 ] && [ "$(left)" -gt 20 ]; then
   echo "== tests ($(left) s)"
-  timeout --foreground -k 3 $(($(left) - 5)) "${NVCNN_BUILD:-build}/run_tests" --timeout=60 "$@" 2>&1 | grep -E '^(PASS|FAIL|SKIP)|passed|failed|^    [a-z_/]+.c:[0-9]+: ' | tail -n 150
+  timeout --foreground -k 3 $(($(left) - 5)) "${NVCNN_BUILD:-build}/run_tests" --jobs=1 --timeout=60 "$@" 2>&1 | grep -E '^(PASS|FAIL|SKIP)|passed|failed|^    [a-z_/]+.c:[0-9]+: ' | tail -n 150
 fi
 echo "== done ($(left) s left)"

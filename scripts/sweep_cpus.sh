@@ -50,7 +50,8 @@ unit)
   echo "| --- | --- | --- | --- |"
   for c in "${cores[@]}"; do
     for t in 1 2; do
-      out=$(NVCNN_PRINT_GRADCHECK=1 OPENBLAS_CORETYPE=$c OMP_NUM_THREADS=$t NVCNN_BUILD=$build "$build/run_tests" "${unit_tests[@]}" 2>&1)
+      # one test at a time: a test run beside others would get OMP_NUM_THREADS=1 from the runner
+      out=$(NVCNN_PRINT_GRADCHECK=1 OPENBLAS_CORETYPE=$c OMP_NUM_THREADS=$t NVCNN_BUILD=$build "$build/run_tests" --jobs=1 "${unit_tests[@]}" 2>&1)
       summary=$(tail -1 <<<"$out")
       # "    conv backward: max relative error 2.63e-04" -> "conv backward 2.63e-04"
       # the largest per label, e.g. "conv0 (finite differences) 2.6e-04; softmax_xent 1.5e-05"

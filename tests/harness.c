@@ -2,12 +2,22 @@
  *
  * Each test runs in a child process of its own (fork), so that a die(), an abort, a crash or a
  * hang ends that test only: the runner reports it as failed, with the last lines the test
- * printed, and goes on. The child's stdout and stderr come back through one pipe and are echoed
- * as they arrive; its verdict (failed checks, or the skip reason) comes through a second pipe
- * just before it exits, so a child that ends any other way is known to have died. A test still
- * running after its time limit is killed with its whole process group (the programs it launched
- * included) and counted failed. The summary line "N passed, N failed, N skipped" always ends the
- * run.
+ * printed, and goes on. The child's stdout and stderr come back through one pipe; its verdict
+ * (failed checks, or the skip reason) comes through a second pipe just before it exits, so a
+ * child that ends any other way is known to have died. A test still running after its time limit
+ * is killed with its whole process group (the programs it launched included) and counted failed.
+ * The summary line "N passed, N failed, N skipped" always ends the run.
+ *
+ * Side by side: tests run at once as long as the cores they keep busy (harness.h: TEST_CORES,
+ * TEST_SERIAL) add up to no more than --jobs (default: the online CPUs). Each test's
+ * output is held until it ends and printed then in one block, its verdict line last, so that the
+ * outputs of tests run together never mix (with --jobs=1 it is echoed as it arrives). The tests
+ * that must run alone start first, then the others (th_order_cmp), each group the longest first
+ * (tests/durations: the seconds each took in a whole run), so that the run does not end on one
+ * long test alone. A test
+ * run beside others is given its share of the cores: OMP_NUM_THREADS and its own OpenMP threads
+ * set to it (a test that runs alone keeps the environment it was given), and NVCNN_TEST_JOBS set
+ * to it for the runners it starts itself.
  *
  * Tests that need a GPU skip with a reason that starts with "no GPU" where there is none. When
  * NVCNN_EMU names the folder of an emulated build (make GPU_EMU=1: build-emu), the runner then
@@ -15,19 +25,23 @@
  * ($NVCNN_EMU/root, whose ./nvcnn is the emulated one), and the emulated run's verdict is the
  * test's: "PASS name (emulated device, 1.23s)". A test that still skips there says why.
  *
- * Usage: run_tests [--list] [--inline] [--timeout=SECONDS] [NAME_SUBSTRING ...]
+ * Usage: run_tests [--list] [--inline] [--jobs=N] [--timeout=SECONDS] [NAME_SUBSTRING ...]
  *   --list      prints the names of the selected tests and runs nothing
  *   --inline    runs the tests in the runner's own process, one after another, as a debugger or
  *               compute-sanitizer wants them (a crash then ends the run; no time limit)
+ *   --jobs=N    runs up to N tests at once; default NVCNN_TEST_JOBS, or the online CPUs (1 where
+ *               there is an NVIDIA GPU: /dev/nvidiactl)
  *   --timeout   the time limit of each test that has none of its own (TEST_LIMIT); default 600 s,
  *               or NVCNN_TEST_TIMEOUT
  *   --verdict-fd=N NAME   runs the one test NAME in this process and writes its verdict to file
  *               descriptor N, printing nothing of its own (how a runner hands a test to another)
  */
+#define _GNU_SOURCE /* pipe2 */
 #include "harness.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <omp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -46,17 +60,17 @@ static struct {
     const char *name;
     th_fn fn;
     double limit; /* seconds; 0: the runner's default */
+    int cores;    /* TH_ALONE, or the cores it keeps busy */
 } th_tests[TH_MAX_TESTS];
 static int th_ntests;
 static int th_cur_failed, th_cur_skipped;
 static const char *th_cur_name = "";
 static char th_skip_reason[256];
 /* One temporary directory per run, named by the runner before any test starts and removed by it
- * at the end: every test's child process creates it on demand under that same name. */
+ * at the end; each test's child process creates it and its own directory in it on demand. */
 static char th_tmp[256];
-static volatile pid_t th_child_pgid; /* the running test's process group (0: none) */
 
-void th_register_limit(const char *name, th_fn fn, double limit) {
+void th_register(const char *name, th_fn fn, double limit, int cores) {
     if (th_ntests == TH_MAX_TESTS) {
         fprintf(stderr, "harness: too many tests\n");
         exit(1);
@@ -64,10 +78,9 @@ void th_register_limit(const char *name, th_fn fn, double limit) {
     th_tests[th_ntests].name = name;
     th_tests[th_ntests].fn = fn;
     th_tests[th_ntests].limit = limit;
+    th_tests[th_ntests].cores = cores;
     th_ntests++;
 }
-
-void th_register(const char *name, th_fn fn) { th_register_limit(name, fn, 0); }
 
 void th_fail(const char *file, int line, const char *fmt, ...) {
     if (th_cur_failed < 5) {
@@ -89,8 +102,11 @@ void th_skip(const char *reason) {
 const char *th_current_test(void) { return th_cur_name; }
 
 const char *th_tmpdir(void) {
-    mkdir(th_tmp, 0755); /* on demand; EEXIST when an earlier test made it */
-    return th_tmp;
+    static char dir[sizeof th_tmp + 256];
+    snprintf(dir, sizeof dir, "%s/%s", th_tmp, th_cur_name);
+    mkdir(th_tmp, 0755); /* on demand; EEXIST when an earlier test made them */
+    mkdir(dir, 0755);
+    return dir;
 }
 
 int th_run(const char *cmd, char **out) {
@@ -142,13 +158,6 @@ static int th_run_here(int i) {
     th_cur_name = th_tests[i].name;
     th_tests[i].fn();
     return th_cur_failed ? TH_FAIL : th_cur_skipped ? TH_SKIP : TH_PASS;
-}
-
-/* The runner's end on SIGINT/SIGTERM: the running test's processes go with it. */
-static void th_on_signal(int sig) {
-    if (th_child_pgid > 0) kill(-th_child_pgid, SIGKILL);
-    signal(sig, SIG_DFL);
-    raise(sig);
 }
 
 /* The last TH_TAIL_BYTES bytes a test printed (a ring). */
@@ -232,87 +241,182 @@ static void th_exec_emulated(const char *name, int fd) {
     _exit(1);
 }
 
-/* Runs test i in a child process with a time limit of `limit` seconds (on the emulated device's
- * runner when `emulated`). Returns its verdict; `why` receives how a child that gave none ended. */
-static int th_run_child(int i, double limit, char *why, size_t whylen, Tail *tail, int emulated) {
-    int out[2], res[2];
-    if (pipe(out) != 0 || pipe(res) != 0) {
-        snprintf(why, whylen, "could not create a pipe: %s", strerror(errno));
-        return TH_FAIL;
+/* ---- running tests side by side ---------------------------------------------------------- */
+
+static int th_jobs = 1;
+/* A byte on this pipe for every SIGCHLD: the scheduler's poll wakes when a test's process ends. */
+static int th_wake[2] = {-1, -1};
+
+/* A running test: one slot per test running at once. */
+typedef struct Slot {
+    int test;            /* index in th_tests; -1: free */
+    int share;           /* the cores it was given */
+    int emulated;        /* this run is the emulated device's */
+    volatile pid_t pid;  /* its process (and process group); 0: none */
+    int out, res;        /* read ends of its output and verdict pipes */
+    int eof, exited, status;
+    double t0, run_t0;   /* when the test started; when this run of it started */
+    double limit;
+    char *buf;           /* its output so far (held until it ends) */
+    size_t len, cap;
+    Tail tail;           /* this run's last output */
+} Slot;
+
+static Slot *th_slots;
+static int th_nslots;
+
+/* The runner's end on SIGINT/SIGTERM: the running tests' processes go with it. */
+static void th_on_signal(int sig) {
+    for (int k = 0; k < th_nslots; k++)
+        if (th_slots[k].pid > 0) kill(-th_slots[k].pid, SIGKILL);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void th_on_child(int sig) {
+    (void)sig;
+    int e = errno;
+    if (write(th_wake[1], "c", 1) < 0) {
+        /* the pipe is full: poll wakes anyway */
     }
+    errno = e;
+}
+
+/* The cores test i counts for when the run has `jobs` of them. */
+static int th_share(int i, int jobs) {
+    int c = th_tests[i].cores;
+    return c == TH_ALONE || c > jobs ? jobs : c;
+}
+
+/* The seconds each test took in a whole run (tests/durations, "SECONDS NAME" a line), for the
+ * order of the run; 0 for a test it does not list, or where there is no such file. */
+static void th_read_durations(double *secs) {
+    FILE *f = fopen("tests/durations", "r");
+    if (!f) return;
+    char line[512], name[400];
+    double s;
+    while (fgets(line, sizeof line, f))
+        if (line[0] != '#' && sscanf(line, "%lf %399s", &s, name) == 2)
+            for (int i = 0; i < th_ntests; i++)
+                if (strcmp(th_tests[i].name, name) == 0) secs[i] = s;
+    fclose(f);
+}
+
+/* The order in which the selected tests start: with one job, as registered; else those that run
+ * alone first (one after another, with nothing beside them), then those that mostly wait (so that
+ * they wait beside the next), those that take every core, the others; each group the longest
+ * first. */
+static double *th_order_secs;
+static int th_group(int i) {
+    if (th_tests[i].cores == TH_ALONE) return 0;
+    if (th_tests[i].cores == 0) return 1;
+    return th_share(i, th_jobs) < th_jobs ? 3 : 2;
+}
+static int th_order_cmp(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    int ai = th_group(i), aj = th_group(j);
+    if (ai != aj) return ai - aj;
+    if (th_order_secs[i] != th_order_secs[j]) return th_order_secs[i] < th_order_secs[j] ? 1 : -1;
+    return i - j;
+}
+
+/* Starts test i in slot s, in a child process (on the emulated device's runner when `emulated`).
+ * 0, or -1 with the reason in `why`. */
+static int th_start(Slot *s, int emulated, char *why, size_t whylen) {
+    int out[2], res[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe(res) != 0) {
+        snprintf(why, whylen, "could not create a pipe: %s", strerror(errno));
+        return -1;
+    }
+    fcntl(res[0], F_SETFD, FD_CLOEXEC);
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(why, whylen, "could not fork: %s", strerror(errno));
         close(out[0]), close(out[1]), close(res[0]), close(res[1]);
-        return TH_FAIL;
+        return -1;
     }
     if (pid == 0) {
         /* its own process group, so that a timeout also ends what the test launched */
         setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
-        close(out[0]);
-        close(res[0]);
+        signal(SIGCHLD, SIG_DFL);
+        close(th_wake[0]);
+        close(th_wake[1]);
         dup2(out[1], 1);
         dup2(out[1], 2);
-        close(out[1]);
-        if (emulated) th_exec_emulated(th_tests[i].name, res[1]);
-        _exit(th_run_and_send(i, res[1]));
+        /* beside other tests: its share of the cores (one for a test that mostly waits) */
+        const int cores = s->share > 0 ? s->share : 1;
+        char share[16];
+        snprintf(share, sizeof share, "%d", cores);
+        setenv("NVCNN_TEST_JOBS", share, 1);
+        if (cores < th_jobs) {
+            setenv("OMP_NUM_THREADS", share, 1);
+            omp_set_num_threads(cores);
+        }
+        if (emulated) th_exec_emulated(th_tests[s->test].name, res[1]);
+        _exit(th_run_and_send(s->test, res[1]));
     }
     setpgid(pid, pid); /* as the child does: whichever runs first */
-    th_child_pgid = pid;
     close(out[1]);
     close(res[1]);
     fcntl(out[0], F_SETFL, O_NONBLOCK);
-    const double t0 = th_now();
-    int status = 0, exited = 0, timed_out = 0;
-    for (;;) {
-        struct pollfd p = {out[0], POLLIN, 0};
-        poll(&p, 1, exited ? 0 : 100);
-        char buf[4096];
-        ssize_t r;
-        int eof = 0;
-        while ((r = read(out[0], buf, sizeof buf)) > 0) {
-            fwrite(buf, 1, (size_t)r, stdout);
-            tail_add(tail, buf, (size_t)r);
+    fcntl(res[0], F_SETFL, O_NONBLOCK);
+    s->pid = pid;
+    s->out = out[0];
+    s->res = res[0];
+    s->eof = s->exited = s->status = 0;
+    s->emulated = emulated;
+    s->run_t0 = th_now();
+    memset(&s->tail, 0, sizeof s->tail);
+    return 0;
+}
+
+/* Reads what slot s's test has printed so far: echoed at once with one job, else held. */
+static void th_collect(Slot *s) {
+    char b[4096];
+    while (!s->eof) {
+        ssize_t r = read(s->out, b, sizeof b);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            s->eof = r == 0 || errno != EAGAIN;
+            return;
         }
-        if (r == 0) eof = 1;
-        fflush(stdout);
-        if (exited) break;
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
-            exited = 1; /* one more pass collects what is left in the pipe */
+        tail_add(&s->tail, b, (size_t)r);
+        if (th_jobs == 1) {
+            fwrite(b, 1, (size_t)r, stdout);
+            fflush(stdout);
             continue;
         }
-        if (eof && w == 0) { /* the output closed early: only the exit is left to wait for */
-            double left = limit - (th_now() - t0);
-            while (left > 0 && waitpid(pid, &status, WNOHANG) == 0) {
-                usleep(20000);
-                left = limit - (th_now() - t0);
-            }
-            if (left > 0) {
-                exited = 1;
-                break;
-            }
+        if (s->len + (size_t)r > s->cap) {
+            s->cap = 2 * (s->len + (size_t)r);
+            s->buf = realloc(s->buf, s->cap);
         }
-        if (th_now() - t0 > limit) {
-            kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            timed_out = 1;
-            break;
-        }
+        memcpy(s->buf + s->len, b, (size_t)r);
+        s->len += (size_t)r;
     }
-    kill(-pid, SIGKILL); /* anything the test left running */
-    th_child_pgid = 0;
-    close(out[0]);
-    char msg[sizeof th_skip_reason];
-    ssize_t m = read(res[0], msg, sizeof msg - 1);
-    close(res[0]);
-    msg[m > 0 ? m : 0] = 0;
+}
+
+/* Ends slot s's run (its process has exited, or is killed here when `timed_out`): its verdict,
+ * with how a child that gave none ended in `why`. */
+static int th_finish_run(Slot *s, int timed_out, char *why, size_t whylen) {
     if (timed_out) {
-        snprintf(why, whylen, "killed after its time limit of %.0f s", limit);
+        kill(-s->pid, SIGKILL);
+        waitpid(s->pid, &s->status, 0);
+    }
+    th_collect(s);
+    kill(-s->pid, SIGKILL); /* anything the test left running */
+    s->pid = 0;
+    close(s->out);
+    char msg[sizeof th_skip_reason];
+    ssize_t m = read(s->res, msg, sizeof msg - 1);
+    close(s->res);
+    msg[m > 0 ? m : 0] = 0;
+    const int status = s->status;
+    if (timed_out) {
+        snprintf(why, whylen, "killed after its time limit of %.0f s", s->limit);
         return TH_FAIL;
     }
     if (WIFSIGNALED(status)) {
@@ -331,6 +435,130 @@ static int th_run_child(int i, double limit, char *why, size_t whylen, Tail *tai
     return msg[0] == 'F' ? TH_FAIL : TH_PASS;
 }
 
+/* Prints test i's block: the output it held, then the verdict line; counts the verdict. */
+static void th_report(Slot *s, int v, const char *why, int *counts) {
+    const char *name = th_tests[s->test].name, *dev = s->emulated ? "emulated device, " : "";
+    const double dt = th_now() - s->t0;
+    if (s->len) fwrite(s->buf, 1, s->len, stdout);
+    if (v == TH_FAIL && why[0]) {
+        printf("FAIL %s (%s%s, %.2fs); last output:\n", name, dev, why, dt);
+        tail_print(&s->tail);
+    } else if (v == TH_FAIL) {
+        printf("FAIL %s (%s%d failed checks, %.2fs)\n", name, dev, th_cur_failed, dt);
+    } else if (v == TH_SKIP) {
+        printf("SKIP %s: skipped%s: %s\n", name, dev[0] ? " on the emulated device" : "", th_skip_reason);
+    } else {
+        printf("PASS %s (%s%.2fs)\n", name, dev, dt);
+    }
+    fflush(stdout);
+    counts[v]++;
+}
+
+/* Runs the selected tests (order[0..n-1]), up to th_jobs at once; counts[TH_PASS...] their verdicts. */
+static void th_run_all(const int *order, int n, double limit, int *counts) {
+    th_nslots = n; /* at most th_jobs tests that keep a core busy, and those that mostly wait */
+    th_slots = calloc((size_t)th_nslots + 1, sizeof *th_slots);
+    for (int k = 0; k < th_nslots; k++) th_slots[k].test = -1;
+    if (pipe2(th_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fprintf(stderr, "run_tests: pipe: %s\n", strerror(errno));
+        exit(2);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = th_on_child;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCHLD, &sa, NULL);
+    signal(SIGINT, th_on_signal);
+    signal(SIGTERM, th_on_signal);
+    struct pollfd *pf = calloc((size_t)th_nslots + 1, sizeof *pf);
+    int next = 0, running = 0, used = 0, alone = 0; /* alone: a test that runs alone is running */
+    while (next < n || running > 0) {
+        /* start the next tests while their cores are free: a test that runs alone when nothing
+         * runs, another while the cores of those running leave it room (one always starts on an
+         * idle runner) */
+        while (next < n) {
+            const int i = order[next], share = th_share(i, th_jobs);
+            if (running > 0 && (th_jobs == 1 || alone || th_tests[i].cores == TH_ALONE || used + share > th_jobs)) break;
+            Slot *s = &th_slots[0];
+            while (s->test >= 0) s++;
+            s->test = i;
+            s->share = share;
+            s->t0 = th_now();
+            s->limit = th_tests[i].limit > 0 ? th_tests[i].limit : limit;
+            s->len = 0;
+            s->emulated = 0;
+            memset(&s->tail, 0, sizeof s->tail);
+            char why[256] = "";
+            next++;
+            if (th_start(s, 0, why, sizeof why) != 0) {
+                th_report(s, TH_FAIL, why, counts);
+                s->test = -1;
+                continue;
+            }
+            running++;
+            used += share;
+            alone = th_tests[i].cores == TH_ALONE;
+        }
+        /* wait for output, an end, or the nearest time limit */
+        int np = 0;
+        double wait = 1.0;
+        for (int k = 0; k < th_nslots; k++) {
+            Slot *s = &th_slots[k];
+            if (s->test < 0) continue;
+            double left = s->limit - (th_now() - s->run_t0);
+            if (left < wait) wait = left > 0 ? left : 0;
+            if (!s->eof) pf[np++] = (struct pollfd){s->out, POLLIN, 0};
+        }
+        pf[np++] = (struct pollfd){th_wake[0], POLLIN, 0};
+        if (poll(pf, (nfds_t)np, (int)(wait * 1000) + 1) < 0 && errno != EINTR) {
+            fprintf(stderr, "run_tests: poll: %s\n", strerror(errno));
+            exit(2);
+        }
+        char drain[64];
+        while (read(th_wake[0], drain, sizeof drain) > 0) {
+        }
+        for (int k = 0; k < th_nslots; k++) {
+            Slot *s = &th_slots[k];
+            if (s->test < 0) continue;
+            th_collect(s);
+            int timed_out = 0;
+            if (waitpid(s->pid, &s->status, WNOHANG) == s->pid)
+                s->exited = 1;
+            else if (th_now() - s->run_t0 > s->limit)
+                timed_out = 1;
+            else
+                continue;
+            char why[256] = "";
+            int v = th_finish_run(s, timed_out, why, sizeof why);
+            if (v == TH_SKIP && th_emu_dir() && strncmp(th_skip_reason, "no GPU", 6) == 0) {
+                /* no GPU here: the test runs on the emulated device */
+                if (th_start(s, 1, why, sizeof why) == 0) continue;
+                s->emulated = 1;
+                v = TH_FAIL;
+            }
+            th_report(s, v, why, counts);
+            if (th_tests[s->test].cores == TH_ALONE) alone = 0;
+            s->test = -1;
+            running--;
+            used -= s->share;
+        }
+    }
+    free(pf);
+    for (int k = 0; k < th_nslots; k++) free(th_slots[k].buf);
+    signal(SIGCHLD, SIG_DFL);
+}
+
+/* The run's temporary directory, removed */
+static void th_remove_tmp(void) {
+    struct stat st;
+    if (stat(th_tmp, &st) == 0) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", th_tmp);
+        if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", th_tmp);
+    }
+}
+
 /* --verdict-fd: the one test `name` in this process, its verdict to fd (as a child would send it). */
 static int th_verdict_to_fd(const char *name, int fd) {
     int i = 0;
@@ -340,20 +568,33 @@ static int th_verdict_to_fd(const char *name, int fd) {
         return 2;
     }
     if (th_run_and_send(i, fd)) return 1;
-    struct stat st;
-    if (stat(th_tmp, &st) == 0) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", th_tmp);
-        if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", th_tmp);
-    }
+    th_remove_tmp();
     return 0;
 }
 
+/* A number of jobs (what: the flag or variable it came from, for the message); exits 2 if bad. */
+static int th_parse_jobs(const char *what, const char *v) {
+    char *end;
+    errno = 0;
+    long j = strtol(v, &end, 10);
+    if (end == v || *end || errno || j < 1 || j > TH_MAX_TESTS) {
+        fprintf(stderr, "run_tests: %s%s: the number of jobs must be a whole number from 1 to %d\n", what, v, TH_MAX_TESTS);
+        exit(2);
+    }
+    return (int)j;
+}
+
 int main(int argc, char **argv) {
-    int passed = 0, failed = 0, skipped = 0, list = 0, inline_ = 0, nsel = 0, verdict_fd = -1;
+    int list = 0, inline_ = 0, nsel = 0, verdict_fd = -1;
     double limit = 600;
     const char *env = getenv("NVCNN_TEST_TIMEOUT");
     if (env && *env) limit = atof(env);
+    /* the online CPUs; one where there is an NVIDIA GPU, which the GPU tests would share (and
+     * some time it) */
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    th_jobs = online > 1 && access("/dev/nvidiactl", F_OK) != 0 ? (online < TH_MAX_TESTS ? (int)online : TH_MAX_TESTS) : 1;
+    env = getenv("NVCNN_TEST_JOBS");
+    if (env && *env) th_jobs = th_parse_jobs("NVCNN_TEST_JOBS=", env);
     char **sel = calloc((size_t)argc + 1, sizeof *sel);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--list") == 0)
@@ -362,10 +603,12 @@ int main(int argc, char **argv) {
             inline_ = 1;
         else if (strncmp(argv[i], "--timeout=", 10) == 0)
             limit = atof(argv[i] + 10);
+        else if (strncmp(argv[i], "--jobs=", 7) == 0)
+            th_jobs = th_parse_jobs("--jobs=", argv[i] + 7);
         else if (strncmp(argv[i], "--verdict-fd=", 13) == 0)
             verdict_fd = atoi(argv[i] + 13);
         else if (strncmp(argv[i], "--", 2) == 0) {
-            fprintf(stderr, "run_tests: unknown option %s (--list, --inline, --timeout=SECONDS)\n", argv[i]);
+            fprintf(stderr, "run_tests: unknown option %s (--list, --inline, --jobs=N, --timeout=SECONDS)\n", argv[i]);
             return 2;
         } else
             sel[nsel++] = argv[i];
@@ -383,47 +626,27 @@ int main(int argc, char **argv) {
     }
     snprintf(th_tmp, sizeof th_tmp, "%s/nvcnn-test-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     if (verdict_fd >= 0) return th_verdict_to_fd(nsel == 1 ? sel[0] : NULL, verdict_fd);
-    signal(SIGINT, th_on_signal);
-    signal(SIGTERM, th_on_signal);
-    for (int i = 0; i < th_ntests; i++) {
-        if (!th_selected(th_tests[i].name, nsel, sel)) continue;
-        char why[256] = "";
-        Tail *tail = calloc(1, sizeof *tail);
-        double t0 = th_now();
-        double lim = th_tests[i].limit > 0 ? th_tests[i].limit : limit;
-        int v = inline_ ? th_run_here(i) : th_run_child(i, lim, why, sizeof why, tail, 0);
-        const char *dev = "";
-        if (v == TH_SKIP && !inline_ && th_emu_dir() && strncmp(th_skip_reason, "no GPU", 6) == 0) {
-            /* no GPU here: the test runs on the emulated device */
-            memset(tail, 0, sizeof *tail);
-            why[0] = 0;
-            v = th_run_child(i, lim, why, sizeof why, tail, 1);
-            dev = "emulated device, ";
+    int counts[3] = {0, 0, 0}, n = 0;
+    int *order = malloc((size_t)th_ntests * sizeof *order);
+    for (int i = 0; i < th_ntests; i++)
+        if (th_selected(th_tests[i].name, nsel, sel)) order[n++] = i;
+    if (inline_) {
+        for (int k = 0; k < n; k++) {
+            Slot s = {.test = order[k], .t0 = th_now()};
+            th_report(&s, th_run_here(order[k]), "", counts);
         }
-        double dt = th_now() - t0;
-        if (v == TH_FAIL && why[0]) {
-            printf("FAIL %s (%s%s, %.2fs); last output:\n", th_tests[i].name, dev, why, dt);
-            tail_print(tail);
-            failed++;
-        } else if (v == TH_FAIL) {
-            printf("FAIL %s (%s%d failed checks, %.2fs)\n", th_tests[i].name, dev, th_cur_failed, dt);
-            failed++;
-        } else if (v == TH_SKIP) {
-            printf("SKIP %s: skipped%s: %s\n", th_tests[i].name, dev[0] ? " on the emulated device" : "", th_skip_reason);
-            skipped++;
-        } else {
-            printf("PASS %s (%s%.2fs)\n", th_tests[i].name, dev, dt);
-            passed++;
+    } else {
+        if (th_jobs > 1) {
+            th_order_secs = calloc((size_t)th_ntests, sizeof *th_order_secs);
+            th_read_durations(th_order_secs);
+            qsort(order, (size_t)n, sizeof *order, th_order_cmp);
+            free(th_order_secs);
         }
-        free(tail);
+        th_run_all(order, n, limit, counts);
     }
-    struct stat st;
-    if (stat(th_tmp, &st) == 0) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", th_tmp);
-        if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", th_tmp);
-    }
-    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    th_remove_tmp();
+    printf("%d passed, %d failed, %d skipped\n", counts[TH_PASS], counts[TH_FAIL], counts[TH_SKIP]);
+    free(order);
     free(sel);
-    return failed ? 1 : 0;
+    return counts[TH_FAIL] ? 1 : 0;
 }

@@ -3,7 +3,8 @@
  * and line and the test goes on. th_skip("reason") marks the current test skipped.
  * The runner (tests/harness.c) runs every registered test, or those whose name contains one of
  * its arguments, each in a child process of its own with a time limit (a test that dies,
- * crashes or hangs fails alone), and ends with the line "N passed, N failed, N skipped".
+ * crashes or hangs fails alone), several side by side, and ends with the line
+ * "N passed, N failed, N skipped".
  */
 #ifndef NVCNN_TEST_HARNESS_H
 #define NVCNN_TEST_HARNESS_H
@@ -12,30 +13,38 @@
 #include <stdio.h>
 
 typedef void (*th_fn)(void);
-void th_register(const char *name, th_fn fn);
-/* A test with a time limit of its own (seconds), for the long ones (end-to-end training). */
-void th_register_limit(const char *name, th_fn fn, double limit);
+/* cores: how many cores the test keeps busy (its threads, or the processes it launches: mpirun
+ * -np 2 keeps two), so that the runner, which runs tests side by side (--jobs), never runs more
+ * than the machine's cores' worth at once; 0 for a test that mostly waits (for daemons' timers)
+ * and runs beside the others without a core of its own; TH_ALONE: no other test runs beside it
+ * (it uses every core, or measures time). limit: its time limit in seconds; 0: the runner's
+ * default. */
+#define TH_ALONE (-1)
+void th_register(const char *name, th_fn fn, double limit, int cores);
 void th_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void th_skip(const char *reason);
 /* The name of the running test. */
 const char *th_current_test(void);
-/* Directory for temporary files of the current test run (created on demand; one directory for
- * the whole run, removed by the runner at its end). */
+/* Directory for temporary files of the current test (created on demand; one directory per test,
+ * named after it, under one directory for the whole run, removed by the runner at its end). */
 const char *th_tmpdir(void);
 /* Runs a shell command, captures stdout+stderr into *out (malloc'd, may be NULL) and returns
  * its exit status (0-255), or -1 if it could not run / was killed. */
 int th_run(const char *cmd, char **out);
 
-#define TEST(name)                                                                      \
+/* A test with its own time limit (seconds; 0: the runner's default) and cores (above). */
+#define TEST_WITH(name, limit, cores)                                                   \
     static void name(void);                                                             \
-    __attribute__((constructor)) static void th_reg_##name(void) { th_register(#name, name); } \
+    __attribute__((constructor)) static void th_reg_##name(void) { th_register(#name, name, limit, cores); } \
     static void name(void)
 
-/* TEST with its own time limit in seconds (instead of the runner's default). */
-#define TEST_LIMIT(name, seconds)                                                       \
-    static void name(void);                                                             \
-    __attribute__((constructor)) static void th_reg_##name(void) { th_register_limit(#name, name, seconds); } \
-    static void name(void)
+#define TEST(name) TEST_WITH(name, 0, 1)
+/* TEST with its own time limit in seconds (instead of the runner's default), for the long ones. */
+#define TEST_LIMIT(name, seconds) TEST_WITH(name, seconds, 1)
+/* A test that runs with no other beside it. */
+#define TEST_SERIAL(name) TEST_WITH(name, 0, TH_ALONE)
+/* A test that keeps n cores busy. */
+#define TEST_CORES(name, n) TEST_WITH(name, 0, n)
 
 #define CHECK(cond)                                                                     \
     do {                                                                                \

@@ -504,7 +504,8 @@ TEST(cli_openmp_threads_spin_briefly_unless_told_otherwise) {
 }
 
 /* Threads: OMP_NUM_THREADS when set; else the CPUs a launcher bound the process to */
-TEST(cli_threads_follow_omp_num_threads_and_cpu_binding) {
+/* alone: run beside other tests it would be given OMP_NUM_THREADS, which outranks the binding it checks */
+TEST_SERIAL(cli_threads_follow_omp_num_threads_and_cpu_binding) {
     char *o;
     CHECK(th_run("OMP_NUM_THREADS=3 ./nvcnn --model=trivial --batch_size=2 --num_batches=1", &o) == 0);
     CHECK_MSG(o && strstr(o, "Devices:     cpu (3 threads"), "%s", o);

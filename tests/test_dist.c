@@ -34,7 +34,8 @@ static const char *build_dir(void) {
     return b && *b ? b : "build";
 }
 
-TEST(dist_bucketed_average_of_known_values_is_exact) {
+/* alone: up to 4 ranks. The other tests here keep 2 cores busy (2 ranks). */
+TEST_SERIAL(dist_bucketed_average_of_known_values_is_exact) {
     for (int np = 2; np <= 4; np++) {
         char mr[200], cmd[600], *o = NULL;
         if (!mpirun(np, mr, sizeof mr)) {
@@ -62,7 +63,7 @@ TEST(dist_bucketed_average_of_known_values_is_exact) {
     }
 }
 
-TEST(dist_two_ranks_stay_identical_and_equal_one_process) {
+TEST_CORES(dist_two_ranks_stay_identical_and_equal_one_process, 2) {
     const char *bucket[] = {"0.02", "25"};
     for (int k = 0; k < 2; k++) {
         char mr[200], cmd[600], *o = NULL;
@@ -87,7 +88,7 @@ TEST(dist_two_ranks_stay_identical_and_equal_one_process) {
     }
 }
 
-TEST(dist_nvcnn_under_mpirun_prints_once) {
+TEST_CORES(dist_nvcnn_under_mpirun_prints_once, 2) {
     char mr[200], cmd[600], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
         th_skip("no MPI in this build or no mpirun");
@@ -112,7 +113,7 @@ TEST(dist_nvcnn_under_mpirun_prints_once) {
     free(o);
 }
 
-TEST(dist_checkpoint_resumes_with_a_different_number_of_ranks) {
+TEST_CORES(dist_checkpoint_resumes_with_a_different_number_of_ranks, 2) {
     char mr[200], cmd[1200], dir[600], path[700], want[800], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
         th_skip("no MPI in this build or no mpirun");
@@ -149,7 +150,7 @@ TEST(dist_checkpoint_resumes_with_a_different_number_of_ranks) {
  * backward, which needs two GPUs: with one, the MPI half runs and the test is skipped, saying so.
  * Parameters must stay bitwise identical on every rank and follow the one-process CPU run within
  * fp32's cross-backend tolerance. */
-TEST(dist_gpu_ranks_stay_identical_mpi_and_nccl) {
+TEST_CORES(dist_gpu_ranks_stay_identical_mpi_and_nccl, 2) {
     int ngpu = tu_gpus();
     if (ngpu == 0) return;
     char mr[200], cmd[600], *o = NULL;
@@ -181,7 +182,7 @@ TEST(dist_gpu_ranks_stay_identical_mpi_and_nccl) {
 /* Two ranks on one GPU: refused with exit 2 and one line naming the node, the GPU count and the
  * task count, by default and with --allreduce=nccl; an explicit --allreduce=mpi shares the GPU on
  * purpose and averages through the host. */
-TEST(dist_ranks_sharing_a_gpu_need_allreduce_mpi) {
+TEST_CORES(dist_ranks_sharing_a_gpu_need_allreduce_mpi, 2) {
     if (tu_gpus() == 0) return;
     char mr[200], cmd[800], want[512], host[256] = "", *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
@@ -209,7 +210,7 @@ TEST(dist_ranks_sharing_a_gpu_need_allreduce_mpi) {
 }
 
 /* scripts/mpirun-example.sh where LD_LIBRARY_PATH is not set: no warning from mpirun about it */
-TEST(dist_mpirun_example_script_runs_without_warnings) {
+TEST_CORES(dist_mpirun_example_script_runs_without_warnings, 2) {
     char mr[200], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
         th_skip("no MPI in this build or no mpirun");
@@ -284,7 +285,7 @@ static int count_of(const char *s, const char *what) {
  * non-deterministic ones (atomics) change the bits from call to call; on the emulated device the
  * runs have seeds of their own (NVCNN_EMU_SEED: Find's timings, the atomics' orders), as two runs
  * on a GPU do. */
-TEST(dist_gpu_nvcnn_nccl_equals_mpi_and_one_process) {
+TEST_CORES(dist_gpu_nvcnn_nccl_equals_mpi_and_one_process, 2) {
     if (!tu_need_gpus(2, "NCCL needs one GPU per rank")) return;
     char mr[200], cmd[2600], dir[600], common[1000], path[3][800], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {

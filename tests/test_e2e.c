@@ -60,7 +60,8 @@ static void fashion_two_epochs(const char *device) {
     free(o);
 }
 
-/* about two minutes on two idle cores; far longer on a busy machine */
+/* about two minutes on two idle cores; far longer on a busy machine. Beside other tests the runner
+ * gives it one thread (OMP_NUM_THREADS=1), which the sweep above covers as it does two. */
 TEST_LIMIT(e2e_fashion_mnist_lenet_two_epochs, 3600) { fashion_two_epochs("cpu"); }
 
 #ifdef NVCNN_GPU_EMU /* the slice is the emulated device's (a real GPU trains the whole set) */

@@ -252,7 +252,8 @@ TEST(gpu_step_results_read_late_are_the_same) {
  * GPU run: 1.46 million img/s for resnet50). The steps are timed by events on the device
  * (GpuStepResult.seconds). The check: the timed steps at the reported rate take at most the
  * run's wall time, and at least 0.35 of it less the planning (startup takes about a second here). */
-TEST(gpu_images_per_sec_is_the_devices_pace) {
+/* alone: it compares times with the wall clock */
+TEST_SERIAL(gpu_images_per_sec_is_the_devices_pace) {
     if (tu_gpus() == 0) return;
     enum { BATCH = 8, STEPS = 24, BURNIN = 4 };
     char cmd[512], *o = NULL;

@@ -103,7 +103,8 @@ static double lenet_grad_bytes(void) {
 }
 
 /* Item: mpirun over TCP across the two hosts gives the bits of the same run on one host. */
-TEST_LIMIT(hosts_mpirun_over_tcp_equals_one_host, 300) {
+/* The tests here run alone (but one): up to 4 ranks and the daemons of two hosts, and times measured. */
+TEST_WITH(hosts_mpirun_over_tcp_equals_one_host, 300, TH_ALONE) {
     char dir[700], *o = NULL;
     if (!host_scenario("tcp", 0, dir, sizeof dir, &o)) return;
     const double grads = lenet_grad_bytes(), steps = 10;
@@ -146,7 +147,7 @@ TEST_LIMIT(hosts_mpirun_over_tcp_equals_one_host, 300) {
 
 /* Item: a two-node Slurm job, through srun (PMIx) and through mpirun, equals the one-host run;
  * the threads per rank follow --cpus-per-task. */
-TEST_LIMIT(hosts_slurm_two_node_jobs_equal_one_host, 300) {
+TEST_WITH(hosts_slurm_two_node_jobs_equal_one_host, 300, TH_ALONE) {
     char dir[700], *o = NULL;
     if (!host_scenario("slurm", 1, dir, sizeof dir, &o)) return;
     char *ref = sc_slurp(dir, "one2.out"), lref[16];
@@ -202,7 +203,11 @@ static int empty_dir(const char *path) {
 /* Item: a node lost mid-run: Slurm (or, with --step_timeout, the batch script) requeues the job,
  * which resumes from the last checkpoint and ends with the uninterrupted run's checkpoint; what
  * the first run wrote is still there, and nothing is left in the job's TMPDIR. */
-TEST_LIMIT(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run, 400) {
+/* This one mostly waits for Slurm to find the node lost (SlurmdTimeout=10, then the requeue: of
+ * its 75-90 s, its jobs compute for about 70 steps of 0.2 s on 2 ranks), checks no time, and runs
+ * beside the other tests without a core of its own (its steps, slower there, stay far within
+ * --step_timeout=5). */
+TEST_WITH(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run, 400, 0) {
     const long N = 16;
     char dir[700], *o = NULL;
     if (!host_scenario("nodeloss", 1, dir, sizeof dir, &o)) return;
@@ -268,7 +273,7 @@ TEST_LIMIT(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run, 40
 /* Item: no hang on a dead peer under plain mpirun: host 1 crashes mid-run; rank 0's watchdog
  * ends the run with one line naming the phase and the rank, mpirun exits 5, and the last
  * checkpoint is whole. */
-TEST_LIMIT(hosts_mpirun_dead_peer_ends_rank_0_with_exit_5, 300) {
+TEST_WITH(hosts_mpirun_dead_peer_ends_rank_0_with_exit_5, 300, TH_ALONE) {
     char dir[700], *o = NULL;
     if (!host_scenario("deadpeer", 0, dir, sizeof dir, &o)) return;
     double seconds = -1;
@@ -338,7 +343,7 @@ static int model(double bwd, double grad_mb, double gbps, double *whole, double 
  * besides): measured/model 0.98 to 1.26 (1.49 at 200 Mbit/s under the heaviest load), where
  * tbf's burst lets at most 4% through early and a loaded host stalls the link now and then; the
  * 50 Mbit/s time 1.76 to 2.26 times 100's. */
-TEST_LIMIT(hosts_shaped_link_allreduce_time_matches_the_model, 300) {
+TEST_WITH(hosts_shaped_link_allreduce_time_matches_the_model, 300, TH_ALONE) {
     char dir[700], *o = NULL;
     if (!host_scenario("link", 0, dir, sizeof dir, &o)) return;
     const char *notbf = strstr(o, "tbf: no: ");

@@ -162,7 +162,8 @@ static int onnx_check(const char *dir, const char *names, int count) {
 }
 
 /* Every model of the zoo, reduced: export, ONNX Runtime against nvcnn's forward. */
-TEST_LIMIT(onnx_zoo_matches_onnxruntime, 300) {
+/* 2 cores: ONNX Runtime runs 2 threads (scripts/onnx_check.py); likewise the other tests that call it */
+TEST_WITH(onnx_zoo_matches_onnxruntime, 300, 2) {
     if (!python_ready()) return;
     char dir[1024], names[2048] = "", err[512];
     subdir(dir, sizeof dir, "onnx_zoo");
@@ -211,7 +212,7 @@ static void case_from_checkpoint(const char *ckdir, const char *model, int size,
 /* The full googlenet and resnet50 at 224x224 through ./nvcnn: googlenet trains one step into a
  * checkpoint which --export_onnx alone exports; resnet50 trains one step and exports at the end of
  * the run. ONNX Runtime against nvcnn's forward of each checkpoint. */
-TEST_LIMIT(onnx_full_models_from_nvcnn, 300) {
+TEST_WITH(onnx_full_models_from_nvcnn, 300, 2) {
     if (!python_ready()) return;
     char dir[512], cmd[8192], *o = NULL;
     subdir(dir, sizeof dir, "onnx_full");
@@ -351,7 +352,7 @@ static int same_initializers(const char *a, const char *b, char *why, size_t n) 
 /* The GPU backend: the model exported at the end of a run without --log_dir (no checkpoint has
  * copied the device's weights to the host) holds the device's weights and statistics: the same
  * bytes as the export of the checkpoint of the same run with --log_dir. */
-TEST_LIMIT(gpu_export_onnx_matches_checkpoint, 300) {
+TEST_WITH(gpu_export_onnx_matches_checkpoint, 300, 2) {
     if (tu_gpus() == 0) return;
     char dir[1024], cmd[8192], why[256], a[1200], b[1200], *o = NULL;
     subdir(dir, sizeof dir, "onnx_gpu");

@@ -97,7 +97,8 @@ TEST_LIMIT(profile_trains_the_same_bits, 180) {
 }
 
 /* Two ranks: a file each, with the gradient buckets' allreduces on their own track. */
-TEST_LIMIT(profile_two_ranks_a_file_each, 180) {
+/* 2 cores: 2 ranks (also gpu_profile_trace) */
+TEST_WITH(profile_two_ranks_a_file_each, 180, 2) {
 #ifndef NVCNN_MPI
     th_skip("no MPI in this build");
 #else
@@ -143,7 +144,7 @@ TEST(profile_bad_values_exit_2) {
 
 /* The GPU backend: the layers' forward and backward from CUDA events on the compute stream, on a
  * track of their own; on the emulated device the metadata says the times are the emulator's. */
-TEST_LIMIT(gpu_profile_trace, 300) {
+TEST_WITH(gpu_profile_trace, 300, 2) {
     if (tu_gpus() == 0) return;
     char dir[1024], cmd[4096], *o = NULL, *c = NULL;
     subdir(dir, sizeof dir, "profile_gpu");

@@ -21,7 +21,8 @@ static int scenario(const char *name, char *dir, size_t n, char **out) {
     return sc_scenario("tests/slurm/run.sh", "slurm", name, dir, n, out);
 }
 
-TEST(slurm_sbatch_two_tasks_run_to_the_end) {
+/* Each test here runs alone: a cluster's daemons on ports picked at random, and 2 tasks. */
+TEST_SERIAL(slurm_sbatch_two_tasks_run_to_the_end) {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -46,7 +47,7 @@ TEST(slurm_sbatch_two_tasks_run_to_the_end) {
     free(o);
 }
 
-TEST(slurm_srun_two_tasks_with_the_scripts_pmi) {
+TEST_SERIAL(slurm_srun_two_tasks_with_the_scripts_pmi) {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -70,7 +71,10 @@ static int load_final(const char *dir, uint64_t seed, Net **net, float **velocit
     return sc_load_lenet(p, seed, net, velocity, m);
 }
 
-TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
+/* Mostly waits for Slurm (its requeues): of its 100-130 s, its jobs compute for about 70 steps of
+ * 0.2 s on 2 tasks. It runs beside the other tests without a core of its own, after the slurm_
+ * tests that run alone. */
+TEST_CORES(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run, 0) {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -151,7 +155,7 @@ TEST(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run) {
     free(o);
 }
 
-TEST(slurm_gpu_job_with_more_tasks_than_gpus_is_refused) {
+TEST_SERIAL(slurm_gpu_job_with_more_tasks_than_gpus_is_refused) {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);

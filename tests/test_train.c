@@ -152,7 +152,8 @@ static float *steps_with_threads(int threads, int blas, size_t *count, double *l
  * differently from the single-thread one, so with OpenBLAS's threads varied too the results
  * differ in the last bits; the test prints how much (the Fashion-MNIST sweep in
  * docs/performance.md shows what that does to accuracy). */
-TEST(train_same_bits_with_one_and_two_threads) {
+/* 2 cores: it runs 2 OpenMP threads whatever it is given */
+TEST_CORES(train_same_bits_with_one_and_two_threads, 2) {
     size_t count = 0;
     double loss[2];
     float *a = steps_with_threads(1, 1, &count, &loss[0]);

@@ -62,7 +62,8 @@ static void stalls_in_a_bucket(void) {
     _exit(0);
 }
 
-TEST(watchdog_a_stalled_phase_ends_the_process_with_exit_5_naming_it) {
+/* alone, as the next one: phases timed against the wall clock to tenths of a second */
+TEST_SERIAL(watchdog_a_stalled_phase_ends_the_process_with_exit_5_naming_it) {
     char *err = NULL, host[64] = "", want[400];
     double s = 0;
     int rc = in_child(stalls_in_a_bucket, &err, &s);
@@ -100,7 +101,7 @@ static void no_timeout(void) {
     _exit(0);
 }
 
-TEST(watchdog_short_phases_idle_time_and_timeout_0_end_nothing) {
+TEST_SERIAL(watchdog_short_phases_idle_time_and_timeout_0_end_nothing) {
     char *err = NULL;
     double s = 0;
     int rc = in_child(short_phases_and_idle, &err, &s);
@@ -113,7 +114,8 @@ TEST(watchdog_short_phases_idle_time_and_timeout_0_end_nothing) {
 
 /* nvcnn under mpirun on this host, rank 1 stopped after the first step rows: rank 0's watchdog
  * ends the run (exit 5 through mpirun), naming the phase and the rank. */
-TEST(watchdog_nvcnn_rank_0_ends_the_run_when_rank_1_stops) {
+/* 2 cores: 2 ranks */
+TEST_CORES(watchdog_nvcnn_rank_0_ends_the_run_when_rank_1_stops, 2) {
 #ifndef NVCNN_MPI
     th_skip("no MPI in this build");
 #else
