@@ -343,7 +343,6 @@ static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long
     printf("Validation at step %ld (epoch %.2f): top-1 %.3f %%, top-5 %.3f %% (%.1f s)\n", step + 1, epochs, t1, t5, secs);
     report_validation(rep, step + 1, t1, t5);
     report_pause(rep, secs); /* the rows' pace and speed leave the evaluation out */
-    trainer_time_restart(tr);
     if (c->target_top1 > 0 && t1 >= c->target_top1) {
         printf("Reached --target_top1=%g at step %ld (epoch %.2f): validation top-1 %.3f %%\n", c->target_top1, step + 1, epochs, t1);
         r->nstep = step + 1;

@@ -78,8 +78,6 @@ static int account_step(Trainer *t, int finite) {
 
 static void gpu_fetch(Trainer *t);
 
-void trainer_time_restart(Trainer *t) { t->time_restart = 1; }
-
 void trainer_sync_host(Trainer *t) {
     if (!t->gpu) return;
     t->time_restart = 1;

@@ -47,7 +47,8 @@ typedef struct Trainer {
     double step_seconds[TRAINER_LOSSES]; /* their steps' periods on the device (GpuStepResult) */
     int loss0, nlosses;
     int time_restart;        /* GPU backend: the next step is timed from its own start (the first,
-                                and after other work went through the device: trainer_time_restart) */
+                                and after other work went through the device: an evaluation's
+                                forward, a checkpoint's copies) */
     int graph;               /* GPU backend: steps may run as one CUDA Graph (after the first) */
     long gpu_steps;          /* training steps queued on the GPU backend */
     int graph_step;          /* this step runs as the graph (gpu_begin decided) */
@@ -82,9 +83,6 @@ int trainer_next_loss(Trainer *t, double *loss);
 /* trainer_next_loss() with the step's period on the device in seconds (NAN where there is none:
  * the CPU backend's steps are timed by the caller's clock) */
 int trainer_next_result(Trainer *t, double *loss, double *seconds);
-/* Work other than training steps (evaluation, a checkpoint's copy) goes through the device before
- * the next step: that step's period starts at its own start, not at the previous step's end. */
-void trainer_time_restart(Trainer *t);
 /* --forward_only's step, in two halves as trainer_step_begin/_end: forward in inference mode
  * (batch norm on its moving statistics, no dropout) on this step's batch; end returns the mean
  * cross-entropy. No backward, no update. */
