@@ -237,14 +237,15 @@ int gpunet_nccl_buckets(const GpuNet *g);
 void gpunet_backward_ms(GpuNet *g, double *backward, double *exposed);
 
 /* --profile (profile.h): while on, forward and backward record a CUDA event on the compute stream
- * before each layer and after the last. gpunet_profile_times() (synchronises) gives the forward
- * and backward recorded since it was turned on: layer i's start and end in ms from the first event
- * (fwd[2i], fwd[2i+1], bwd likewise; NaN where not recorded) and the host clock (now_seconds) when
- * that first event was queued. Returns 0 when nothing was recorded. */
+ * before each layer and after the last. Turning it on waits for the device and records a reference
+ * event, which the host waits for and reads its clock at. gpunet_profile_times() (synchronises)
+ * gives the forward and backward recorded since it was turned on: layer i's start and end in ms
+ * from the reference event (fwd[2i], fwd[2i+1], bwd likewise; NaN where not recorded) and the host
+ * clock (now_seconds) at that event. Returns 0 when nothing was recorded. */
 void gpunet_profile(GpuNet *g, int on);
 int gpunet_profile_times(GpuNet *g, double *host0, double *fwd, double *bwd);
 /* The NCCL buckets of the same backward (gpunet_nccl_init): bucket i's allreduce from t[2i] to
- * t[2i+1] ms on their stream, from the same first event. Returns the buckets recorded (0 without
+ * t[2i+1] ms on their stream, from the same reference event. Returns the buckets recorded (0 without
  * NCCL). */
 int gpunet_profile_buckets(GpuNet *g, double *t);
 /* 1 in the emulated device's build (make GPU_EMU=1): event times are the emulator's. */

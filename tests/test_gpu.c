@@ -500,6 +500,13 @@ TEST(gpu_dropout_mask_law_and_backward) {
 static double cur_larc_eta;
 static int cur_larc_scale;
 
+/* The largest |w - w0| of parameter tensor p of net. */
+static double tensor_max_move(const Net *net, const float *w0, int p) {
+    double m = 0;
+    for (size_t i = net->param[p].off; i < net->param[p].off + net->param[p].count; i++) m = fmax(m, fabs((double)net->params[i] - w0[i]));
+    return m;
+}
+
 static void steps_agree_sized(const char *model, int size, int div, int batch, int steps, int precision, Act act) {
     const char *pn = precision_name((Precision)precision);
     const double tol = precision == PREC_TF32 ? 5e-3 : precision == PREC_FP16 ? 1e-2 : precision == PREC_BF16 ? 1e-2 : 1e-5;
@@ -548,8 +555,10 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
     }
     trainer_sync_host(&tgpu);
     double dd = 0, dm = 1e-30, ab = 0, bb = 1e-300;
+    size_t at = 0; /* the element of the largest difference */
     for (size_t i = 0; i < P; i++) {
         const double x = (double)b->params[i] - w0[i], y = (double)a->params[i] - w0[i];
+        if (!(fabs(x - y) <= dd)) at = i;
         dd = tu_worse(dd, fabs(x - y));
         dm = fmax(dm, fabs(y));
         ab += x * y;
@@ -559,8 +568,12 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
     CHECK_MSG(worst_loss <= tol && along <= tol && tgpu.skipped_steps == 0,
               "%s %dx%d /%d %s: losses %.3g, displacement along the CPU's %.3g > %.3g, %ld skipped", model, size, size, div, pn, worst_loss,
               along, tol, tgpu.skipped_steps);
-    CHECK_MSG(precision != PREC_FP32 || elementwise <= 1e-4, "%s %dx%d /%d fp32: displacement %.3g > 1e-4", model, size, size, div,
-              elementwise);
+    int ap = 0;
+    while (ap + 1 < a->nparam && a->param[ap + 1].off <= at) ap++;
+    CHECK_MSG(precision != PREC_FP32 || elementwise <= 1e-4,
+              "%s %dx%d /%d fp32: displacement %.3g > 1e-4 (at %s[%zu]: GPU %.6g, CPU %.6g; the tensor's largest CPU displacement %.3g)", model,
+              size, size, div, elementwise, a->param[ap].name, at - a->param[ap].off, (double)b->params[at] - w0[at],
+              (double)a->params[at] - w0[at], tensor_max_move(a, w0, ap));
     char what[200];
     const char *larc = cur_larc_eta > 0 ? (cur_larc_scale ? ", LARC scale" : ", LARC clip") : "";
     snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s: losses", model, size, size, div, steps, larc);

@@ -351,13 +351,15 @@ static int same_initializers(const char *a, const char *b, char *why, size_t n) 
 
 /* The GPU backend: the model exported at the end of a run without --log_dir (no checkpoint has
  * copied the device's weights to the host) holds the device's weights and statistics: the same
- * bytes as the export of the checkpoint of the same run with --log_dir. */
+ * bytes as the export of the checkpoint of the same run with --log_dir. Two runs: --deterministic,
+ * since on a GPU each run's algorithm search may pick other algorithms, and cuDNN's
+ * non-deterministic ones give other bits on every call (conv0's weights differed on an H200). */
 TEST_WITH(gpu_export_onnx_matches_checkpoint, 300, 2) {
     if (tu_gpus() == 0) return;
     char dir[1024], cmd[8192], why[256], a[1200], b[1200], *o = NULL;
     subdir(dir, sizeof dir, "onnx_gpu");
     const char *run = "./nvcnn --device=gpu --model=resnet18 --image_size=32 --num_classes=10 --batch_size=4 --num_batches=2 "
-                      "--nstep_burnin=0";
+                      "--nstep_burnin=0 --deterministic";
     snprintf(cmd, sizeof cmd, "%s --log_dir=%s/r && %s --export_onnx=%s/run.onnx && ./nvcnn --model=resnet18 --log_dir=%s/r --export_onnx=%s/ckpt.onnx",
              run, dir, run, dir, dir, dir);
     int rc = th_run(cmd, &o);

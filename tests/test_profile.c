@@ -171,6 +171,7 @@ TEST_WITH(gpu_profile_trace, 300, 2) {
 #ifdef NVCNN_MPI
     /* two ranks averaging with NCCL: each bucket's allreduce by events on NCCL's stream */
     if (th_run("command -v mpirun", NULL) != 0) return;
+    if (!tu_need_gpus(2, "the one-process trace passed; the NCCL one not run: NCCL needs one GPU per rank")) return;
     snprintf(cmd, sizeof cmd,
              "OMP_NUM_THREADS=1 timeout 200 mpirun -np 2 --oversubscribe %s ./nvcnn --device=gpu --model=lenet --num_classes=10 "
              "--batch_size=8 --num_batches=3 --nstep_burnin=0 --bucket_mb=2 --profile=%s/n.json --profile_steps=2:2",

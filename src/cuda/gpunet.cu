@@ -419,6 +419,7 @@ void gpunet_free(GpuNet *g) {
         cudaEventDestroy(g->pev_b[i]);
     }
     for (int i = 0; g->pev_nccl && i < 2 * g->nb; i++) cudaEventDestroy(g->pev_nccl[i]);
+    if (g->pev_f) cudaEventDestroy(g->pev_ref);
     free(g->pev_f);
     free(g->pev_b);
     free(g->pev_nccl);
@@ -574,7 +575,6 @@ static inline void lifetimes_start(GpuNet *, int, int) {}
 /* --profile: event k of forward (pev_f) or backward (pev_b) on the compute stream */
 static void prof_mark(GpuNet *g, cudaEvent_t *ev, int k) {
     if (!g->prof) return;
-    if (!g->prof_fwd && !g->prof_bwd) g->prof_host0 = now_seconds();
     CUDA_CHECK(cudaEventRecord(ev[k], g->s));
 }
 
@@ -589,8 +589,19 @@ void gpunet_profile(GpuNet *g, int on) {
         }
         g->pev_nccl = (cudaEvent_t *)xcalloc(2 * (size_t)g->nb + 1, sizeof *g->pev_nccl);
         for (int i = 0; i < 2 * g->nb; i++) CUDA_CHECK(cudaEventCreate(&g->pev_nccl[i]));
+        CUDA_CHECK(cudaEventCreate(&g->pev_ref));
     }
-    if (on) g->prof_fwd = g->prof_bwd = g->prof_nccl = 0;
+    if (on) {
+        /* the events' place on the host's clock: one event that the host waits for on an idle
+         * device, read at once. The host's clock when the step's first event was queued is not
+         * it: on a GPU the device may still be running the step before (nvcnn queues a step before
+         * it reads the last one's result), and the profiled steps' layers then overlapped. */
+        gpunet_sync(g);
+        CUDA_CHECK(cudaEventRecord(g->pev_ref, g->s));
+        CUDA_CHECK(cudaEventSynchronize(g->pev_ref));
+        g->prof_host0 = now_seconds();
+        g->prof_fwd = g->prof_bwd = g->prof_nccl = 0;
+    }
     g->prof = on;
 }
 
@@ -598,7 +609,7 @@ int gpunet_profile_buckets(GpuNet *g, double *t) {
     if (!g->prof_fwd && !g->prof_bwd) return 0;
     gpunet_sync(g);
     if (g->comm) CUDA_CHECK(cudaStreamSynchronize(g->cs));
-    cudaEvent_t ref = g->prof_fwd ? g->pev_f[0] : g->pev_b[g->net->nlayer - 1];
+    cudaEvent_t ref = g->pev_ref;
     for (int i = 0; i < 2 * g->prof_nccl; i++) {
         float ms;
         CUDA_CHECK(cudaEventElapsedTime(&ms, ref, g->pev_nccl[i]));
@@ -611,7 +622,7 @@ int gpunet_profile_times(GpuNet *g, double *host0, double *fwd, double *bwd) {
     const int nl = g->net->nlayer;
     if (!g->prof_fwd && !g->prof_bwd) return 0;
     gpunet_sync(g);
-    cudaEvent_t ref = g->prof_fwd ? g->pev_f[0] : g->pev_b[nl - 1];
+    cudaEvent_t ref = g->pev_ref;
     float a, b;
     for (int i = 0; i < nl; i++) {
         fwd[2 * i] = fwd[2 * i + 1] = bwd[2 * i] = bwd[2 * i + 1] = NAN;

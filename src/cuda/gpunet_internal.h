@@ -139,7 +139,8 @@ struct GpuNet {
     cudaEvent_t *pev_f, *pev_b;               /* [nlayer + 1] each */
     cudaEvent_t *pev_nccl;                    /* [2 * nb] before and after each bucket's allreduce (stream cs) */
     int prof_nccl;                            /* buckets recorded */
-    double prof_host0;                        /* the host clock when the first of them was queued */
+    double prof_host0;                        /* the host clock when the device passed pev_ref */
+    cudaEvent_t pev_ref;                      /* recorded on an idle device as the profiled step began */
 };
 
 /* Whether layer li's backward adds into its input k's gradient (1) or writes it (0). Gradients
