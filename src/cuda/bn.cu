@@ -35,13 +35,32 @@ typedef struct BnGpu {
 #define BN_TC 32
 #define BN_TR (GPU_THREADS / BN_TC)
 
-/* Partial sums per channel: enough blocks to fill the GPU (about 1024 in all), and at least 16
- * values per thread in each (fewer would spend the block on its reduction). A block's share is a
- * range of the channel's n hw values (NCHW) or of the n hw pixels (NHWC, for BN_TC channels). */
-static int bn_splits(int n, int c, size_t hw, int nhwc) {
-    const size_t blocks_per_split = nhwc ? ((size_t)c + BN_TC - 1) / BN_TC : (size_t)c;
-    /* a block's threads share a split's values (NCHW) or its pixels (NHWC: BN_TR threads to a channel) */
-    size_t s = (1024 + blocks_per_split - 1) / blocks_per_split, work = (size_t)n * hw / ((size_t)(nhwc ? BN_TR : GPU_THREADS) * 16);
+/* The NHWC vector path (k_bn_partial_nhwc_vec, k_bn_apply_nhwc, k_bn_grad_input_nhwc): c a multiple
+ * of the 16-byte vector's V = 16 / esize elements (and every tensor 16-byte aligned, checked at the
+ * launch). A block of its partial sums: gb = min(c / V, GPU_THREADS) threads across a pixel's
+ * vectors of channels (a tile of gb V channels), GPU_THREADS / gb pixels at a time. */
+static int bn_vec_ok(int c, size_t esize, int nhwc) { return nhwc && c % (int)(16 / esize) == 0; }
+static int bn_vec_gb(int c, size_t esize) {
+    const int G = c / (int)(16 / esize);
+    return G < GPU_THREADS ? G : GPU_THREADS;
+}
+
+/* Partial sums per channel: enough blocks to fill the GPU (about 1024 in all; 2048 on the vector
+ * path, whose threads read 16 bytes at a time), and at least 16 values per thread in each (8
+ * vectors on the vector path; fewer would spend the block on its reduction). A block's share is a
+ * range of the channel's n hw values (NCHW) or of the n hw pixels (NHWC, for a tile of channels). */
+static int bn_splits(int n, int c, size_t hw, int nhwc, size_t esize) {
+    size_t s, work;
+    if (bn_vec_ok(c, esize, nhwc)) {
+        const int gb = bn_vec_gb(c, esize), G = c / (int)(16 / esize), tiles = (G + gb - 1) / gb;
+        s = (2048 + (size_t)tiles - 1) / (size_t)tiles;
+        work = (size_t)n * hw / ((size_t)(GPU_THREADS / gb) * 8);
+    } else {
+        const size_t blocks_per_split = nhwc ? ((size_t)c + BN_TC - 1) / BN_TC : (size_t)c;
+        /* a block's threads share a split's values (NCHW) or its pixels (NHWC: BN_TR threads to a channel) */
+        s = (1024 + blocks_per_split - 1) / blocks_per_split;
+        work = (size_t)n * hw / ((size_t)(nhwc ? BN_TR : GPU_THREADS) * 16);
+    }
     if (s > work) s = work;
     if (s > 512) s = 512;
     return s < 1 ? 1 : (int)s;
@@ -68,7 +87,7 @@ static void bn_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *worksp
         p->x = gpu_tensor_desc(g, s);
         p->p = gpu_tensor_desc_f32(shape4(1, b->c, 1, 1)); /* scale, bias and statistics stay fp32 */
     }
-    p->splits = bn_splits(s.n, b->c, b->hw, g->nhwc);
+    p->splits = bn_splits(s.n, b->c, b->hw, g->nhwc, g->esize);
     if ((size_t)s.n * b->hw >= 0x80000000u) die("bn %s: %d x %zu values per channel: 2^31 or more", l->name, s.n, (size_t)b->hw);
     *scratch = 2 * round256((size_t)b->c * sizeof(float));
     if (p->own) *scratch += round256((size_t)b->c * (size_t)(p->splits + 1) * 2 * sizeof(double));
@@ -203,12 +222,77 @@ __global__ void k_bn_partial_nhwc(const T *x, const T *dy, const T *y, const flo
     }
 }
 
+/* NHWC vector path, block (tile, s): part[ch][s] = the two sums over pixels [s m / S, (s+1) m / S)
+ * of the tile's gb V channels. Thread (tx, ty) = (t % gb, t / gb) reads the 16-byte vector tx of
+ * the tile at pixels ty, ty + R, ... (R = GPU_THREADS / gb; a warp reads whole pixels' channels,
+ * 512 contiguous bytes), each of its V channels summed in fp32 as BnTerm does; then the block's
+ * R rows of each channel are added in order, in double, by one thread each. */
+template <typename T, int GRAD>
+__global__ void k_bn_partial_nhwc_vec(const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, unsigned m,
+                                      int c, int gb) {
+    constexpr int V = 16 / sizeof(T);
+    __shared__ float sh[2 * GPU_THREADS * V]; /* [R][2][gb V] */
+    const int G = c / V, R = GPU_THREADS / gb, CT = gb * V;
+    const int tx = (int)threadIdx.x % gb, ty = (int)threadIdx.x / gb, gv = (int)blockIdx.x * gb + tx, s = blockIdx.y, S = gridDim.y;
+    const bool live = ty < R && gv < G;
+    const unsigned r0 = (unsigned)((unsigned long long)m * s / S), r1 = (unsigned)((unsigned long long)m * (s + 1) / S);
+    float a[V], b[V], x0[V], is[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const int ch = live ? gv * V + k : 0;
+        x0[k] = GRAD ? mean[ch] : to_f(x[ch]);
+        is[k] = GRAD ? invstd[ch] : 0.0f;
+        a[k] = b[k] = 0.0f;
+    }
+    for (unsigned r = r0 + (unsigned)ty; live && r < r1; r += (unsigned)R) {
+        const size_t v = (size_t)r * (size_t)G + (size_t)gv;
+        alignas(16) T xa[V], da[V], ya[V];
+        gpu_load16(xa, x, v);
+        if (GRAD) {
+            gpu_load16(da, dy, v);
+            if (y) gpu_load16(ya, y, v);
+        }
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            if (GRAD) {
+                const float d = y && !(to_f(ya[k]) > 0) ? 0.0f : to_f(da[k]);
+                a[k] += d;
+                b[k] += d * ((to_f(xa[k]) - x0[k]) * is[k]);
+            } else {
+                const float d = to_f(xa[k]) - x0[k];
+                a[k] += d;
+                b[k] += d * d;
+            }
+        }
+    }
+    if (ty < R)
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            sh[(2 * ty) * CT + tx * V + k] = a[k];
+            sh[(2 * ty + 1) * CT + tx * V + k] = b[k];
+        }
+    __syncthreads();
+    for (int j = (int)threadIdx.x; j < 2 * CT; j += GPU_THREADS) {
+        const int which = j / CT, cl = j % CT, ch = (int)blockIdx.x * CT + cl;
+        if (ch >= c) continue;
+        double sum = 0;
+        for (int r = 0; r < R; r++) sum += (double)sh[(2 * r + which) * CT + cl];
+        part[((size_t)ch * S + s) * 2 + which] = sum;
+    }
+}
+
+static bool bn_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 /* The partial sums of every channel into part[c][S][2] (statistics, or with GRAD the gradients') */
 template <typename T, int GRAD>
 static void bn_partial(GpuNet *g, const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, int n, int c,
                        size_t hw, int S) {
     const unsigned m = (unsigned)((size_t)n * hw);
-    if (g->nhwc)
+    if (bn_vec_ok(c, sizeof(T), g->nhwc) && bn_aligned(x) && (!dy || bn_aligned(dy)) && (!y || bn_aligned(y))) {
+        const int gb = bn_vec_gb(c, sizeof(T)), G = c / (int)(16 / sizeof(T));
+        LAUNCH((k_bn_partial_nhwc_vec<T, GRAD>), dim3((unsigned)((G + gb - 1) / gb), (unsigned)S), GPU_THREADS, 0, g->s, x, dy, y, mean,
+               invstd, part, m, c, gb);
+    } else if (g->nhwc)
         LAUNCH((k_bn_partial_nhwc<T, GRAD>), dim3((unsigned)((c + BN_TC - 1) / BN_TC), (unsigned)S), GPU_THREADS, 0, g->s, x, dy, y, mean,
                invstd, part, m, c);
     else
@@ -284,28 +368,29 @@ __global__ void k_bn_apply(const T *x, T *y, const float *mean, const float *inv
         y[i] = from_f<T>(bn_value<T>(to_f(x[i]), gpu_chan(i, c, hw, nhwc), mean, invstd, var, gamma, beta, z, i, relu));
 }
 
-/* sums[ch] = {sum dy, sum dy xhat} (bn_warp_sums); dbeta += the first, dgamma += the second */
-__global__ void k_bn_grad_final(const double *part, int S, int c, double *sums, float *dgamma, float *dbeta) {
+/* dbeta += sum dy, dgamma += sum dy xhat (bn_warp_sums); means[ch] = {sum dy, sum dy xhat} / m, which
+ * every element of the input gradient takes (divided once here, not there) */
+__global__ void k_bn_grad_final(const double *part, int S, int c, double m, double *means, float *dgamma, float *dbeta) {
     double sa, sb;
     const int ch = bn_warp_sums(part, S, c, &sa, &sb);
     if (ch < 0) return;
-    sums[2 * ch] = sa;
-    sums[2 * ch + 1] = sb;
+    means[2 * ch] = sa / m;
+    means[2 * ch + 1] = sb / m;
     dbeta[ch] += (float)sa;
     dgamma[ch] += (float)sb;
 }
 
-/* dx (+)= gamma invstd (dy - (sum dy + xhat sum dy xhat) / m) (adds if acc; dx NULL: none).
+/* dx (+)= gamma invstd (dy - (mean dy + xhat mean dy xhat)) (adds if acc; dx NULL: none).
  * Fused: dy through the ReLU (y not NULL), and that gradient also into the residual's, dz (adds
  * if acc_z): the one pass that yields both branches' gradients, no copy of its own. */
 template <typename T>
 __device__ __forceinline__ void bn_grad_value(float x, float dyv, float yv, int ch, T *dxv, T *dzv, const float *mean, const float *invstd,
-                                              const float *gamma, const double *sums, double m, int relu, int acc, int acc_z) {
+                                              const float *gamma, const double *means, int relu, int acc, int acc_z) {
     const float d = relu && !(yv > 0) ? 0.0f : dyv;
     if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) + d : d);
     if (!dxv) return;
     const float is = invstd[ch], xhat = (x - mean[ch]) * is;
-    const float v = gamma[ch] * is * (d - (float)((sums[2 * ch] + (double)xhat * sums[2 * ch + 1]) / m));
+    const float v = gamma[ch] * is * (d - (float)(means[2 * ch] + (double)xhat * means[2 * ch + 1]));
     *dxv = from_f<T>(acc ? to_f(*dxv) + v : v);
 }
 
@@ -313,7 +398,7 @@ __device__ __forceinline__ void bn_grad_value(float x, float dyv, float yv, int 
  * each vector; the rest one by one */
 template <typename T>
 __global__ void k_bn_grad_input(const T *x, const T *dy, const T *y, T *dx, T *dz, const float *mean, const float *invstd, const float *gamma,
-                                const double *sums, size_t total, int c, size_t hw, int nhwc, double m, int acc, int acc_z) {
+                                const double *means, size_t total, int c, size_t hw, int nhwc, int acc, int acc_z) {
     constexpr int V = 16 / sizeof(T);
     const size_t t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     const int relu = y != NULL;
@@ -330,13 +415,96 @@ __global__ void k_bn_grad_input(const T *x, const T *dy, const T *y, T *dx, T *d
 #pragma unroll
         for (int k = 0; k < V; k++, w.next())
             bn_grad_value<T>(to_f(xa[k]), to_f(da[k]), y ? to_f(ya[k]) : 0.0f, w.ch, dx ? &dxa[k] : (T *)NULL, dz ? &dza[k] : (T *)NULL, mean,
-                             invstd, gamma, sums, m, relu, acc, acc_z);
+                             invstd, gamma, means, relu, acc, acc_z);
         if (dx) gpu_store16(dx, v, dxa);
         if (dz) gpu_store16(dz, v, dza);
     }
     for (size_t i = nv + t0; i < total; i += stride)
         bn_grad_value<T>(to_f(x[i]), to_f(dy[i]), y ? to_f(y[i]) : 0.0f, gpu_chan(i, c, hw, nhwc), dx ? &dx[i] : (T *)NULL, dz ? &dz[i] : (T *)NULL,
-                         mean, invstd, gamma, sums, m, relu, acc, acc_z);
+                         mean, invstd, gamma, means, relu, acc, acc_z);
+}
+
+/* The NHWC vector path's elementwise kernels: the launch makes the grid's stride a multiple of a
+ * pixel's c / V vectors (bn_vec_blocks), so that each thread meets the same V channels at every
+ * step of its loop and holds their statistics and parameters in registers: no channel index per
+ * element, no loads of them (the general kernels above walk the channel of every element and
+ * gather its mean, scale and sums). The same arithmetic as bn_value and bn_grad_value. */
+static int gcd_int(int a, int b) {
+    while (b) {
+        const int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+static unsigned bn_vec_blocks(size_t nvec, int G) {
+    const unsigned q = (unsigned)(G / gcd_int(G, GPU_THREADS)); /* blocks * GPU_THREADS % G == 0 */
+    unsigned b = gpu_blocks(nvec);
+    return (b + q - 1) / q * q;
+}
+
+template <typename T>
+__global__ void k_bn_apply_nhwc(const T *x, T *y, const float *mean, const float *invstd, const float *var, const float *gamma, const float *beta,
+                                size_t nvec, int G, const T *z, int relu) {
+    constexpr int V = 16 / sizeof(T);
+    const size_t t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    const int ch0 = (int)(t0 % (size_t)G) * V;
+    float mu[V], is[V], ga[V], be[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        mu[k] = mean[ch0 + k];
+        is[k] = invstd ? invstd[ch0 + k] : rsqrtf(var[ch0 + k] + BN_EPSILON);
+        ga[k] = gamma[ch0 + k];
+        be[k] = beta[ch0 + k];
+    }
+    for (size_t v = t0; v < nvec; v += stride) {
+        alignas(16) T a[V], zv[V];
+        gpu_load16(a, x, v);
+        if (z) gpu_load16(zv, z, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float o = ga[k] * ((to_f(a[k]) - mu[k]) * is[k]) + be[k];
+            if (z) o = to_f(from_f<T>(o)) + to_f(zv[k]);
+            a[k] = from_f<T>(relu && !(o > 0) ? 0.0f : o);
+        }
+        gpu_store16(y, v, a);
+    }
+}
+
+template <typename T>
+__global__ void k_bn_grad_input_nhwc(const T *x, const T *dy, const T *y, T *dx, T *dz, const float *mean, const float *invstd, const float *gamma,
+                                     const double *means, size_t nvec, int G, int acc, int acc_z) {
+    constexpr int V = 16 / sizeof(T);
+    const size_t t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    const int ch0 = (int)(t0 % (size_t)G) * V;
+    float mu[V], is[V], ga[V];
+    double ma[V], mb[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        mu[k] = mean[ch0 + k];
+        is[k] = invstd[ch0 + k];
+        ga[k] = gamma[ch0 + k];
+        ma[k] = means[2 * (ch0 + k)];
+        mb[k] = means[2 * (ch0 + k) + 1];
+    }
+    for (size_t v = t0; v < nvec; v += stride) {
+        alignas(16) T xa[V], da[V], ya[V], dxa[V], dza[V];
+        gpu_load16(xa, x, v);
+        gpu_load16(da, dy, v);
+        if (y) gpu_load16(ya, y, v);
+        if (dx && acc) gpu_load16(dxa, dx, v);
+        if (dz && acc_z) gpu_load16(dza, dz, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const float d = y && !(to_f(ya[k]) > 0) ? 0.0f : to_f(da[k]);
+            if (dz) dza[k] = from_f<T>(acc_z ? to_f(dza[k]) + d : d);
+            const float xhat = (to_f(xa[k]) - mu[k]) * is[k];
+            const float o = ga[k] * is[k] * (d - (float)(ma[k] + (double)xhat * mb[k]));
+            dxa[k] = from_f<T>(acc ? to_f(dxa[k]) + o : o);
+        }
+        if (dx) gpu_store16(dx, v, dxa);
+        if (dz) gpu_store16(dz, v, dza);
+    }
 }
 
 /* What fuse.cu fused into batch norm li: the node it writes, the residual node (NULL: none), the
@@ -378,10 +546,16 @@ template <typename T> static void bn_forward_own(GpuNet *g, const Layer *l, BnGp
         bn_partial<T, 0>(g, x, NULL, NULL, NULL, NULL, p->part, s.n, b->c, hw, p->splits);
         LAUNCH(k_bn_stats_final<T>, BN_FINAL_BLOCKS(b->c), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c, hw,
                g->nhwc, (double)s.n * (double)hw, 1.0f - BN_DECAY, p->save_mean, p->save_invstd, mm, mv);
-        LAUNCH(k_bn_apply<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, (T *)io.y, p->save_mean, p->save_invstd, NULL, gamma, beta, total,
-               b->c, hw, g->nhwc, (const T *)io.z, io.relu);
+    }
+    /* training: the batch's statistics; inference: the running ones */
+    const float *mu = p->training ? p->save_mean : mm, *is = p->training ? p->save_invstd : NULL, *var = p->training ? NULL : mv;
+    if (bn_vec_ok(b->c, sizeof(T), g->nhwc) && bn_aligned(x) && bn_aligned(io.y) && (!io.z || bn_aligned(io.z))) {
+        const int G = b->c / (int)(16 / sizeof(T));
+        const size_t nvec = total / (16 / sizeof(T));
+        LAUNCH(k_bn_apply_nhwc<T>, bn_vec_blocks(nvec, G), GPU_THREADS, 0, g->s, x, (T *)io.y, mu, is, var, gamma, beta, nvec, G,
+               (const T *)io.z, io.relu);
     } else {
-        LAUNCH(k_bn_apply<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, (T *)io.y, mm, NULL, mv, gamma, beta, total, b->c, hw, g->nhwc,
+        LAUNCH(k_bn_apply<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, (T *)io.y, mu, is, var, gamma, beta, total, b->c, hw, g->nhwc,
                (const T *)io.z, io.relu);
     }
 }
@@ -449,13 +623,22 @@ template <typename T> static void bn_backward_own(GpuNet *g, const Layer *l, int
     const BnIo io = bn_io(g, l, li);
     const T *dy = (const T *)io.dy, *y = io.relu ? (const T *)io.y : NULL;
     T *dx = (T *)g->dx[l->in[0]];
-    double *sums = p->part + (size_t)b->c * (size_t)p->splits * 2;
+    double *means = p->part + (size_t)b->c * (size_t)p->splits * 2;
     bn_partial<T, 1>(g, x, dy, y, p->save_mean, p->save_invstd, p->part, s.n, b->c, hw, p->splits);
-    LAUNCH(k_bn_grad_final, BN_FINAL_BLOCKS(b->c), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, sums, dgamma,
+    LAUNCH(k_bn_grad_final, BN_FINAL_BLOCKS(b->c), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, (double)s.n * (double)hw, means, dgamma,
            dbeta);
-    if (dx || io.dz)
-        LAUNCH(k_bn_grad_input<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, dy, y, dx, (T *)io.dz, p->save_mean, p->save_invstd, gamma, sums,
-               total, b->c, hw, g->nhwc, (double)s.n * (double)hw, gpu_acc(g, li, 0), io.acc_z);
+    if (!dx && !io.dz) return;
+    const int acc = gpu_acc(g, li, 0);
+    if (bn_vec_ok(b->c, sizeof(T), g->nhwc) && bn_aligned(x) && bn_aligned(dy) && (!y || bn_aligned(y)) && (!dx || bn_aligned(dx)) &&
+        (!io.dz || bn_aligned(io.dz))) {
+        const int G = b->c / (int)(16 / sizeof(T));
+        const size_t nvec = total / (16 / sizeof(T));
+        LAUNCH(k_bn_grad_input_nhwc<T>, bn_vec_blocks(nvec, G), GPU_THREADS, 0, g->s, x, dy, y, dx, (T *)io.dz, p->save_mean, p->save_invstd,
+               gamma, means, nvec, G, acc, io.acc_z);
+    } else {
+        LAUNCH(k_bn_grad_input<T>, gpu_vec_blocks<T>(total), GPU_THREADS, 0, g->s, x, dy, y, dx, (T *)io.dz, p->save_mean, p->save_invstd, gamma,
+               means, total, b->c, hw, g->nhwc, acc, io.acc_z);
+    }
 }
 
 static void bn_backward(GpuNet *g, Layer *l, int li) {

@@ -114,6 +114,119 @@ __global__ void k_pool_backward(const T *dy, const int32_t *am, T *dx, size_t to
     }
 }
 
+/* NHWC with c a multiple of the 16-byte vector's V = 16 / sizeof(T) elements, every tensor 16-byte
+ * aligned and fewer than 2^31 vectors (pool_vec): a thread takes a vector of V channels of one
+ * pixel, its window walked once for all V (the kernels above take one element at a time, each
+ * finding its pixel, sample and channel by six 64-bit divisions). The same results, element for
+ * element: the first maximum in the window's order (the output is that input element, as above),
+ * the argmax in the output's layout, the sums in the same order. */
+template <typename T> __global__ void k_pool_forward_nhwc(const T *x, T *y, int32_t *am, unsigned nvec, PoolDims d, int is_max) {
+    constexpr int V = 16 / sizeof(T);
+    const unsigned G = (unsigned)d.c / V, opix = (unsigned)(d.oh * d.ow);
+    for (unsigned v = blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += gridDim.x * blockDim.x) {
+        const unsigned gv = v % G, p = v / G, n = p / opix, pix = p % opix;
+        const int oy = (int)pix / d.ow, ox = (int)pix % d.ow;
+        const size_t in0 = (size_t)n * (size_t)(d.h * d.w); /* the sample's pixel 0 */
+        int y0, y1, x0, x1;
+        window(d, oy, ox, &y0, &y1, &x0, &x1);
+        alignas(16) T out[V];
+        if (is_max) {
+            float best[V];
+            alignas(16) int32_t bi[V];
+            bool first = true;
+            for (int yy = y0; yy < y1; yy++)
+                for (int xx = x0; xx < x1; xx++) {
+                    alignas(16) T a[V];
+                    const int at = yy * d.w + xx;
+                    gpu_load16(a, x, (in0 + (size_t)at) * G + gv);
+#pragma unroll
+                    for (int k = 0; k < V; k++) {
+                        const float f = to_f(a[k]);
+                        if (first) { /* the window's first element stands until one is greater */
+                            out[k] = a[k];
+                            bi[k] = at;
+                            best[k] = f > -FLT_MAX ? f : -FLT_MAX;
+                        } else if (f > best[k]) {
+                            best[k] = f;
+                            out[k] = a[k];
+                            bi[k] = at;
+                        }
+                    }
+                    first = false;
+                }
+            for (int k = 0; k < V; k += 4) reinterpret_cast<int4 *>(am)[((size_t)v * V + k) / 4] = *reinterpret_cast<const int4 *>(&bi[k]);
+        } else {
+            float sum[V];
+#pragma unroll
+            for (int k = 0; k < V; k++) sum[k] = 0;
+            for (int yy = y0; yy < y1; yy++)
+                for (int xx = x0; xx < x1; xx++) {
+                    alignas(16) T a[V];
+                    gpu_load16(a, x, (in0 + (size_t)(yy * d.w + xx)) * G + gv);
+#pragma unroll
+                    for (int k = 0; k < V; k++) sum[k] += to_f(a[k]);
+                }
+            const float cnt = (float)((y1 - y0) * (x1 - x0));
+#pragma unroll
+            for (int k = 0; k < V; k++) out[k] = from_f<T>(sum[k] / cnt);
+        }
+        gpu_store16(y, v, out);
+    }
+}
+
+template <typename T>
+__global__ void k_pool_backward_nhwc(const T *dy, const int32_t *am, T *dx, unsigned nvec, PoolDims d, int is_max, int acc) {
+    constexpr int V = 16 / sizeof(T);
+    const unsigned G = (unsigned)d.c / V, ipix = (unsigned)(d.h * d.w);
+    for (unsigned v = blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += gridDim.x * blockDim.x) {
+        const unsigned gv = v % G, p = v / G, n = p / ipix, pix = p % ipix;
+        const int yy = (int)pix / d.w, xx = (int)pix % d.w, self = (int)pix;
+        const size_t out0 = (size_t)n * (size_t)(d.oh * d.ow);
+        int oy_lo = (yy + d.pt - d.kh + d.sh) / d.sh, oy_hi = (yy + d.pt) / d.sh;
+        int ox_lo = (xx + d.pl - d.kw + d.sw) / d.sw, ox_hi = (xx + d.pl) / d.sw;
+        if (yy + d.pt - d.kh + 1 < 0) oy_lo = 0;
+        if (xx + d.pl - d.kw + 1 < 0) ox_lo = 0;
+        if (oy_hi > d.oh - 1) oy_hi = d.oh - 1;
+        if (ox_hi > d.ow - 1) ox_hi = d.ow - 1;
+        float s[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) s[k] = 0;
+        for (int oy = oy_lo; oy <= oy_hi; oy++)
+            for (int ox = ox_lo; ox <= ox_hi; ox++) {
+                const size_t ov = (out0 + (size_t)(oy * d.ow + ox)) * G + gv;
+                alignas(16) T g[V];
+                gpu_load16(g, dy, ov);
+                if (is_max) {
+                    alignas(16) int32_t a[V];
+                    for (int k = 0; k < V; k += 4) *reinterpret_cast<int4 *>(&a[k]) = reinterpret_cast<const int4 *>(am)[(ov * V + k) / 4];
+#pragma unroll
+                    for (int k = 0; k < V; k++)
+                        if (a[k] == self) s[k] += to_f(g[k]);
+                } else {
+                    int y0, y1, x0, x1;
+                    window(d, oy, ox, &y0, &y1, &x0, &x1);
+                    const float cnt = (float)((y1 - y0) * (x1 - x0));
+#pragma unroll
+                    for (int k = 0; k < V; k++) s[k] += to_f(g[k]) / cnt;
+                }
+            }
+        alignas(16) T o[V];
+        if (acc) gpu_load16(o, dx, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) o[k] = from_f<T>(acc ? to_f(o[k]) + s[k] : s[k]);
+        gpu_store16(dx, v, o);
+    }
+}
+
+/* Whether the vector kernels take a pooling of these tensors (NHWC, channels a multiple of V,
+ * 16-byte aligned, the vectors of the larger of input and output countable in 31 bits) */
+static bool pool_vec(const GpuNet *g, const Layer *l, size_t esize, const void *a, const void *b, const void *am) {
+    const Shape si = g->net->node[l->in[0]].shape;
+    const size_t V = 16 / esize;
+    return g->nhwc && si.c % (int)V == 0 && ((uintptr_t)a & 15) == 0 && ((uintptr_t)b & 15) == 0 && ((uintptr_t)am & 15) == 0 &&
+           shape_count(si) / V < 0x80000000u && shape_count(g->net->node[l->out].shape) / V < 0x80000000u;
+}
+
 static void pool_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
     const Pool *p = (const Pool *)l->priv;
     g->lp[li] = xcalloc(1, sizeof(PoolGpu));
@@ -129,9 +242,19 @@ static void pool_bind(GpuNet *g, Layer *l, int li, char *scratch) {
 static void pool_forward(GpuNet *g, Layer *l, int li) {
     const Pool *p = (const Pool *)l->priv;
     size_t total = shape_count(g->net->node[l->out].shape);
+    int32_t *am = ((PoolGpu *)g->lp[li])->argmax;
+    const void *x = g->x[l->in[0]];
+    void *y = g->x[l->out];
+    if (pool_vec(g, l, g->esize, x, y, am)) {
+        const unsigned nvec = (unsigned)(total / (16 / g->esize));
+        GPU_DISPATCH(g, T,
+                     LAUNCH(k_pool_forward_nhwc<T>, gpu_blocks(nvec), GPU_THREADS, 0, g->s, (const T *)x, (T *)y, am, nvec, dims(g, l, p),
+                            p->kind == POOL_MAX));
+        return;
+    }
     GPU_DISPATCH(g, T,
-                 LAUNCH(k_pool_forward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->x[l->in[0]], (T *)g->x[l->out],
-                                                                      ((PoolGpu *)g->lp[li])->argmax, total, dims(g, l, p), p->kind == POOL_MAX));
+                 LAUNCH(k_pool_forward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)x, (T *)y, am, total, dims(g, l, p),
+                        p->kind == POOL_MAX));
 }
 
 static void pool_backward(GpuNet *g, Layer *l, int li) {
@@ -139,6 +262,14 @@ static void pool_backward(GpuNet *g, Layer *l, int li) {
     void *dx = g->dx[l->in[0]];
     if (!dx) return;
     size_t total = shape_count(g->net->node[l->in[0]].shape);
+    const int32_t *am = ((PoolGpu *)g->lp[li])->argmax;
+    if (pool_vec(g, l, g->esize, g->dx[l->out], dx, am)) {
+        const unsigned nvec = (unsigned)(total / (16 / g->esize));
+        GPU_DISPATCH(g, T,
+                     LAUNCH(k_pool_backward_nhwc<T>, gpu_blocks(nvec), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], am, (T *)dx, nvec,
+                            dims(g, l, p), p->kind == POOL_MAX, gpu_acc(g, li, 0)));
+        return;
+    }
     GPU_DISPATCH(g, T,
                  LAUNCH(k_pool_backward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], ((PoolGpu *)g->lp[li])->argmax,
                                                                        (T *)dx, total, dims(g, l, p), p->kind == POOL_MAX, gpu_acc(g, li, 0)));
