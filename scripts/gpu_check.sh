@@ -9,7 +9,7 @@
 #   tests     every GPU test (run_tests gpu: each in its own process) and the parity table    100
 #   sanitize  the parity tests under compute-sanitizer --tool memcheck, if the host has it     25
 #   models    every model of --help in fp32 and fp16 (and tf32, bf16 for resnet50, resnet18),
-#             20 steps: exit code, finite loss, img/s, peak GiB, algorithm-search seconds     130
+#             20 steps: exit code, finite loss, img/s, peak GiB, algorithm-search seconds     120
 #   peer      scripts/bench_gpu.sh's table next to the PyTorch peer, each row time-bounded     85
 #   design    resnet50 batch 256 in fp16, then bf16, up a ladder that turns each step of the GPU
 #             design on in turn (NCHW unfused call by call; --data_format=NHWC; --fuse=on;
@@ -17,7 +17,8 @@
 #             eager (channels_last), then torch.compile if it compiles in the time left; a flag
 #             this nvcnn rejects skips its rows with nvcnn's message                          150
 #   mpi       mpirun -np 2 on the one GPU (the MPI fallback): lenet 20 steps, and the ranks'
-#             parameters bitwise identical (tests/mpi/mpi_train)                              15
+#             parameters bitwise identical and within 2e-3 of one CPU process (tests/mpi/mpi_train,
+#             buckets of 25 and 0.02 MiB, the small ones three times and once deterministic)  25
 #   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     35
 # (The budgets of the H200 run of 2026-11-26: build 4.9 s, tests 75.6, sanitize 13.6, models
 # 156.9, peer 105, mpi 4.9, input 29.2.) The whole run stays within GC_TOTAL seconds (570: one
@@ -65,7 +66,7 @@ use_deps() {
 use_deps
 
 STAGES="build tests sanitize models peer design mpi input"
-declare -A BUDGET=([build]=30 [tests]=100 [sanitize]=25 [models]=130 [peer]=85 [design]=150 [mpi]=15 [input]=35)
+declare -A BUDGET=([build]=30 [tests]=100 [sanitize]=25 [models]=120 [peer]=85 [design]=150 [mpi]=25 [input]=35)
 declare -A TITLE=([build]="build" [tests]="GPU tests and parity table" [sanitize]="compute-sanitizer memcheck"
                   [models]="every model, 20 steps" [peer]="nvcnn and the PyTorch peer"
                   [design]="resnet50 b256: NCHW/NHWC, fusion, CUDA Graph" [mpi]="two ranks on one GPU (MPI)"
@@ -446,16 +447,29 @@ stage_mpi() {
     echo "|---|---:|---|"
     echo "| nvcnn lenet, 2 ranks on GPU 0, --allreduce=mpi, 20 steps | $rc | $ok1: $(cell "${line:-no Backward line}") |"
   } >>"$W/mpi.md"
-  lim=$(( $(left) - 2 ))
-  out=$(timeout --foreground -k 5 "$lim" $mr "$B/tests/mpi/mpi_train" 25 20 gpu-mpi 2>&1)
-  rc=$?
-  echo "$out"
-  local ranks identical maxrel ok2=no
-  line=$(grep -m1 '^train ranks ' <<<"$out")
-  read -r _ _ ranks _ identical _ maxrel <<<"$line"
-  [ "$rc" -eq 0 ] && [ "${identical:-0}" = 1 ] && ok2=yes
-  echo "| mpi_train lenet, 2 ranks on GPU 0, MPI averaging, 20 steps | $rc | $ok2: ranks ${ranks:-?}, parameters bitwise identical: ${identical:-?}, max relative difference to one CPU process with both batches: ${maxrel:-?} |" >>"$W/mpi.md"
-  echo "nvcnn: $ok1; ranks bitwise identical: $ok2" >"$W/mpi.note"
+  # mpi_train: the ranks' parameters bitwise identical and within 2e-3 of one CPU process (as
+  # dist_gpu_ranks_stay_identical_mpi_and_nccl); buckets of 25 MiB (lenet in one) and of 0.02 MiB
+  # (13 buckets) three times, since the H200 of 2026-11-26 failed the small buckets in 3 of 5 runs
+  # (0.80) with identical ranks; det: cuDNN's deterministic algorithms (a Find-dependent fault
+  # passes there)
+  local ranks identical maxrel ok2=yes args skipped where
+  for args in "25 20 gpu-mpi" "0.02 6 gpu-mpi" "0.02 6 gpu-mpi" "0.02 6 gpu-mpi" "0.02 6 gpu-mpi det"; do
+    lim=$(( $(left) - 2 ))
+    [ "$lim" -gt 5 ] || { echo "| mpi_train $args | | not run (stage budget) |" >>"$W/mpi.md"; continue; }
+    out=$(timeout --foreground -k 5 "$lim" $mr "$B/tests/mpi/mpi_train" $args 2>&1)
+    rc=$?
+    echo "$out"
+    ranks='' identical='' maxrel=''
+    line=$(grep -m1 '^train ranks ' <<<"$out")
+    read -r _ _ ranks _ identical _ maxrel <<<"$line"
+    skipped=$(grep -m1 "^losses $(cut -d' ' -f3 <<<"$args")" <<<"$out" | sed -n 's/.*(\([0-9]*\) skipped).*/\1/p')
+    where=$(grep -m1 '^largest difference' <<<"$out")
+    local ok=no
+    [ "$rc" -eq 0 ] && [ "${identical:-0}" = 1 ] && awk -v m="${maxrel:-1}" 'BEGIN { exit !(m <= 2e-3) }' && ok=yes
+    [ "$ok" = yes ] || ok2=no
+    echo "| mpi_train $args (bucket MiB, steps, mode), 2 ranks on GPU 0 | $rc | $ok: ranks ${ranks:-?}, bitwise identical: ${identical:-?}, max relative difference to one CPU process: ${maxrel:-?} (limit 2e-3); GPU steps skipped: ${skipped:-?}; $(cell "${where:-}") |" >>"$W/mpi.md"
+  done
+  echo "nvcnn: $ok1; mpi_train ranks identical and within 2e-3 of one process: $ok2" >"$W/mpi.note"
   [ "$ok1" = yes ] && [ "$ok2" = yes ] || touch "$W/mpi.fail"
 }
 
