@@ -63,8 +63,12 @@ nccl_no_wait|src/cuda/allreduce.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->cs, rea
 read_before_write|src/cuda/act.cu|dx[i] = from_f<T>(acc ? to_f(dx[i]) + d : d);|dx[i] = from_f<T>(to_f(dx[i]) * (float)acc + d);|        if (acc) gpu_load16(o, dx, v);|        gpu_load16(o, dx, v);|            o[k] = from_f<T>(acc ? to_f(o[k]) + d : d);|            o[k] = from_f<T>(to_f(o[k]) * (float)acc + d);
 skip_ignored|src/cuda/optim.cu|__global__ void k_sgd(const StepState *st, int use_state, float *w, float *gr, float *v, T *wh, size_t n, float m, int nest, float wd) {\n    if (use_state && st->bad) return;|__global__ void k_sgd(const StepState *st, int use_state, float *w, float *gr, float *v, T *wh, size_t n, float m, int nest, float wd) {
 graph_stale_lr|src/cuda/gpunet.cu|    gpu_step_lr(g, lr);\n    CUDA_CHECK(cudaGraphLaunch(g->graph, g->s));|    if (!g->graph) gpu_step_lr(g, lr);\n    CUDA_CHECK(cudaGraphLaunch(g->graph, g->s));
-loss_read_late|src/cuda/optim.cu|    for (int i = 0; i < k; i++) out[i] = g->res_host[(g->taken + i) % GPUNET_RESULTS];|    for (int i = 0; i < k; i++) out[i] = g->res_host[(g->taken + i + GPUNET_RESULTS - 1) % GPUNET_RESULTS];
+loss_read_late|src/cuda/optim.cu|const int slot = (int)(q % GPUNET_RESULTS);|const int slot = (int)((q + GPUNET_RESULTS - 1) % GPUNET_RESULTS);
 scale_growth_1000|src/cuda/optim.cu|if (dynamic && st->good % 2000 == 0|if (dynamic && st->good % 1000 == 0
+bn_vec_row_dropped|src/cuda/bn.cu|        for (int r = 0; r < R; r++) sum += (double)sh[(2 * r + which) * CT + cl];|        for (int r = 1; r < R; r++) sum += (double)sh[(2 * r + which) * CT + cl];
+bn_vec_channels_by_block|src/cuda/bn.cu|    const int ch0 = (int)(t0 % (size_t)G) * V;\n    float mu[V], is[V], ga[V], be[V];|    const int ch0 = (int)(blockIdx.x % (size_t)G) * V;\n    float mu[V], is[V], ga[V], be[V];
+bn_vec_mean_dy_dropped|src/cuda/bn.cu|        ma[k] = means[2 * (ch0 + k)];|        ma[k] = 0;
+pool_vec_routes_to_neighbour|src/cuda/pool.cu|                        if (a[k] == self) s[k] += to_f(g[k]);|                        if (a[k] == self + 1) s[k] += to_f(g[k]);
 misaligned_vector|src/cuda/bias.cu|    size_t head = ((16 - ((uintptr_t)x & 15)) & 15) / sizeof(T);|    size_t head = 0;
 padding_not_zero|src/cuda/conv.cu|dst[i] = ch < c ? src[r * c + ch] : from_f<T>(0.0f);|dst[i] = ch < c ? src[r * c + ch] : src[r * c];
 fused_drops_shortcut_grad|src/cuda/bn.cu|    if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) + d : d);|    if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) : 0.0f);
