@@ -494,7 +494,8 @@ TEST(gpu_dropout_mask_law_and_backward) {
  * scale of 128, which the CPU run has too: exact in fp32). Compared: the loss of every step, and
  * the displacement D = w_N - w_0 as its component along the CPU's, |D_gpu . D_cpu / |D_cpu|^2 - 1|,
  * both within the precision's limit; in fp32 also D element by element (max |D_gpu - D_cpu| over
- * max |D_cpu|) within 1e-4. Element by element, the 16-bit displacements differ from the CPU's by
+ * max |D_cpu|) within 1e-4 (5e-3 where cuDNN's fp32 Winograd may run a 5x5 filter: winograd_5x5).
+ * Element by element, the 16-bit displacements differ from the CPU's by
  * up to 3.5 % (lenet tf32 and fp16, in one of fc0's biases, whose unit sits at ReLU's kink) and
  * 7.5 % (the reduced vgg11 in bf16), too much for a limit that would still tell a wrong gradient
  * from a right one. The limits (losses and the component along the CPU's), the worst measured
@@ -509,6 +510,24 @@ TEST(gpu_dropout_mask_law_and_backward) {
 /* LARC's trust coefficient for the next steps_agree_sized (0: off) and its mode (1: scale). */
 static double cur_larc_eta;
 static int cur_larc_scale;
+
+/* Whether net has a convolution that cuDNN's WINOGRAD_NONFUSED may run in fp32 with a filter
+ * larger than 3x3 (5x5, stride 1: lenet's). Its error on the H200 of 2026-11-26: 1.24e-3 of the
+ * largest element for a 5x5 backward data (gpu_cudnn_algorithms_match_a_double_reference), where
+ * every other fp32 algorithm stays under 1e-5; Find picks it when it is fastest, so from run to
+ * run: lenet's element-wise displacement after 4 LARC steps was 2.9e-4 in one run and 1.6e-6 in
+ * the next. The element-wise fp32 limit for such nets is that algorithm's (5e-3, the cuDNN test's
+ * for filters above 3x3), 1e-4 for the others; the component along the CPU's displacement (1e-5)
+ * and the losses keep fp32's own limit, and catch an update off in scale or direction. */
+static int winograd_5x5(const Net *net) {
+    for (int i = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        if (strcmp(l->ops->type, "conv") != 0) continue;
+        const Conv *c = (const Conv *)l->priv;
+        if ((c->kh > 3 || c->kw > 3) && c->sh == 1 && c->sw == 1) return 1;
+    }
+    return 0;
+}
 
 /* The largest |w - w0| of parameter tensor p of net. */
 static double tensor_max_move(const Net *net, const float *w0, int p) {
@@ -580,9 +599,10 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
               along, tol, tgpu.skipped_steps);
     int ap = 0;
     while (ap + 1 < a->nparam && a->param[ap + 1].off <= at) ap++;
-    CHECK_MSG(precision != PREC_FP32 || elementwise <= 1e-4,
-              "%s %dx%d /%d fp32: displacement %.3g > 1e-4 (at %s[%zu]: GPU %.6g, CPU %.6g; the tensor's largest CPU displacement %.3g)", model,
-              size, size, div, elementwise, a->param[ap].name, at - a->param[ap].off, (double)b->params[at] - w0[at],
+    const double elim = winograd_5x5(a) ? 5e-3 : 1e-4;
+    CHECK_MSG(precision != PREC_FP32 || elementwise <= elim,
+              "%s %dx%d /%d fp32: displacement %.3g > %g (at %s[%zu]: GPU %.6g, CPU %.6g; the tensor's largest CPU displacement %.3g)", model,
+              size, size, div, elementwise, elim, a->param[ap].name, at - a->param[ap].off, (double)b->params[at] - w0[at],
               (double)a->params[at] - w0[at], tensor_max_move(a, w0, ap));
     char what[200];
     const char *larc = cur_larc_eta > 0 ? (cur_larc_scale ? ", LARC scale" : ", LARC clip") : "";
@@ -592,7 +612,7 @@ static void steps_agree_sized(const char *model, int size, int div, int batch, i
     parity_row(what, precision, along, along, tol);
     if (precision == PREC_FP32) {
         snprintf(what, sizeof what, "%s %dx%d /%d, %d training steps%s: displacement", model, size, size, div, steps, larc);
-        parity_row(what, precision, dd, elementwise, 1e-4);
+        parity_row(what, precision, dd, elementwise, elim);
     } else {
         printf("    %s %s%s: displacement element by element %.2e (not compared)\n", model, pn, larc, elementwise);
     }
