@@ -397,6 +397,16 @@ TEST_LIMIT(gpu_step_counts_resnet50_fp16, 900) {
             CHECK_MSG(eltwise > 0, "unfused: no ReLU or add launches");
         } else if (d == 1) {
             CHECK_MSG(eltwise == 0, "fused: %ld ReLU and add launches", eltwise);
+            /* every batch norm and pooling of resnet50 in NHWC takes the 16-byte vector kernels (the
+             * general ones ran 5-10 times slower than memory on an H200): no tensor fell back
+             * through a channel count or an alignment */
+            const long vec = launches_of(s, "(k_bn_partial_nhwc_vec<T, GRAD>)") + launches_of(s, "k_bn_apply_nhwc<T>") +
+                             launches_of(s, "k_bn_grad_input_nhwc<T>"),
+                       general = launches_of(s, "(k_bn_partial_nhwc<T, GRAD>)") + launches_of(s, "k_bn_apply<T>") +
+                                 launches_of(s, "k_bn_grad_input<T>") + launches_of(s, "k_pool_forward<T>") + launches_of(s, "k_pool_backward<T>");
+            CHECK_MSG(vec == 4L * nbn && general == 0 && launches_of(s, "k_pool_forward_nhwc<T>") == 1 && launches_of(s, "k_pool_backward_nhwc<T>") == 1,
+                      "NHWC: %ld vector batch-norm launches for %d batch norms, %ld of the general kernels, pooling %ld + %ld vector", vec, nbn,
+                      general, launches_of(s, "k_pool_forward_nhwc<T>"), launches_of(s, "k_pool_backward_nhwc<T>"));
             printf("    fused against unfused, call by call: %ld kernel launches and %ld cuDNN calls against %ld and %ld\n", s->launches, s->cudnn,
                    launches_unfused, cudnn_unfused);
         }
