@@ -5,12 +5,12 @@
 # Usage: scripts/gpu_check.sh [--only=STAGE[,STAGE...]] [--no-build] OUTDIR
 #
 # Stages, in order, each with its own time budget (seconds; BUDGET_<stage>=S overrides):
-#   build     make -j$JOBS (JOBS: the cores; objects in NVCNN_BUILD, default build), its time 30
-#   tests     every GPU test (run_tests gpu: each in its own process) and the parity table    100
-#   sanitize  the parity tests under compute-sanitizer --tool memcheck, if the host has it     25
+#   build     make -j$JOBS (JOBS: the cores; objects in NVCNN_BUILD, default build), its time 15
+#   tests     every GPU test (run_tests gpu: each in its own process) and the parity table    225
+#   sanitize  the parity tests under compute-sanitizer --tool memcheck, if the host has it     20
 #   models    every model of --help in fp32 and fp16 (and tf32, bf16 for resnet50, resnet18),
-#             20 steps: exit code, finite loss, img/s, peak GiB, algorithm-search seconds     120
-#   peer      scripts/bench_gpu.sh's table next to the PyTorch peer, each row time-bounded     85
+#             20 steps: exit code, finite loss, img/s, peak GiB, algorithm-search seconds      50
+#   peer      scripts/bench_gpu.sh's table next to the PyTorch peer, each row time-bounded     45
 #   design    resnet50 batch 256 in fp16, then bf16, up a ladder that turns each step of the GPU
 #             design on in turn (NCHW unfused call by call; --data_format=NHWC; --fuse=on;
 #             --cuda_graph=on; DESIGN=full: all 8 combinations), 20 steps each, next to PyTorch
@@ -19,9 +19,11 @@
 #   mpi       mpirun -np 2 on the one GPU (the MPI fallback): lenet 20 steps, and the ranks'
 #             parameters bitwise identical and within 2e-3 of one CPU process (tests/mpi/mpi_train,
 #             buckets of 25 and 0.02 MiB, the small ones three times and once deterministic)  25
-#   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     35
-# (The budgets of the H200 run of 2026-11-26: build 4.9 s, tests 75.6, sanitize 13.6, models
-# 156.9, peer 105, mpi 4.9, input 29.2.) The whole run stays within GC_TOTAL seconds (570: one
+#   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     40
+# (What the stages took on an H200, 2026-11-26: build 4.9-6.1 s, tests 197 (every GPU test, run
+# one at a time), sanitize 10-14, models 157 (44 runs), peer 105, design 197 (with torch.compile),
+# mpi 4-5 (before its mpi_train rows), input 29-47. The models and peer stages are the ones a
+# second call gives more time: BUDGET_models=400 --only=models, say.) The whole run stays within GC_TOTAL seconds (570: one
 # call of at most 10 minutes on a lent machine): a stage may use what the stages before it
 # left of their budgets, never what the stages after it are owed; a stage that ignored its
 # deadline is stopped 10 s past it. A stage that runs out of time is reported as such (with what
@@ -66,7 +68,7 @@ use_deps() {
 use_deps
 
 STAGES="build tests sanitize models peer design mpi input"
-declare -A BUDGET=([build]=30 [tests]=100 [sanitize]=25 [models]=120 [peer]=85 [design]=150 [mpi]=25 [input]=35)
+declare -A BUDGET=([build]=15 [tests]=225 [sanitize]=20 [models]=50 [peer]=45 [design]=150 [mpi]=25 [input]=40)
 declare -A TITLE=([build]="build" [tests]="GPU tests and parity table" [sanitize]="compute-sanitizer memcheck"
                   [models]="every model, 20 steps" [peer]="nvcnn and the PyTorch peer"
                   [design]="resnet50 b256: NCHW/NHWC, fusion, CUDA Graph" [mpi]="two ranks on one GPU (MPI)"
