@@ -215,6 +215,14 @@ void gradsync_ready(GradSync *g, size_t final_from) {
 #endif
 }
 
+/* a division, not a multiplication by 1/size: exact whenever the mean is representable */
+static void divide_by_ranks(GradSync *g) {
+    const float size = (float)g->d->size;
+    float *b = g->buf;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < g->n; i++) b[i] /= size;
+}
+
 void gradsync_finish(GradSync *g) {
     if (g->d->size == 1) return;
     while (g->next < g->nb) launch(g, g->next++);
@@ -227,11 +235,22 @@ void gradsync_finish(GradSync *g) {
     }
     watchdog_leave();
 #endif
-    /* a division, not a multiplication by 1/size: exact whenever the mean is representable */
-    const float size = (float)g->d->size;
-    float *b = g->buf;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < g->n; i++) b[i] /= size;
+    divide_by_ranks(g);
+}
+
+void gradsync_all_in_turn(GradSync *g) {
+    if (g->d->size == 1) return;
+    for (int i = 0; i < g->nb; i++) {
+        launch(g, i);
+#ifdef NVCNN_MPI
+        watchdog_enter(WD_BUCKET, i + 1, g->nb);
+        MPI_CHECK(MPI_Wait(&g->req[i], MPI_STATUS_IGNORE));
+        watchdog_leave();
+#endif
+        g->t_done[i] = now_seconds();
+    }
+    g->next = g->nb;
+    divide_by_ranks(g);
 }
 
 void gradsync_free(GradSync *g) {

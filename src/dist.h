@@ -41,6 +41,10 @@ GradSync *gradsync_new(Dist *d, float *buf, size_t n, size_t bucket_bytes);
 void gradsync_begin(GradSync *g); /* a new step: no bucket launched yet */
 void gradsync_ready(GradSync *g, size_t final_from);
 void gradsync_finish(GradSync *g);
+/* Every bucket in turn, each launched only when the one before has completed (one request
+ * outstanding at a time), then the division: for gradients that are all final at once (the GPU
+ * backend's, downloaded after backward), where launching them all together overlaps nothing. */
+void gradsync_all_in_turn(GradSync *g);
 int gradsync_buckets(const GradSync *g);
 /* Bucket i of the last step (--profile): the wall clock of its launch and of the return of the
  * wait for it (MPI progresses it in between, during backward: it ended at or before that); 0 when

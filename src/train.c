@@ -157,9 +157,11 @@ static double gpu_end(Trainer *t, double lr) {
         gpunet_sync(g);
         double t1 = now_seconds();
         gpunet_download_grads(g);
+        /* one bucket at a time: all are final at once, so launching them together would overlap
+         * nothing (and two ranks sharing an H200 with 13 buckets in flight together ended 0.8
+         * away from one process in 3 of 5 runs, not understood: docs/performance.md) */
         gradsync_begin(t->sync);
-        gradsync_ready(t->sync, 0);
-        gradsync_finish(t->sync);
+        gradsync_all_in_turn(t->sync);
         gpunet_upload_grads(g);
         t->exposed_seconds += now_seconds() - t1;
     }

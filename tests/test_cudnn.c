@@ -119,10 +119,12 @@ static const Shape2 shapes[] = {
  * with each rank's own algorithm search; every algorithm cuDNN offers at those shapes, against the
  * double reference, says whether one of them is at fault. (On the emulated device they would add
  * minutes of emulated convolutions and test nvcnn's own emulation of cuDNN again.) */
+#ifndef NVCNN_GPU_EMU
 static const Shape2 lenet_shapes[] = {
     {"conv 5x5 lenet conv0 batch 4", 4, 3, 28, 28, 32, 5, 5, 2, 1, 1},
     {"conv 5x5 lenet conv1 batch 4", 4, 32, 14, 14, 64, 5, 5, 2, 1, 1},
 };
+#endif
 
 static const char *const dir_names[3] = {"forward", "backward data", "backward filter"};
 static const char *algo_name(int dir, int algo) {
