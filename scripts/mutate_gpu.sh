@@ -68,6 +68,7 @@ scale_growth_1000|src/cuda/optim.cu|if (dynamic && st->good % 2000 == 0|if (dyna
 bn_vec_row_dropped|src/cuda/bn.cu|        for (int r = 0; r < R; r++) sum += (double)sh[(2 * r + which) * CT + cl];|        for (int r = 1; r < R; r++) sum += (double)sh[(2 * r + which) * CT + cl];
 bn_vec_channels_by_block|src/cuda/bn.cu|    const int ch0 = (int)(t0 % (size_t)G) * V;\n    float mu[V], is[V], ga[V], be[V];|    const int ch0 = (int)(blockIdx.x % (size_t)G) * V;\n    float mu[V], is[V], ga[V], be[V];
 bn_vec_mean_dy_dropped|src/cuda/bn.cu|        ma[k] = means[2 * (ch0 + k)];|        ma[k] = 0;
+bn_vec_grid_not_whole_pixels|src/cuda/bn.cu|    return (unsigned)((b + q - 1) / q * q);|    return (unsigned)b;
 pool_vec_routes_to_neighbour|src/cuda/pool.cu|                        if (a[k] == self) s[k] += to_f(g[k]);|                        if (a[k] == self + 1) s[k] += to_f(g[k]);
 misaligned_vector|src/cuda/bias.cu|    size_t head = ((16 - ((uintptr_t)x & 15)) & 15) / sizeof(T);|    size_t head = 0;
 padding_not_zero|src/cuda/conv.cu|dst[i] = ch < c ? src[r * c + ch] : from_f<T>(0.0f);|dst[i] = ch < c ? src[r * c + ch] : src[r * c];

@@ -284,10 +284,12 @@ static const LayerCase bn_pool_cases[] = {
     /* 8 values per channel: a biased running variance would be 8/7 of the unbiased one */
     {"bn 4-D, 8 values per channel", 2, 3, 2, 2, mk_bn, ACT_LINEAR},
     /* NHWC with channels in 16-byte vectors (bn.cu's vector path): 64 (a block's threads cover 32
-     * or 16 pixels at a time), 24 (3 or 6 vectors a pixel: threads left idle, and a grid that is a
-     * multiple of 3), 2064 (258 or 516 vectors: two or three tiles of channels) */
-    {"bn 4-D, 64 channels", 2, 64, 3, 5, mk_bn, ACT_LINEAR},
-    {"bn 4-D, 24 channels", 3, 24, 5, 3, mk_bn, ACT_LINEAR},
+     * or 16 pixels at a time; 480 or 960 vectors, so the elementwise kernels' threads loop 2 or 4
+     * times), 24 (3 or 6 vectors a pixel: threads left idle, and a grid that is a multiple of 3,
+     * whose threads loop 2 or 3 times with the same channels), 2064 (258 or 516 vectors: two or
+     * three tiles of channels) */
+    {"bn 4-D, 64 channels", 2, 64, 6, 5, mk_bn, ACT_LINEAR},
+    {"bn 4-D, 24 channels", 3, 24, 12, 10, mk_bn, ACT_LINEAR},
     {"bn 4-D, 2064 channels", 2, 2064, 4, 4, mk_bn, ACT_LINEAR},
     {"maxpool 3x3/2 SAME", 2, 3, 9, 10, mk_maxpool, ACT_LINEAR},
     {"maxpool 3x3/2 VALID", 2, 3, 9, 9, mk_maxpool_valid, ACT_LINEAR},

@@ -434,7 +434,10 @@ __global__ void k_bn_grad_input(const T *x, const T *dy, const T *y, T *dx, T *d
  * pixel's c / V vectors (bn_vec_blocks), so that each thread meets the same V channels at every
  * step of its loop and holds their statistics and parameters in registers: no channel index per
  * element, no loads of them (the general kernels above walk the channel of every element and
- * gather its mean, scale and sums). The same arithmetic as bn_value and bn_grad_value. */
+ * gather its mean, scale and sums). The grid gives each thread about 16 vectors, so that its 4 V
+ * (8 in 16-bit) loads of the channels' values are few against its 16 vectors' (a grid of one
+ * vector a thread would load 4 values per element, as many as the general kernels gathered).
+ * The same arithmetic as bn_value and bn_grad_value. */
 static int gcd_int(int a, int b) {
     while (b) {
         const int t = a % b;
@@ -443,10 +446,13 @@ static int gcd_int(int a, int b) {
     }
     return a;
 }
+#define BN_VEC_PER_THREAD 16
 static unsigned bn_vec_blocks(size_t nvec, int G) {
-    const unsigned q = (unsigned)(G / gcd_int(G, GPU_THREADS)); /* blocks * GPU_THREADS % G == 0 */
-    unsigned b = gpu_blocks(nvec);
-    return (b + q - 1) / q * q;
+    const size_t q = (size_t)(G / gcd_int(G, GPU_THREADS)); /* blocks * GPU_THREADS % G == 0 */
+    size_t b = (nvec + (size_t)GPU_THREADS * BN_VEC_PER_THREAD - 1) / ((size_t)GPU_THREADS * BN_VEC_PER_THREAD);
+    if (b > 65535 * 8) b = 65535 * 8;
+    if (b < 1) b = 1;
+    return (unsigned)((b + q - 1) / q * q);
 }
 
 template <typename T>
