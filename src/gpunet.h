@@ -141,6 +141,9 @@ void gpunet_upload_grads(GpuNet *g);
 /* The batch norm whose fused pass leaves node `id` unwritten (its own output, or a fused add's: the
  * pass writes the last fused layer's node only), or -1. gpunet_download_node dies on such a node. */
 int gpunet_fused_away(const GpuNet *g, int id);
+/* The bytes the arena holds for node data (activations): a node fused away that nothing runs in
+ * place over holds none. */
+size_t gpunet_activation_bytes(const GpuNet *g);
 void gpunet_download_node(GpuNet *g, int id, float *dst, int grad);
 /* Host -> device: node `id`'s data (tests feed intermediate nodes this way). */
 void gpunet_upload_node(GpuNet *g, int id, const float *src);

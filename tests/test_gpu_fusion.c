@@ -276,9 +276,11 @@ TEST(gpu_fused_away_nodes_are_not_downloaded) {
         if (bn[0] >= 0 && relu1 < 0 && i > bn[0] && strcmp(net->layer[i].ops->type, "relu") == 0) relu1 = i;
     }
     CHECK(nbn == 2 && add >= 0 && relu1 >= 0);
+    size_t bytes[2] = {0, 0};
     for (int fuse = 0; fuse < 2; fuse++) {
         GpuNet *g = tu_gpunet(net, PREC_FP32, GPUNET_NCHW | (fuse ? GPUNET_FUSE : GPUNET_NOFUSE));
         if (!g) break;
+        bytes[fuse] = gpunet_activation_bytes(g);
         const int want0 = fuse ? bn[0] : -1, want1 = fuse ? bn[1] : -1;
         CHECK_MSG(gpunet_fused_away(g, net->layer[bn[0]].out) == want0, "fuse %d: the first batch norm's output: %d, want %d", fuse,
                   gpunet_fused_away(g, net->layer[bn[0]].out), want0);
@@ -291,5 +293,10 @@ TEST(gpu_fused_away_nodes_are_not_downloaded) {
         free(dst);
         gpunet_free(g);
     }
+    /* memory: the second batch norm's output, which only the add read, holds none once fused (the
+     * first's is where its ReLU runs in place, the add's where the block's ReLU does: both kept) */
+    const size_t dropped = (shape_count(net->node[net->layer[bn[1]].out].shape) * 4 + 255) / 256 * 256;
+    printf("    activations: %zu bytes unfused, %zu fused (the second batch norm's output: %zu)\n", bytes[0], bytes[1], dropped);
+    CHECK_MSG(bytes[0] > 0 && bytes[1] == bytes[0] - dropped, "activations %zu unfused, %zu fused: want %zu less", bytes[0], bytes[1], dropped);
     net_free(net);
 }

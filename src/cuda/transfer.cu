@@ -114,13 +114,15 @@ int gpunet_fused_away(const GpuNet *g, int id) {
     return -1;
 }
 
+size_t gpunet_activation_bytes(const GpuNet *g) { return g->grad_off; }
+
 void gpunet_download_node(GpuNet *g, int id, float *dst, int grad) {
-    const void *src = grad ? g->dx[id] : g->x[id];
-    if (!src) die("gpunet_download_node: node %d has no %s", id, grad ? "gradient" : "data");
     const int by = gpunet_fused_away(g, id);
     if (by >= 0)
         die("gpunet_download_node: node %d's %s is never written: fused into batch norm %s's pass (--fuse=off keeps it)", id,
             grad ? "gradient" : "data", g->net->layer[by].name);
+    const void *src = grad ? g->dx[id] : g->x[id];
+    if (!src) die("gpunet_download_node: node %d has no %s", id, grad ? "gradient" : "data");
     const Shape s = g->net->node[id].shape;
     const size_t n = shape_count(s);
     const int perm = node_permuted(g, s);
