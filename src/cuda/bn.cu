@@ -136,8 +136,9 @@ __device__ static void bn_block_sum2(double a, double b, double *sa, double *sb)
 
 /* The gradient reaching the batch norm's output: dy, or through the fused ReLU (y its output:
  * y > 0 iff the ReLU passed its input, as act.cu's backward decides) */
+__device__ __forceinline__ float bn_relu_grad(float dyv, float yv, bool relu) { return relu && !(yv > 0) ? 0.0f : dyv; }
 template <typename T> __device__ __forceinline__ float bn_dy(const T *dy, const T *y, size_t i) {
-    return y && !(to_f(y[i]) > 0) ? 0.0f : to_f(dy[i]);
+    return bn_relu_grad(to_f(dy[i]), y ? to_f(y[i]) : 0.0f, y != NULL);
 }
 
 /* Where value k of channel ch lies, k counting (sample, pixel) pairs of [0, n hw): NCHW
@@ -261,7 +262,7 @@ __global__ void k_bn_partial_nhwc_vec(const T *x, const T *dy, const T *y, const
 #pragma unroll
         for (int k = 0; k < V; k++) {
             if (GRAD) {
-                const float d = y && !(to_f(ya[k]) > 0) ? 0.0f : to_f(da[k]);
+                const float d = bn_relu_grad(to_f(da[k]), y ? to_f(ya[k]) : 0.0f, y != NULL);
                 a[k] += d;
                 b[k] += d * ((to_f(xa[k]) - x0[k]) * is[k]);
             } else {
@@ -344,12 +345,17 @@ __global__ void k_bn_stats_final(const T *x, const double *part, int S, int c, s
 /* y = gamma (x - mean) invstd + beta; invstd NULL: 1 / sqrt(var + eps) from var (inference).
  * Fused (fuse.cu): + z (the residual, where z is not NULL), then max(0, .) where relu. */
 template <typename T>
+__device__ __forceinline__ float bn_out(float x, float mu, float is, float ga, float be, const T *z, int relu) {
+    float v = ga * ((x - mu) * is) + be;
+    if (z) v = to_f(from_f<T>(v)) + to_f(*z); /* the batch norm's output rounded, as the add would read it */
+    return relu && !(v > 0) ? 0.0f : v;
+}
+/* bn_out with channel ch's statistics and parameters */
+template <typename T>
 __device__ __forceinline__ float bn_value(float x, int ch, const float *mean, const float *invstd, const float *var, const float *gamma,
                                           const float *beta, const T *z, size_t i, int relu) {
     const float is = invstd ? invstd[ch] : rsqrtf(var[ch] + BN_EPSILON);
-    float v = gamma[ch] * ((x - mean[ch]) * is) + beta[ch];
-    if (z) v = to_f(from_f<T>(v)) + to_f(z[i]); /* the batch norm's output rounded, as the add would read it */
-    return relu && !(v > 0) ? 0.0f : v;
+    return bn_out<T>(x, mean[ch], is, gamma[ch], beta[ch], z ? &z[i] : (const T *)NULL, relu);
 }
 
 /* 16-byte vectors of x, y (and z) where they allow (gpunet_internal.h), the channel walked
@@ -386,19 +392,44 @@ __global__ void k_bn_grad_final(const double *part, int S, int c, double m, doub
     dgamma[ch] += (float)sb;
 }
 
-/* dx (+)= gamma invstd (dy - (mean dy + xhat mean dy xhat)) (adds if acc; dx NULL: none).
- * Fused: dy through the ReLU (y not NULL), and that gradient also into the residual's, dz (adds
- * if acc_z): the one pass that yields both branches' gradients, no copy of its own. */
+/* dx (+)= gamma invstd (dy - (mean dy + xhat mean dy xhat)) (adds if acc; dx NULL: none), with
+ * one channel's mean, invstd, gamma and the two means of bn_grad_final. Fused: dy through the ReLU
+ * (relu: yv its output), and that gradient also into the residual's, dz (adds if acc_z): the one
+ * pass that yields both branches' gradients, no copy of its own. */
+template <typename T>
+__device__ __forceinline__ void bn_grad_out(float x, float dyv, float yv, int relu, float mu, float is, float ga, double ma, double mb, T *dxv,
+                                            T *dzv, int acc, int acc_z) {
+    const float d = bn_relu_grad(dyv, yv, relu);
+    if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) + d : d);
+    if (!dxv) return;
+    const float xhat = (x - mu) * is;
+    const float v = ga * is * (d - (float)(ma + (double)xhat * mb));
+    *dxv = from_f<T>(acc ? to_f(*dxv) + v : v);
+}
+/* bn_grad_out with channel ch's */
 template <typename T>
 __device__ __forceinline__ void bn_grad_value(float x, float dyv, float yv, int ch, T *dxv, T *dzv, const float *mean, const float *invstd,
                                               const float *gamma, const double *means, int relu, int acc, int acc_z) {
-    const float d = relu && !(yv > 0) ? 0.0f : dyv;
-    if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) + d : d);
-    if (!dxv) return;
-    const float is = invstd[ch], xhat = (x - mean[ch]) * is;
-    const float v = gamma[ch] * is * (d - (float)(means[2 * ch] + (double)xhat * means[2 * ch + 1]));
-    *dxv = from_f<T>(acc ? to_f(*dxv) + v : v);
+    bn_grad_out<T>(x, dyv, yv, relu, mean[ch], invstd[ch], gamma[ch], means[2 * ch], means[2 * ch + 1], dxv, dzv, acc, acc_z);
 }
+
+/* The input gradient's operands at 16-byte vector v: x, dy, the fused ReLU's output y, and dx and
+ * dz where the pass adds onto them; then its results back. */
+template <typename T> struct BnGradVec {
+    static constexpr int V = 16 / sizeof(T);
+    alignas(16) T x[V], dy[V], y[V], dx[V], dz[V];
+    __device__ void load(size_t v, const T *x_, const T *dy_, const T *y_, const T *dx_, const T *dz_, int acc, int acc_z) {
+        gpu_load16(x, x_, v);
+        gpu_load16(dy, dy_, v);
+        if (y_) gpu_load16(y, y_, v);
+        if (dx_ && acc) gpu_load16(dx, dx_, v);
+        if (dz_ && acc_z) gpu_load16(dz, dz_, v);
+    }
+    __device__ void store(size_t v, T *dx_, T *dz_) const {
+        if (dx_) gpu_store16(dx_, v, dx);
+        if (dz_) gpu_store16(dz_, v, dz);
+    }
+};
 
 /* 16-byte vectors of every operand where they allow (gpunet_internal.h), the channel walked along
  * each vector; the rest one by one */
@@ -411,19 +442,14 @@ __global__ void k_bn_grad_input(const T *x, const T *dy, const T *y, T *dx, T *d
     const size_t nv = gpu_vec_split<T>(total, gpu_aligned16(x) && gpu_aligned16(dy) && (!y || gpu_aligned16(y)) && (!dx || gpu_aligned16(dx)) &&
                                                   (!dz || gpu_aligned16(dz)));
     for (size_t v = t0; v < nv / V; v += stride) {
-        alignas(16) T xa[V], da[V], ya[V], dxa[V], dza[V];
-        gpu_load16(xa, x, v);
-        gpu_load16(da, dy, v);
-        if (y) gpu_load16(ya, y, v);
-        if (dx && acc) gpu_load16(dxa, dx, v);
-        if (dz && acc_z) gpu_load16(dza, dz, v);
+        BnGradVec<T> a;
+        a.load(v, x, dy, y, dx, dz, acc, acc_z);
         GpuChanWalk w(v * V, c, hw, nhwc);
 #pragma unroll
         for (int k = 0; k < V; k++, w.next())
-            bn_grad_value<T>(to_f(xa[k]), to_f(da[k]), y ? to_f(ya[k]) : 0.0f, w.ch, dx ? &dxa[k] : (T *)NULL, dz ? &dza[k] : (T *)NULL, mean,
-                             invstd, gamma, means, relu, acc, acc_z);
-        if (dx) gpu_store16(dx, v, dxa);
-        if (dz) gpu_store16(dz, v, dza);
+            bn_grad_value<T>(to_f(a.x[k]), to_f(a.dy[k]), y ? to_f(a.y[k]) : 0.0f, w.ch, dx ? &a.dx[k] : (T *)NULL, dz ? &a.dz[k] : (T *)NULL,
+                             mean, invstd, gamma, means, relu, acc, acc_z);
+        a.store(v, dx, dz);
     }
     for (size_t i = nv + t0; i < total; i += stride)
         bn_grad_value<T>(to_f(x[i]), to_f(dy[i]), y ? to_f(y[i]) : 0.0f, gpu_chan(i, c, hw, nhwc), dx ? &dx[i] : (T *)NULL, dz ? &dz[i] : (T *)NULL,
@@ -437,7 +463,7 @@ __global__ void k_bn_grad_input(const T *x, const T *dy, const T *y, T *dx, T *d
  * gather its mean, scale and sums). The grid gives each thread about 16 vectors, so that its 4 V
  * (8 in 16-bit) loads of the channels' values are few against its 16 vectors' (a grid of one
  * vector a thread would load 4 values per element, as many as the general kernels gathered).
- * The same arithmetic as bn_value and bn_grad_value. */
+ * The same arithmetic (bn_out, bn_grad_out) as the general kernels. */
 static int gcd_int(int a, int b) {
     while (b) {
         const int t = a % b;
@@ -474,11 +500,7 @@ __global__ void k_bn_apply_nhwc(const T *x, T *y, const float *mean, const float
         gpu_load16(a, x, v);
         if (z) gpu_load16(zv, z, v);
 #pragma unroll
-        for (int k = 0; k < V; k++) {
-            float o = ga[k] * ((to_f(a[k]) - mu[k]) * is[k]) + be[k];
-            if (z) o = to_f(from_f<T>(o)) + to_f(zv[k]);
-            a[k] = from_f<T>(relu && !(o > 0) ? 0.0f : o);
-        }
+        for (int k = 0; k < V; k++) a[k] = from_f<T>(bn_out<T>(to_f(a[k]), mu[k], is[k], ga[k], be[k], z ? &zv[k] : (const T *)NULL, relu));
         gpu_store16(y, v, a);
     }
 }
@@ -500,22 +522,13 @@ __global__ void k_bn_grad_input_nhwc(const T *x, const T *dy, const T *y, T *dx,
         mb[k] = means[2 * (ch0 + k) + 1];
     }
     for (size_t v = t0; v < nvec; v += stride) {
-        alignas(16) T xa[V], da[V], ya[V], dxa[V], dza[V];
-        gpu_load16(xa, x, v);
-        gpu_load16(da, dy, v);
-        if (y) gpu_load16(ya, y, v);
-        if (dx && acc) gpu_load16(dxa, dx, v);
-        if (dz && acc_z) gpu_load16(dza, dz, v);
+        BnGradVec<T> a;
+        a.load(v, x, dy, y, dx, dz, acc, acc_z);
 #pragma unroll
-        for (int k = 0; k < V; k++) {
-            const float d = y && !(to_f(ya[k]) > 0) ? 0.0f : to_f(da[k]);
-            if (dz) dza[k] = from_f<T>(acc_z ? to_f(dza[k]) + d : d);
-            const float xhat = (to_f(xa[k]) - mu[k]) * is[k];
-            const float o = ga[k] * is[k] * (d - (float)(ma[k] + (double)xhat * mb[k]));
-            dxa[k] = from_f<T>(acc ? to_f(dxa[k]) + o : o);
-        }
-        if (dx) gpu_store16(dx, v, dxa);
-        if (dz) gpu_store16(dz, v, dza);
+        for (int k = 0; k < V; k++)
+            bn_grad_out<T>(to_f(a.x[k]), to_f(a.dy[k]), y ? to_f(a.y[k]) : 0.0f, y != NULL, mu[k], is[k], ga[k], ma[k], mb[k],
+                           dx ? &a.dx[k] : (T *)NULL, dz ? &a.dz[k] : (T *)NULL, acc, acc_z);
+        a.store(v, dx, dz);
     }
 }
 

@@ -52,6 +52,17 @@ __device__ static void window(const PoolDims &d, int oy, int ox, int *y0, int *y
     *x1 = xs + d.kw > d.w ? d.w : xs + d.kw;
 }
 
+/* The outputs whose windows hold input pixel (yy, xx): oy with oy*sh - pt <= yy < oy*sh - pt + kh,
+ * in [*oy_lo, *oy_hi], and ox likewise */
+__device__ static void covering(const PoolDims &d, int yy, int xx, int *oy_lo, int *oy_hi, int *ox_lo, int *ox_hi) {
+    *oy_lo = yy + d.pt - d.kh + 1 < 0 ? 0 : (yy + d.pt - d.kh + d.sh) / d.sh;
+    *ox_lo = xx + d.pl - d.kw + 1 < 0 ? 0 : (xx + d.pl - d.kw + d.sw) / d.sw;
+    *oy_hi = (yy + d.pt) / d.sh;
+    *ox_hi = (xx + d.pl) / d.sw;
+    if (*oy_hi > d.oh - 1) *oy_hi = d.oh - 1;
+    if (*ox_hi > d.ow - 1) *ox_hi = d.ow - 1;
+}
+
 template <typename T> __global__ void k_pool_forward(const T *x, T *y, int32_t *am, size_t total, PoolDims d, int is_max) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         const PoolAt o = pool_at(i, d.oh, d.ow, d);
@@ -90,13 +101,8 @@ __global__ void k_pool_backward(const T *dy, const int32_t *am, T *dx, size_t to
         const size_t ob = pool_rebase(at.base, d.h, d.w, d.oh, d.ow, d);
         const T *g = dy + ob;
         const int32_t *a = is_max ? am + ob : NULL;
-        /* outputs oy with oy*sh - pt <= yy < oy*sh - pt + kh */
-        int oy_lo = (yy + d.pt - d.kh + d.sh) / d.sh, oy_hi = (yy + d.pt) / d.sh;
-        int ox_lo = (xx + d.pl - d.kw + d.sw) / d.sw, ox_hi = (xx + d.pl) / d.sw;
-        if (yy + d.pt - d.kh + 1 < 0) oy_lo = 0;
-        if (xx + d.pl - d.kw + 1 < 0) ox_lo = 0;
-        if (oy_hi > d.oh - 1) oy_hi = d.oh - 1;
-        if (ox_hi > d.ow - 1) ox_hi = d.ow - 1;
+        int oy_lo, oy_hi, ox_lo, ox_hi;
+        covering(d, yy, xx, &oy_lo, &oy_hi, &ox_lo, &ox_hi);
         float s = 0;
         const int self = yy * d.w + xx;
         for (int oy = oy_lo; oy <= oy_hi; oy++)
@@ -182,12 +188,8 @@ __global__ void k_pool_backward_nhwc(const T *dy, const int32_t *am, T *dx, unsi
         const unsigned gv = v % G, p = v / G, n = p / ipix, pix = p % ipix;
         const int yy = (int)pix / d.w, xx = (int)pix % d.w, self = (int)pix;
         const size_t out0 = (size_t)n * (size_t)(d.oh * d.ow);
-        int oy_lo = (yy + d.pt - d.kh + d.sh) / d.sh, oy_hi = (yy + d.pt) / d.sh;
-        int ox_lo = (xx + d.pl - d.kw + d.sw) / d.sw, ox_hi = (xx + d.pl) / d.sw;
-        if (yy + d.pt - d.kh + 1 < 0) oy_lo = 0;
-        if (xx + d.pl - d.kw + 1 < 0) ox_lo = 0;
-        if (oy_hi > d.oh - 1) oy_hi = d.oh - 1;
-        if (ox_hi > d.ow - 1) ox_hi = d.ow - 1;
+        int oy_lo, oy_hi, ox_lo, ox_hi;
+        covering(d, yy, xx, &oy_lo, &oy_hi, &ox_lo, &ox_hi);
         float s[V];
 #pragma unroll
         for (int k = 0; k < V; k++) s[k] = 0;
