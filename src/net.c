@@ -241,9 +241,27 @@ void net_forward(Net *net) {
     }
 }
 
+/* Zeroes the parameter gradients that backward adds into: all of them, or, with a runner that
+ * writes some layers' gradients outright, those of the other layers. */
+static void zero_param_grads(Net *net) {
+    const char *w = net->runner ? net->runner->writes_param_grads : NULL;
+    if (!w) {
+        float *g = net->grads;
+#pragma omp parallel for schedule(static) if (net->params_total > 65536)
+        for (size_t i = 0; i < net->params_total; i++) g[i] = 0.0f;
+        return;
+    }
+    for (int i = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        if (w[i]) continue;
+        for (int p = l->param0; p < l->param0 + l->nparam; p++)
+            memset(net->grads + net->param[p].off, 0, net->param[p].count * sizeof(float));
+    }
+}
+
 void net_backward_scaled(Net *net, float loss_scale) {
     if (net->on_layer) net->on_layer(net->on_layer_ctx, -1, 1, 0);
-    memset(net->grads, 0, net->params_total * sizeof(float));
+    zero_param_grads(net);
     if (net->runner)
         net->runner->zero_grads(net, net->runner->ctx);
     else

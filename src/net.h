@@ -97,6 +97,10 @@ typedef struct NetRunner {
     void (*zero_grads)(Net *net, void *ctx);
     void (*destroy)(void *ctx);
     void *ctx;
+    /* [nlayer] 1 where the runner's backward of the layer writes (not adds) the gradient of every
+     * parameter of the layer: net_backward zeroes only the other layers' parameter gradients.
+     * NULL: it zeroes them all. */
+    const char *writes_param_grads;
 } NetRunner;
 
 struct Net {

@@ -192,6 +192,16 @@ static int mk_add_relu(Net *t, int x) {
     int y = bn_create(t, conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 0));
     return act_create(t, add_create(t, y, x), ACT_RELU, 0);
 }
+/* inception-resnet's scaled residual: relu(x + 0.17 branch) */
+static int mk_add_scaled_relu(Net *t, int x) {
+    int y = bn_create(t, conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 0));
+    return act_create(t, add_create_scaled(t, x, y, 1.0f, 0.17f), ACT_RELU, 0);
+}
+/* y + y: both gradients land in one node */
+static int mk_add_self(Net *t, int x) {
+    int y = conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 0);
+    return add_create_scaled(t, y, y, 0.5f, 2.0f);
+}
 /* with x NCHW (16 channels, no conv before): a blocked and an NCHW input */
 static int mk_add_mixed(Net *t, int x) { return add_create(t, conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 0), x); }
 static int mk_tanh(Net *t, int x) { return act_create(t, x, ACT_TANH, 0); }
@@ -254,6 +264,9 @@ TEST(onednn_reshape_fc_and_layout_free_layers_match_reference) {
     parity("concat 24 + 16 (partial blocks)", 2, 3, 6, 6, 16, mk_concat_partial, 1);
     parity("conv + bn + add + relu, blocked", 2, 3, 6, 6, 16, mk_add_relu, 1);
     parity("add of blocked and NCHW", 2, 16, 6, 6, 0, mk_add_mixed, 1);
+    parity("scaled add + relu, blocked", 2, 3, 6, 6, 16, mk_add_scaled_relu, 1);
+    parity("scaled add + relu", 2, 16, 6, 6, 0, mk_add_scaled_relu, 1);
+    parity("add of a node to itself, blocked", 2, 3, 6, 6, 16, mk_add_self, 1);
     parity("tanh, blocked", 2, 3, 6, 6, 16, mk_tanh, 1);
     parity("dropout keep 1, blocked", 2, 3, 6, 6, 16, mk_dropout1, 1);
     printf("    worst relative error: forward %.2e, backward %.2e\n", worst_fwd, worst_bwd);

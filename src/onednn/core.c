@@ -363,6 +363,7 @@ static void dn_destroy(void *ctx) {
     free(dn->ncons);
     free(dn->cons);
     free(dn->noop);
+    free(dn->writes);
     free(dn->zero);
     dnnl_primitive_attr_destroy(dn->attr);
     dnnl_stream_destroy(dn->strm);
@@ -372,7 +373,7 @@ static void dn_destroy(void *ctx) {
 
 static const DnImpl *impl_of(const char *type) {
     static const DnImpl *const all[] = {&dn_conv_impl, &dn_bn_impl, &dn_maxpool_impl, &dn_avgpool_impl,
-                                        &dn_avg_impl,  &dn_fc_impl, &dn_flatten_impl};
+                                        &dn_avg_impl,  &dn_fc_impl, &dn_flatten_impl, &dn_add_impl};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->type, type) == 0) return all[i];
     return NULL;
@@ -475,7 +476,12 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
         dn->scratch = xmalloc_aligned(dn->scratch_bytes);
         for (int i = 0; i < dn->nscr; i++) DN_CHECK(dnnl_memory_set_data_handle(dn->scr[i], dn->scratch));
     }
+    /* every oneDNN half writes its parameters' gradients (conv.c, bn.c, fc.c); the reference
+     * layers add into them */
+    dn->writes = xcalloc((size_t)net->nlayer, 1);
+    for (int i = 0; i < net->nlayer; i++) dn->writes[i] = dn->impl[i] != NULL;
     NetRunner *r = xcalloc(1, sizeof *r);
+    r->writes_param_grads = dn->writes;
     r->forward = run_forward;
     r->backward = run_backward;
     r->zero_grads = run_zero_grads;

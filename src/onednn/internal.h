@@ -84,6 +84,7 @@ struct Dn {
     int *ncons, *cons;              /* [nnode] number of consumers, the last one */
     char *noop;                     /* [nlayer] 1: a relu that the layer before it does (fused) */
     char *zero;                     /* [nnode] 1: zero the gradient before backward */
+    char *writes;                   /* [nlayer] 1: backward writes the layer's parameter gradients */
     int nlayers;                    /* layers on oneDNN */
     /* what the plan owns, released by dn_destroy */
     dnnl_primitive_t *prims;
@@ -161,6 +162,7 @@ extern const DnImpl dn_avgpool_impl;
 extern const DnImpl dn_avg_impl;     /* pool.c: the spatial average */
 extern const DnImpl dn_fc_impl;      /* fc.c */
 extern const DnImpl dn_flatten_impl; /* reshape.c */
+extern const DnImpl dn_add_impl;     /* add.c */
 
 /* Groups of a convolution: the weights are oneDNN's goihw, which is the reference layer's
  * [cout][cin / groups][kh][kw] in memory. */

@@ -1,0 +1,114 @@
+/* add.c: the weighted sum y = ca a + cb b of two tensors (the residual add) on the oneDNN plan, in
+ * the layout its inputs share, with a relu that is the sum's only consumer fused into it (what
+ * every ResNet block ends with): forward writes relu(ca a + cb b) into the relu's output node in
+ * one pass; backward takes the relu's output gradient, keeps it where the output is positive, and
+ * hands ck times that to input k in the same pass, written where input k's gradient starts there
+ * and added where another consumer wrote it first (the plan's schedule: dn_acc). So no input
+ * gradient of an add is zeroed first, and the relu has no passes of its own. The sums are the
+ * reference's (layers/add.c, layers/act.c), element for element. Not planned (the reference add
+ * runs, on NCHW copies where needed) when the inputs' layouts differ. */
+#ifdef NVCNN_DNNL
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define ADD_PAR_MIN 32768
+
+typedef struct DnAdd {
+    const float *a, *b;
+    float *y;       /* the add's output, or the fused relu's */
+    const float *dy; /* the gradient of y */
+    float *da, *db; /* NULL: that input has no gradient */
+    int acc_a, acc_b, relu;
+    float ca, cb;
+    long n;
+} DnAdd;
+
+static void *add_plan(Dn *dn, Layer *l, int li) {
+    Net *net = dn->net;
+    const AddPriv *p = l->priv;
+    const int a = l->in[0], b = l->in[1];
+    const Node *out = &net->node[l->out];
+    if (!dn_md_eq(&dn->md[a], &dn->md[b]) || !dn_dense(&dn->md[a], out->shape)) return NULL;
+    const Md in_md = dn->md[a];
+    const Md *node_out = dn_node_layout(dn, l->out, &in_md);
+    if (!dn_md_eq(node_out, &in_md)) return NULL;
+    DnAdd *k = xcalloc(1, sizeof *k);
+    k->a = net->node[a].data;
+    k->b = net->node[b].data;
+    k->ca = p->ca;
+    k->cb = p->cb;
+    k->n = (long)shape_count(out->shape);
+    const int relu_li = dn_relu_after(dn, l->out);
+    if (relu_li >= 0) {
+        const Node *ro = &net->node[net->layer[relu_li].out];
+        dn->md[net->layer[relu_li].out] = *node_out;
+        k->relu = 1;
+        k->y = ro->data;
+        k->dy = ro->grad;
+        dn_fuse(dn, relu_li);
+    } else {
+        k->y = out->data;
+        k->dy = out->grad;
+    }
+    k->da = net->node[a].grad;
+    k->db = net->node[b].grad;
+    k->acc_a = dn_acc(dn, li, 0);
+    k->acc_b = dn_acc(dn, li, 1);
+    return k;
+}
+
+static void add_forward(Dn *dn, Layer *l, int li, void *st) {
+    (void)dn;
+    (void)l;
+    (void)li;
+    const DnAdd *k = st;
+    const float *a = k->a, *b = k->b, ca = k->ca, cb = k->cb;
+    float *y = k->y;
+    if (k->relu) {
+#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
+        for (long i = 0; i < k->n; i++) {
+            const float v = ca == 1.0f && cb == 1.0f ? a[i] + b[i] : ca * a[i] + cb * b[i];
+            y[i] = v > 0 ? v : 0.0f;
+        }
+    } else {
+#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
+        for (long i = 0; i < k->n; i++) y[i] = ca == 1.0f && cb == 1.0f ? a[i] + b[i] : ca * a[i] + cb * b[i];
+    }
+}
+
+/* dx (= or +=) c g, with g = dy where the relu's output is positive (or dy without a relu) */
+static void add_backward(Dn *dn, Layer *l, int li, void *st) {
+    (void)dn;
+    (void)l;
+    (void)li;
+    const DnAdd *k = st;
+    const float *dy = k->dy, *y = k->y, ca = k->ca, cb = k->cb;
+    const int relu = k->relu;
+    float *da = k->da, *db = k->db;
+    if (da && db && da != db && !k->acc_a && !k->acc_b) {
+        /* the common case (a block's two branches): both written in one pass */
+#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
+        for (long i = 0; i < k->n; i++) {
+            const float g = !relu || y[i] > 0 ? dy[i] : 0.0f;
+            da[i] = ca * g;
+            db[i] = cb * g;
+        }
+        return;
+    }
+    for (int s = 0; s < 2; s++) {
+        float *dx = s ? db : da;
+        const float c = s ? cb : ca;
+        if (!dx) continue;
+        if (s ? k->acc_b : k->acc_a) {
+#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
+            for (long i = 0; i < k->n; i++) dx[i] += c * (!relu || y[i] > 0 ? dy[i] : 0.0f);
+        } else {
+#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
+            for (long i = 0; i < k->n; i++) dx[i] = c * (!relu || y[i] > 0 ? dy[i] : 0.0f);
+        }
+    }
+}
+
+const DnImpl dn_add_impl = {"add", add_plan, add_forward, add_backward, NULL};
+#endif
