@@ -4,8 +4,8 @@
  * running averages moved here as the reference moves them (the running variance gets the
  * unbiased batch variance). Inference: the running statistics as oneDNN's global statistics.
  * Backward follows the mode of the last forward. gamma, beta, the running statistics and the
- * gradients of gamma and beta are used in place in the arenas (the gradients written, not added:
- * net_backward zeroes them first). A relu that is the output's only consumer is fused (oneDNN's
+ * gradients of gamma and beta are used in place in the arenas (the gradients written, not added,
+ * so net_backward does not zero them). A relu that is the output's only consumer is fused (oneDNN's
  * fuse_norm_relu, with the positions of the positive outputs kept in a workspace for backward):
  * this layer writes the relu's output node and reads its gradient. */
 #ifdef NVCNN_DNNL

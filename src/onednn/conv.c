@@ -4,8 +4,8 @@
  * they differ from what the neighbours hold: the input node's layout, the weights' [cout][cin][kh]
  * [kw] in the parameter arena (converted once per forward, the backward-data primitive reusing the
  * copy when it wants the same layout), and the weight gradient written back into the gradient
- * arena. Parameter gradients are written, not added: net_backward zeroes them first and each
- * parameter has one layer. Grouped convolutions use oneDNN's grouped weights [g][cout/g][cin/g]
+ * arena. Parameter gradients are written, not added (each parameter has one layer), so
+ * net_backward does not zero them (NetRunner.writes_param_grads). Grouped convolutions use oneDNN's grouped weights [g][cout/g][cin/g]
  * [kh][kw], the same bytes as the reference's [cout][cin/g][kh][kw].
  *
  * A relu that is the output's only consumer is fused: the forward applies it (an eltwise post-op)
