@@ -156,7 +156,7 @@ TOOL_SRC := $(wildcard src/tools/*.c)
 
 BIN := $(BINDIR)nvcnn $(if $(wildcard src/tools/mkrecords.c),$(BINDIR)nvcnn-mkrecords)
 
-.PHONY: all run test check data deps clean bench-cpu emu FORCE
+.PHONY: all run test check data deps deps-system deps-python clean bench-cpu emu FORCE
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -228,15 +228,19 @@ $(SELFTEST_BIN): tests/selftest/harness_cases.c tests/harness.c tests/harness.h 
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_BASE) $(CFLAGS) $(LDFLAGS) -o $@ tests/selftest/harness_cases.c tests/harness.c $(BUILD)/libnvcnn.a $(LDLIBS)
 
-deps:
-	@bash scripts/install-deps.sh
+deps: deps-system deps-python
+# the Debian packages (what the builds and the data need), then the tests' Python packages
+deps-system:
+	@bash scripts/install-deps.sh system
+deps-python: deps-system
+	@bash scripts/install-deps.sh python
 
 # Regenerates the committed protobuf-c sources (needs protoc-c).
 proto:
 	@mkdir -p src/io/proto
 	protoc-c --proto_path=data --c_out=src/io/proto $(notdir $(PROTO))
 
-data: deps
+data: deps-system
 	@$(MAKE) --no-print-directory all
 	@bash scripts/make-data.sh
 
@@ -246,23 +250,26 @@ run: data
 # Where the CUDA toolkit's headers are, make test also builds the emulated device (EMU_BUILD, and
 # EMU_DEBUG_BUILD under the sanitizers) and the runner hands every test that finds no GPU to it
 # (tests/harness.c). The three builds are targets of their own so that the sanitizers' build,
-# which needs nothing of the others, shares the job slots with them (and with the data's
-# conversion) instead of waiting for them. The runner runs as many tests at once as there are
+# which needs nothing of the others, shares the job slots with them instead of waiting for them;
+# so do the data's conversion and the tests' Python packages (pip's download). The runner runs as many tests at once as there are
 # CPUs (NVCNN_TEST_JOBS=N or make test TESTS=--jobs=N to choose).
 EMU_BUILD ?= build-emu
 EMU_DEBUG_BUILD ?= build-emu-debug
-.PHONY: test-build test-emu test-emu-debug
-test-build: data
+.PHONY: test-build test-emu test-emu-debug test-data
+test-build: deps-system
 	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN)
+# the data's conversion (one core, about 15 s) beside the emulated build's compiles
+test-data: test-build
+	@bash scripts/make-data.sh
 test-emu: test-build
 	@$(MAKE) --no-print-directory GPU_EMU=1 BUILD=$(EMU_BUILD) EMU_C_FROM=$(BUILD) emu
-test-emu-debug: deps
+test-emu-debug: deps-system
 	@$(MAKE) --no-print-directory GPU_EMU=1 DEBUG=1 BUILD=$(EMU_DEBUG_BUILD) $(EMU_DEBUG_BUILD)/run_tests $(EMU_DEBUG_BUILD)/root
 ifeq ($(CUDA)$(GPU_EMU),1)
-test: test-build test-emu test-emu-debug
+test: test-build test-emu test-emu-debug deps-python test-data
 	@NVCNN_BUILD=$(BUILD) NVCNN_EMU=$(EMU_BUILD) NVCNN_EMU_DEBUG=$(abspath $(EMU_DEBUG_BUILD)) $(BUILD)/run_tests $(TESTS)
 else
-test: test-build
+test: test-build deps-python test-data
 	@NVCNN_BUILD=$(BUILD) $(BUILD)/run_tests $(TESTS)
 endif
 

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian packages nvcnn needs, if any is missing. Idempotent: does nothing when all
-# are present. Needs root (or sudo) only when something must be installed.
+# Installs the Debian packages nvcnn needs, if any is missing, and the tests' Python packages.
+# Idempotent: does nothing when all are present. Needs root (or sudo) only when a Debian package
+# must be installed.
+# Usage: scripts/install-deps.sh [system | python]   (default both; `make test` runs the two
+#        halves as make targets of their own, so that pip's download overlaps the builds)
 set -euo pipefail
+what=${1:-all}
+case $what in all | system | python) ;; *) echo "install-deps: unknown part '$what' (system, python or none for both)" >&2; exit 2 ;; esac
 # slurmctld, slurmd, slurm-client and munge: the tests run scripts/slurm/nvcnn.sbatch on a
 # one-node cluster of their own (tests/slurm/cluster.sh). iproute2 (ip, tc) and procps (pgrep,
 # sysctl): the tests' two hosts on this machine (tests/hosts/hosts.sh) and their link.
@@ -27,8 +32,12 @@ python_deps() {
     echo "install-deps: warning: could not install ${pkgs[*]} into $venv: the ONNX tests will fail" >&2
   fi
 }
-if [ ${#missing[@]} -eq 0 ]; then
+if [ "$what" = python ]; then
   python_deps
+  exit 0
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+  [ "$what" = system ] || python_deps
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
@@ -60,5 +69,5 @@ for try in 1 2 3 4 5 6; do
   sleep 20
 done
 $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-python_deps
+[ "$what" = system ] || python_deps
 echo "install-deps: done"
