@@ -1184,7 +1184,9 @@ TEST(gpu_checkpoint_resumes_on_cpu_and_back) {
 /* The layer parity tests again, in the emulated build under AddressSanitizer
  * and UBSan (NVCNN_EMU_DEBUG: build-emu-debug, which make test builds): every one of them passes
  * (none skipped: a run of skips would be clean having run nothing), and neither sanitizer reports
- * anything. On a GPU, scripts/gpu_check.sh runs them under compute-sanitizer. */
+ * anything. On a GPU, scripts/gpu_check.sh runs them under compute-sanitizer. With them, the CPU
+ * backend's hand-written vector loops against their references (the oneDNN plan's layers and
+ * whole steps, the blocked max pooling), which no GPU tool checks. */
 TEST_LIMIT(gpu_parity_clean_under_sanitizers, 1800) {
     if (!gpu_present()) return;
 #ifndef NVCNN_GPU_EMU
@@ -1197,7 +1199,9 @@ TEST_LIMIT(gpu_parity_clean_under_sanitizers, 1800) {
     }
     char *o = NULL, summary[200];
     int ok = tu_run_tests(dir, "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1",
-                          "gpu_conv_matches gpu_grouped gpu_bn_pool gpu_activations gpu_tf32_fp16_bf16 gpu_dropout gpu_staged", &o, summary,
+                          "gpu_conv_matches gpu_grouped gpu_bn_pool gpu_activations gpu_tf32_fp16_bf16 gpu_dropout gpu_staged onednn_ "
+                          "pool_blocked",
+                          &o, summary,
                           sizeof summary);
     printf("    under AddressSanitizer and UBSan: %s\n", summary);
     CHECK_MSG(ok && !strstr(o, "AddressSanitizer") && !strstr(o, "runtime error:"), "%s:\n%s", summary, o ? o : "");
