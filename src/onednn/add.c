@@ -58,26 +58,29 @@ static void *add_plan(Dn *dn, Layer *l, int li) {
     return k;
 }
 
+/* the reference's sum (layers/add.c: 1 a + 1 b is a + b exactly) and its relu (layers/act.c),
+ * element for element */
+static inline float add_value(float a, float b, float ca, float cb, int relu) {
+    const float v = ca * a + cb * b;
+    return relu ? (v > 0 ? v : 0.0f) : v;
+}
+
+/* the gradient that reaches the sum: dy where the relu's output is positive, or dy without one */
+static inline float add_grad(float dy, float y, int relu) { return relu ? (y > 0 ? dy : 0.0f) : dy; }
+
 static void add_forward(Dn *dn, Layer *l, int li, void *st) {
     (void)dn;
     (void)l;
     (void)li;
     const DnAdd *k = st;
     const float *a = k->a, *b = k->b, ca = k->ca, cb = k->cb;
+    const int relu = k->relu;
     float *y = k->y;
-    if (k->relu) {
 #pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-        for (long i = 0; i < k->n; i++) {
-            const float v = ca == 1.0f && cb == 1.0f ? a[i] + b[i] : ca * a[i] + cb * b[i];
-            y[i] = v > 0 ? v : 0.0f;
-        }
-    } else {
-#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-        for (long i = 0; i < k->n; i++) y[i] = ca == 1.0f && cb == 1.0f ? a[i] + b[i] : ca * a[i] + cb * b[i];
-    }
+    for (long i = 0; i < k->n; i++) y[i] = add_value(a[i], b[i], ca, cb, relu);
 }
 
-/* dx (= or +=) c g, with g = dy where the relu's output is positive (or dy without a relu) */
+/* dx (= or +=) c g, g = add_grad */
 static void add_backward(Dn *dn, Layer *l, int li, void *st) {
     (void)dn;
     (void)l;
@@ -90,7 +93,7 @@ static void add_backward(Dn *dn, Layer *l, int li, void *st) {
         /* the common case (a block's two branches): both written in one pass */
 #pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
         for (long i = 0; i < k->n; i++) {
-            const float g = !relu || y[i] > 0 ? dy[i] : 0.0f;
+            const float g = add_grad(dy[i], y[i], relu);
             da[i] = ca * g;
             db[i] = cb * g;
         }
@@ -102,10 +105,10 @@ static void add_backward(Dn *dn, Layer *l, int li, void *st) {
         if (!dx) continue;
         if (s ? k->acc_b : k->acc_a) {
 #pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-            for (long i = 0; i < k->n; i++) dx[i] += c * (!relu || y[i] > 0 ? dy[i] : 0.0f);
+            for (long i = 0; i < k->n; i++) dx[i] += c * add_grad(dy[i], y[i], relu);
         } else {
 #pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-            for (long i = 0; i < k->n; i++) dx[i] = c * (!relu || y[i] > 0 ? dy[i] : 0.0f);
+            for (long i = 0; i < k->n; i++) dx[i] = c * add_grad(dy[i], y[i], relu);
         }
     }
 }

@@ -18,20 +18,19 @@ typedef struct DnPool {
     DnOut dst;
     DnIn ddst;
     DnOut dsrc;
-    DnBlkPool *blk; /* not NULL: max pooling by blk_forward and blk_backward, no primitives */
+    DnBlkPool *blk; /* not NULL: max pooling by dn_blkpool_forward and _backward, no primitives */
     const float *x;
     float *y, *dy, *dx;
     int add; /* backward adds into dx */
 } DnPool;
 
 /* The blocked max pooling of layer l when it applies: a max window of at most 255 elements over
- * an input in whole blocks of 8 or 16 channels whose output node keeps that layout. */
-static DnPool *plan_blk(Dn *dn, Layer *l, int li, const Md *src, const Md *dst_want, int kh, int kw, int sh, int sw,
-                        int pt, int pl) {
+ * an input in whole blocks of b = 8 or 16 channels whose output node keeps that layout. */
+static DnPool *plan_blk(Dn *dn, Layer *l, int li, int b, const Md *dst_want, int kh, int kw, int sh, int sw, int pt,
+                        int pl) {
     Net *net = dn->net;
     Node *in = &net->node[l->in[0]], *out = &net->node[l->out];
     Shape si = in->shape, so = out->shape;
-    const int b = dn_block(src, si);
     if ((b != 8 && b != 16) || si.c % b != 0 || kh * kw > 255 || so.h * so.w <= 1) return NULL;
     const Md *node_out = dn_node_layout(dn, l->out, dst_want);
     if (!dn_md_eq(node_out, dst_want)) return NULL;
@@ -66,7 +65,7 @@ static void *plan_pool(Dn *dn, Layer *l, int li, dnnl_alg_kind_t alg, int kh, in
     int b = dn_block(&src, si);
     Md dst_want = dn_md_block(so, b > 0 && so.c % b == 0 ? b : 1);
     if (alg == dnnl_pooling_max) {
-        DnPool *p = plan_blk(dn, l, li, &src, &dst_want, kh, kw, sh, sw, pt, pl);
+        DnPool *p = plan_blk(dn, l, li, b, &dst_want, kh, kw, sh, sw, pt, pl);
         if (p) return p;
     }
     dnnl_dims_t strides = {sh, sw}, kernel = {kh, kw}, dil = {0, 0}, padl = {pt, pl},
