@@ -60,6 +60,7 @@ void gpunet_step_setup(GpuNet *g, const GpuStepConfig *c) { (void)g, (void)c; NO
 void gpunet_step_state(GpuNet *g, double s, long good, long skipped) { (void)g, (void)s, (void)good, (void)skipped; NO_GPU; }
 void gpunet_step(GpuNet *g, double lr) { (void)g, (void)lr; NO_GPU; }
 int gpunet_step_pending(const GpuNet *g) { (void)g; return 0; }
+void gpunet_step_time_from_start(GpuNet *g) { (void)g; NO_GPU; }
 int gpunet_step_results(GpuNet *g, GpuStepResult *r) { (void)g, (void)r; NO_GPU; }
 const char *gpunet_graph_refusal(const GpuNet *g) { (void)g; return "no CUDA"; }
 void gpunet_graph_step(GpuNet *g, double lr, int w) { (void)g, (void)lr, (void)w; NO_GPU; }
