@@ -118,7 +118,7 @@ ifeq ($(GPU_EMU),1)
 else ifeq ($(CUDA),1)
   CUDA_LIBDIRS := $(CUDA_HOME)/lib64 /usr/lib/x86_64-linux-gnu
   LDLIBS += $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
-            -lcudnn -lcublasLt -lcublas -lnccl -lcudart_static -ldl -lrt -lstdc++
+            -lcudnn -lnccl -lcudart_static -ldl -lrt -lstdc++
   # ARCH: the GPUs to build machine code for: sm_90 (H100, H200; the default), sm_80 (A100),
   # sm_89 (L40S), sm_100 (B200), or several (ARCH="sm_80 sm_90"). The PTX of the last one is
   # embedded as well, so that GPUs newer than all of them still run the binary (the driver
