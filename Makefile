@@ -190,10 +190,11 @@ $(BUILD)/%.cu.o: %.cu
 	objcopy $$(readelf -SW $@.tmp | sed -n 's/.*\] \(\.bss\._ZZ[^ ]*\) .*/--rename-section \1=emu_shared/p') $@.tmp $@
 	@rm -f $@.tmp
 
-# the emulator's maths loops want vectorising: -O3 (except under DEBUG=1)
+# the emulator's maths loops want vectorising: -O3 (-O2 under DEBUG=1: the sanitizers are there for
+# the GPU backend's kernels, which stay at -O0; the emulator itself still runs instrumented)
 $(BUILD)/tests/emu/%.o: tests/emu/%.cc
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(if $(filter 1,$(DEBUG)),,-O3) -MMD -MP -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(if $(filter 1,$(DEBUG)),-O2,-O3) -MMD -MP -c $< -o $@
 
 # the repository as the emulated tests see it: ./nvcnn and ./nvcnn-mkrecords are the emulated ones
 EMU_ROOT := $(BUILD)/root

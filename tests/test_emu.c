@@ -53,6 +53,25 @@ TEST(emu_kernels_reduce_by_shuffles_and_shared_memory) {
 #endif
 }
 
+/* Shared memory holds the poison pattern at the start of every block: a read of what the block
+ * did not write gives NaN, whatever earlier blocks of the grid (in a shuffled order) or earlier
+ * grids wrote there. */
+TEST(emu_shared_memory_is_poison_at_every_block) {
+    EMU_ONLY();
+#ifdef NVCNN_GPU_EMU
+    int stale = -1, wrong = emu_st_shared_stale(0, 1, 16, &stale);
+    CHECK_MSG(wrong == 0 && stale == 0, "every block writing: %d wrong", wrong);
+    wrong = emu_st_shared_stale(0, 0, 16, &stale);
+    CHECK_MSG(wrong == 0 && stale == 0, "after a grid that wrote it, a grid that does not reads %d values that are not NaN", stale);
+    /* odd blocks write, even ones only read: in every launch, whichever block runs first */
+    for (int launch = 0; launch < 8; launch++) {
+        wrong = emu_st_shared_stale(1, 0, 64, &stale);
+        CHECK_MSG(wrong == 0 && stale == 0, "launch %d: the writing blocks read %d wrong, the others %d values that are not NaN", launch,
+                  wrong, stale);
+    }
+#endif
+}
+
 /* A kernel that reads other threads' shared-memory writes without a barrier gets wrong values:
  * threads run in a shuffled order, one at a time. */
 TEST(emu_catches_a_missing_syncthreads) {

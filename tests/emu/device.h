@@ -9,8 +9,8 @@
  * What a kernel sees:
  *   threadIdx, blockIdx, blockDim, gridDim, warpSize   the running thread's coordinates
  *   __shared__                                         fixed-size shared memory: a static local,
- *       one per kernel, refilled with the poison pattern before each block that uses it (the
- *       build moves these statics into the section emu_shared: see the Makefile)
+ *       one per kernel, refilled with the poison pattern before each block of a grid that declared
+ *       one (the build moves these statics into the section emu_shared: see the Makefile)
  *   __syncthreads()                                    a block barrier; threads that reach
  *       different barriers, or a barrier while others of the block have exited, are reported
  *   __shfl_{down,up,xor}_sync, __shfl_sync, __syncwarp the warp's lanes meet as on the GPU
@@ -42,8 +42,14 @@ extern dim3 emu_blockDim, emu_gridDim;
 #define gridDim emu_gridDim
 static const int warpSize = 32;
 
+/* A __shared__ declaration also notes, each time a thread passes it, that the running grid uses
+ * shared memory (kernel.cc then refills the section before each of its blocks). Every __shared__
+ * array of src/cuda/ is a kernel's local: the note is a statement before the static. */
+extern int emu_shared_declared;
 #undef __shared__
-#define __shared__ static
+#define __shared__                                                                                                                     \
+    emu_shared_declared = 1;                                                                                                           \
+    static
 
 /* ---- barriers and warp exchange (kernel.cc) ---- */
 /* A block barrier (kernel.cc). Each __syncthreads of the source has a site of its own, the

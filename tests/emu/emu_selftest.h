@@ -9,6 +9,11 @@ int emu_st_reduce(double *max_err);
 /* Threads read their neighbour's shared-memory write, after a __syncthreads when `sync`: the
  * number of wrong elements. */
 int emu_st_neighbour(int sync);
+/* A grid of `blocks` (at most 64) blocks of 64 threads whose blocks with (index & writers_mask)
+ * set, or all of them when `all`, write their shared array before every thread reads it back:
+ * the writers' wrong reads (returned), and in *stale the other blocks' reads that are not NaN
+ * (the poison pattern). */
+int emu_st_shared_stale(int writers_mask, int all, int blocks, int *stale);
 /* These must end the process with the emulator's report. */
 void emu_st_divergent_barrier(void);
 void emu_st_two_barriers(void);

@@ -11,7 +11,8 @@
  *
  * Shared memory: the kernels' __shared__ arrays are static locals that the build gathers into the
  * section emu_shared (see the Makefile). Before the first block of every grid the section is
- * filled with the poison pattern; if that block wrote to it, it is refilled before every block. */
+ * filled with the poison pattern (unless it holds nothing else), and refilled before every block
+ * that follows one in which a thread passed a __shared__ declaration. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@
 
 uint3 emu_threadIdx, emu_blockIdx;
 dim3 emu_blockDim, emu_gridDim;
+int emu_shared_declared;
 
 extern "C" char __start_emu_shared[] __attribute__((weak));
 extern "C" char __stop_emu_shared[] __attribute__((weak));
@@ -395,14 +397,25 @@ void release(Grid *g) {
           block_where(g), g->at_block, g->warps_waiting, g->done);
 }
 
-/* Shared memory: poison before the block; whether the block wrote it. */
+/* Shared memory: its size; whether anything but the poison pattern is in it (after a grid that
+ * declared no __shared__ array, which must not have written it). The section is the __shared__
+ * arrays of every kernel (128 KiB or so): read 64 bytes at a time. */
 size_t shared_bytes() { return __start_emu_shared ? (size_t)(__stop_emu_shared - __start_emu_shared) : 0; }
 bool shared_dirty() {
     const size_t n = shared_bytes();
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)__start_emu_shared[i] != 0xff) return true;
+    const unsigned char *p = (const unsigned char *)__start_emu_shared;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w[8];
+        memcpy(w, p + i, sizeof w);
+        if ((w[0] & w[1] & w[2] & w[3] & w[4] & w[5] & w[6] & w[7]) != ~(uint64_t)0) return true;
+    }
+    for (; i < n; i++)
+        if (p[i] != 0xff) return true;
     return false;
 }
+/* whether the section holds nothing but the poison pattern (as after a grid that wrote none of it) */
+bool shared_clean;
 
 void run_block(Grid *g) {
     const int n = (int)g->th.size();
@@ -527,15 +540,21 @@ static void run_grid(const char *name, dim3 grid, dim3 block, const std::functio
     for (size_t i = 0; i < nb; i++) order[i] = (uint32_t)i;
     shuffle(order, &g.rng);
     const size_t sh = shared_bytes();
+    /* the section is refilled before every block once a thread of the grid has passed a
+     * __shared__ declaration (device.h notes it); a grid that declared none must leave it as it
+     * found it */
     bool uses_shared = false;
-    if (sh) memset(__start_emu_shared, 0xff, sh);
+    if (sh && !shared_clean) memset(__start_emu_shared, 0xff, sh);
+    emu_shared_declared = 0;
     for (size_t k = 0; k < nb; k++) {
         size_t b = order[k];
         emu_blockIdx = make_uint3((unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y), (unsigned)(b / ((size_t)grid.x * grid.y)));
         if (uses_shared) memset(__start_emu_shared, 0xff, sh);
         run_block(&g);
-        if (k == 0 && sh) uses_shared = shared_dirty();
+        uses_shared = uses_shared || emu_shared_declared;
     }
+    if (sh && !uses_shared && shared_dirty()) fatal("kernel %s wrote shared memory without a __shared__ declaration", name);
+    shared_clean = sh && !uses_shared;
     G = nullptr;
 }
 

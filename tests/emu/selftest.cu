@@ -43,6 +43,15 @@ __global__ void k_st_neighbour(float *out, int sync) {
     out[threadIdx.x] = s[(threadIdx.x + 1) % 256];
 }
 
+/* out[block][i] = s[i] of the block's shared array, which blocks with (block & writers_mask) != 0
+ * (or all, when writers_mask is 0 and `all`) wrote first: the others read what no one wrote */
+__global__ void k_st_shared_stale(float *out, int writers_mask, int all) {
+    __shared__ float s[64];
+    if (all || (blockIdx.x & writers_mask)) s[threadIdx.x] = (float)(1 + blockIdx.x);
+    __syncthreads();
+    out[blockIdx.x * 64 + threadIdx.x] = s[threadIdx.x];
+}
+
 /* a barrier that the first 5 threads never reach */
 __global__ void k_st_divergent(float *out) {
     if (threadIdx.x < 5) return;
@@ -115,6 +124,27 @@ int emu_st_neighbour(int sync) {
     cudaFree(o);
     int wrong = 0;
     for (int i = 0; i < 256; i++) wrong += h[i] != (float)((i + 1) % 256);
+    return wrong;
+}
+
+int emu_st_shared_stale(int writers_mask, int all, int blocks, int *stale) {
+    gpu_select(0);
+    float *o, h[64 * 64];
+    if (blocks > 64) return -1;
+    CUDA_CHECK(cudaMalloc((void **)&o, sizeof h));
+    LAUNCH(k_st_shared_stale, blocks, 64, 0, 0, o, writers_mask, all);
+    CUDA_CHECK(cudaMemcpy(h, o, (size_t)blocks * 64 * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaFree(o);
+    int wrong = 0;
+    *stale = 0;
+    for (int b = 0; b < blocks; b++)
+        for (int i = 0; i < 64; i++) {
+            const float v = h[b * 64 + i];
+            if (all || (b & writers_mask))
+                wrong += v != (float)(1 + b);
+            else
+                *stale += !isnan(v);
+        }
     return wrong;
 }
 
