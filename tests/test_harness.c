@@ -70,7 +70,9 @@ static void check_given(const char *o, const char *line, int most) {
     CHECK_MSG(p && atoi(p + strlen(line)) <= most, "want '%s%d' or fewer in:\n%s", line, most, o);
 }
 
-TEST(harness_reports_every_end_and_runs_every_test) {
+/* The cases mostly wait (their time limits, a 4 s sleep): beside the other tests, without a core
+ * of their own, like the next. */
+TEST_CORES(harness_reports_every_end_and_runs_every_test, 0) {
     int rc;
     double dt;
     char *o = run_cases("--jobs=1 --timeout=3", &rc, &dt);
@@ -99,7 +101,7 @@ TEST(harness_reports_every_end_and_runs_every_test) {
     free(o);
 }
 
-TEST(harness_runs_tests_side_by_side_in_blocks) {
+TEST_CORES(harness_runs_tests_side_by_side_in_blocks, 0) {
     int rc;
     double dt;
     char *o = run_cases("--jobs=3 --timeout=3", &rc, &dt);
