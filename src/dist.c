@@ -20,9 +20,32 @@ void mpi_check(int err, const char *what, const char *file, int line) {
     exit(1);
 }
 
+/* Whether an MPI launcher started this process: one of the variables that mpirun (Open MPI's,
+ * MPICH's Hydra, MVAPICH's) or srun (with PMI or PMIx) gives each process it starts. */
+static int launched_by_mpi(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD",
+                                       "MPI_LOCALNRANKS",      "MV2_COMM_WORLD_SIZE", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return 1;
+    }
+    return 0;
+}
+
 void dist_init(Dist *d, int *argc, char ***argv) {
     int inited = 0;
     MPI_CHECK(MPI_Initialized(&inited));
+    if (!inited && !launched_by_mpi()) {
+        /* started on its own: one rank, without MPI. An MPI singleton would be the same one rank
+         * after about 0.4 s (0.15 s of CPU) of MPI_Init at every start, and where MPI cannot start
+         * its runtime (a container without its network or shared memory) no run at all. */
+        d->rank = 0;
+        d->size = 1;
+        d->local_rank = 0;
+        d->local_size = 1;
+        d->mpi = 0;
+        return;
+    }
     if (!inited) {
         int provided;
         MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));

@@ -1,5 +1,5 @@
-/* dist.h: ranks and collectives. MPI when built with it (mpirun, srun, or a singleton with no
- * launcher); otherwise one rank. */
+/* dist.h: ranks and collectives. MPI when built with it and started by a launcher (mpirun, srun),
+ * or when the program initialised MPI itself; otherwise one rank, without MPI. */
 #ifndef NVCNN_DIST_H
 #define NVCNN_DIST_H
 

@@ -88,6 +88,31 @@ TEST_CORES(dist_two_ranks_stay_identical_and_equal_one_process, 2) {
     }
 }
 
+/* Started on its own (no launcher's variables), nvcnn is one rank without MPI: it runs where MPI
+ * cannot start (a pml that does not exist makes Open MPI's MPI_Init fail), and the same run with a
+ * launcher's variable set (srun's SLURM_PROCID) initialises MPI and fails there, which shows the
+ * broken setting is one MPI would have read. */
+TEST(dist_nvcnn_on_its_own_runs_without_mpi) {
+#ifndef NVCNN_MPI
+    th_skip("no MPI in this build");
+#else
+    const char *run = "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=2 --nstep_burnin=0 --num_classes=10";
+    char cmd[600], *o = NULL;
+    snprintf(cmd, sizeof cmd,
+             "env -u OMPI_COMM_WORLD_SIZE -u PMIX_RANK -u PMI_RANK -u PMI_SIZE -u PMI_FD -u MPI_LOCALNRANKS -u MV2_COMM_WORLD_SIZE "
+             "-u SLURM_PROCID OMPI_MCA_pml=no_such_pml %s",
+             run);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Num ranks:   1\n") && strstr(o, "\n     2     1 ") && !strstr(o, "MPI_INIT"), "exit %d:\n%s", rc,
+              o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "SLURM_PROCID=0 OMPI_MCA_pml=no_such_pml %s", run);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc != 0 && o && strstr(o, "no_such_pml") && !strstr(o, "Num ranks:"), "with SLURM_PROCID set: exit %d:\n%s", rc, o);
+    free(o);
+#endif
+}
+
 TEST_CORES(dist_nvcnn_under_mpirun_prints_once, 2) {
     char mr[200], cmd[600], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
