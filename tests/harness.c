@@ -9,7 +9,8 @@
  * The summary line "N passed, N failed, N skipped" always ends the run.
  *
  * Side by side: tests run at once as long as the cores they keep busy (harness.h: TEST_CORES,
- * TEST_SERIAL) add up to no more than --jobs (default: the online CPUs). Each test's
+ * TEST_SERIAL) add up to no more than --jobs (default: the online CPUs), and never two of one
+ * group (TEST_IN_GROUP) at once. Each test's
  * output is held until it ends and printed then in one block, its verdict line last, so that the
  * outputs of tests run together never mix (with --jobs=1 it is echoed as it arrives). The tests
  * that must run alone start first, then the others (th_order_cmp), each group the longest first
@@ -61,6 +62,7 @@ static struct {
     th_fn fn;
     double limit; /* seconds; 0: the runner's default */
     int cores;    /* TH_ALONE, or the cores it keeps busy */
+    const char *group; /* tests of one group never run at once; NULL: none */
 } th_tests[TH_MAX_TESTS];
 static int th_ntests;
 static int th_cur_failed, th_cur_skipped;
@@ -70,7 +72,7 @@ static char th_skip_reason[256];
  * at the end; each test's child process creates it and its own directory in it on demand. */
 static char th_tmp[256];
 
-void th_register(const char *name, th_fn fn, double limit, int cores) {
+void th_register_in(const char *name, th_fn fn, double limit, int cores, const char *group) {
     if (th_ntests == TH_MAX_TESTS) {
         fprintf(stderr, "harness: too many tests\n");
         exit(1);
@@ -79,8 +81,11 @@ void th_register(const char *name, th_fn fn, double limit, int cores) {
     th_tests[th_ntests].fn = fn;
     th_tests[th_ntests].limit = limit;
     th_tests[th_ntests].cores = cores;
+    th_tests[th_ntests].group = group;
     th_ntests++;
 }
+
+void th_register(const char *name, th_fn fn, double limit, int cores) { th_register_in(name, fn, limit, cores, NULL); }
 
 void th_fail(const char *file, int line, const char *fmt, ...) {
     if (th_cur_failed < 5) {
@@ -454,6 +459,15 @@ static void th_report(Slot *s, int v, const char *why, int *counts) {
     counts[v]++;
 }
 
+/* Whether a test of test i's group is running. */
+static int th_group_running(int i) {
+    const char *g = th_tests[i].group;
+    if (!g) return 0;
+    for (int k = 0; k < th_nslots; k++)
+        if (th_slots[k].test >= 0 && th_tests[th_slots[k].test].group && strcmp(th_tests[th_slots[k].test].group, g) == 0) return 1;
+    return 0;
+}
+
 /* Runs the selected tests (order[0..n-1]), up to th_jobs at once; counts[TH_PASS...] their verdicts. */
 static void th_run_all(const int *order, int n, double limit, int *counts) {
     th_nslots = n; /* at most th_jobs tests that keep a core busy, and those that mostly wait */
@@ -472,14 +486,20 @@ static void th_run_all(const int *order, int n, double limit, int *counts) {
     signal(SIGINT, th_on_signal);
     signal(SIGTERM, th_on_signal);
     struct pollfd *pf = calloc((size_t)th_nslots + 1, sizeof *pf);
+    char *started = calloc((size_t)n + 1, 1);
     int next = 0, running = 0, used = 0, alone = 0; /* alone: a test that runs alone is running */
     while (next < n || running > 0) {
-        /* start the next tests while their cores are free: a test that runs alone when nothing
-         * runs, another while the cores of those running leave it room (one always starts on an
-         * idle runner) */
-        while (next < n) {
-            const int i = order[next], share = th_share(i, th_jobs);
+        /* start the next tests in their order while their cores are free: a test that runs alone
+         * when nothing runs, another while the cores of those running leave it room (one always
+         * starts on an idle runner). A test whose group has one running waits, and the tests after
+         * it may start before it. */
+        for (int k = next; k < n; k++) {
+            if (started[k]) continue;
+            const int i = order[k], share = th_share(i, th_jobs);
             if (running > 0 && (th_jobs == 1 || alone || th_tests[i].cores == TH_ALONE || used + share > th_jobs)) break;
+            if (th_group_running(i)) continue;
+            started[k] = 1;
+            while (next < n && started[next]) next++;
             Slot *s = &th_slots[0];
             while (s->test >= 0) s++;
             s->test = i;
@@ -490,7 +510,6 @@ static void th_run_all(const int *order, int n, double limit, int *counts) {
             s->emulated = 0;
             memset(&s->tail, 0, sizeof s->tail);
             char why[256] = "";
-            next++;
             if (th_start(s, 0, why, sizeof why) != 0) {
                 th_report(s, TH_FAIL, why, counts);
                 s->test = -1;
@@ -545,6 +564,7 @@ static void th_run_all(const int *order, int n, double limit, int *counts) {
         }
     }
     free(pf);
+    free(started);
     for (int k = 0; k < th_nslots; k++) free(th_slots[k].buf);
     signal(SIGCHLD, SIG_DFL);
 }

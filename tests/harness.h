@@ -21,6 +21,10 @@ typedef void (*th_fn)(void);
  * default. */
 #define TH_ALONE (-1)
 void th_register(const char *name, th_fn fn, double limit, int cores);
+/* group: tests that share something of the machine that only one of them may use at a time (a
+ * Slurm cluster's daemons, the two-host namespaces) name the same group: two of them never run
+ * at once, while each runs beside the tests of other groups and of none. */
+void th_register_in(const char *name, th_fn fn, double limit, int cores, const char *group);
 void th_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void th_skip(const char *reason);
 /* The name of the running test. */
@@ -36,6 +40,12 @@ int th_run(const char *cmd, char **out);
 #define TEST_WITH(name, limit, cores)                                                   \
     static void name(void);                                                             \
     __attribute__((constructor)) static void th_reg_##name(void) { th_register(#name, name, limit, cores); } \
+    static void name(void)
+
+/* A test of a group (th_register_in), with its time limit and cores. */
+#define TEST_IN_GROUP(name, limit, cores, group)                                        \
+    static void name(void);                                                             \
+    __attribute__((constructor)) static void th_reg_##name(void) { th_register_in(#name, name, limit, cores, group); } \
     static void name(void)
 
 #define TEST(name) TEST_WITH(name, 0, 1)

@@ -60,8 +60,10 @@ static const char *const verdicts[] = {
     "PASS case_two_cores",
     "PASS case_one_core",
     "PASS case_mostly_waits",
+    "PASS case_group_1",
+    "PASS case_group_2",
     "PASS case_last_passes",
-    "10 passed, 7 failed, 1 skipped\n",
+    "12 passed, 7 failed, 1 skipped\n",
 };
 
 /* `line` in o, up to "others=", and the number after it at most `most` */
@@ -128,14 +130,17 @@ TEST_CORES(harness_runs_tests_side_by_side_in_blocks, 0) {
         }
     }
     /* the tests that ask for it alone, with the runner's environment and its 3 jobs; the others
-     * beside at most the rest of the 3 cores (and the one that mostly waits), with OpenMP's
+     * beside at most the rest of the 3 cores (and the two that mostly wait: the one of no group,
+     * one of the two of group g), with OpenMP's
      * threads and the jobs of the nested runners they would start set to their share (one for
      * the one that mostly waits) */
     check_given(o, "alone 1: NVCNN_TEST_JOBS=3 OMP_NUM_THREADS=5 threads=5 others=", 0);
     check_given(o, "alone 2: NVCNN_TEST_JOBS=3 OMP_NUM_THREADS=5 threads=5 others=", 0);
     check_given(o, "two cores: NVCNN_TEST_JOBS=2 OMP_NUM_THREADS=2 threads=2 others=", 1);
-    check_given(o, "one core: NVCNN_TEST_JOBS=1 OMP_NUM_THREADS=1 threads=1 others=", 3);
-    check_given(o, "waits: NVCNN_TEST_JOBS=1 OMP_NUM_THREADS=1 threads=1 others=", 3);
+    check_given(o, "one core: NVCNN_TEST_JOBS=1 OMP_NUM_THREADS=1 threads=1 others=", 4);
+    check_given(o, "waits: NVCNN_TEST_JOBS=1 OMP_NUM_THREADS=1 threads=1 others=", 4);
+    /* two tests of one group, both waiting (no core of their own): one after the other */
+    CHECK_MSG(strstr(o, "group 1: alone in its group\n") && strstr(o, "group 2: alone in its group\n"), "%s", o);
     /* side by side: the two 3-second hangs and the 4-second test together, not one after another
      * (11 s at least, with the two 0.3 s alone); measured 4.9 s */
     CHECK_MSG(dt < 9, "the run took %.1f s", dt);

@@ -21,8 +21,9 @@ static int scenario(const char *name, char *dir, size_t n, char **out) {
     return sc_scenario("tests/slurm/run.sh", "slurm", name, dir, n, out);
 }
 
-/* Each test here runs alone: a cluster's daemons on ports picked at random, and 2 tasks. */
-TEST_SERIAL(slurm_sbatch_two_tasks_run_to_the_end) {
+/* Each test here starts a cluster's daemons (on ports picked at random) and runs 2 tasks that mostly
+ * wait for them: one at a time (the group "slurm"), beside the other tests. */
+TEST_IN_GROUP(slurm_sbatch_two_tasks_run_to_the_end, 0, 1, "slurm") {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -47,7 +48,7 @@ TEST_SERIAL(slurm_sbatch_two_tasks_run_to_the_end) {
     free(o);
 }
 
-TEST_SERIAL(slurm_srun_two_tasks_with_the_scripts_pmi) {
+TEST_IN_GROUP(slurm_srun_two_tasks_with_the_scripts_pmi, 0, 1, "slurm") {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -72,9 +73,8 @@ static int load_final(const char *dir, uint64_t seed, Net **net, float **velocit
 }
 
 /* Mostly waits for Slurm (its requeues): of its 100-130 s, its jobs compute for about 70 steps of
- * 0.2 s on 2 tasks. It runs beside the other tests without a core of its own, after the slurm_
- * tests that run alone. */
-TEST_CORES(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run, 0) {
+ * 0.2 s on 2 tasks. It runs beside the other tests without a core of its own. */
+TEST_IN_GROUP(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run, 0, 0, "slurm") {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -155,7 +155,7 @@ TEST_CORES(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run,
     free(o);
 }
 
-TEST_SERIAL(slurm_gpu_job_with_more_tasks_than_gpus_is_refused) {
+TEST_IN_GROUP(slurm_gpu_job_with_more_tasks_than_gpus_is_refused, 0, 1, "slurm") {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);

@@ -98,6 +98,9 @@ lose_node() {
 
 case $scenario in
   tcp)
+    # the ranks on the hosts count their host's cores (as the one-host runs are told, 2 threads):
+    # not a thread count the test runner gives the test it runs this for
+    unset OMP_NUM_THREADS
     common=("${NV[@]}" --batch_size=32 --num_batches=10 --display_every=5 --verbose)
     # one rank per host: TCP only (no shared memory between hosts in any case); each rank counts
     # its own node's cores: 2 threads
@@ -108,6 +111,7 @@ case $scenario in
     run one4 hosts_run 0 mpirun -np 4 --oversubscribe --bind-to none ./nvcnn "${common[@]}" --log_dir="$out/one4"
     ;;
   slurm)
+    unset OMP_NUM_THREADS # (as in tcp)
     common=("${NV[@]}" --batch_size=32 --num_batches=10 --display_every=5 --verbose)
     run one2 hosts_run 0 mpirun -np 2 --bind-to none -x OMP_NUM_THREADS=2 ./nvcnn "${common[@]}" --log_dir="$out/one2"
     slurm_start

@@ -119,4 +119,22 @@ TEST_CORES(case_two_cores, 2) { given("two cores"); }
 TEST(case_one_core) { given("one core"); }
 TEST_CORES(case_mostly_waits, 0) { given("waits"); }
 
+/* Two tests of one group, each waiting (no core of its own): were they run at once, the second
+ * would find the first's mark (a file in the run's temporary directory, made with O_EXCL). */
+static void in_group(const char *what) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/../group-g-running", th_tmpdir());
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    const int alone = fd >= 0;
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    printf("%s: %s\n", what, alone ? "alone in its group" : "beside another of its group");
+}
+TEST_IN_GROUP(case_group_1, 0, 0, "g") { in_group("group 1"); }
+TEST_IN_GROUP(case_group_2, 0, 0, "g") { in_group("group 2"); }
+
 TEST(case_last_passes) { CHECK(1); }
