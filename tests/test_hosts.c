@@ -103,10 +103,12 @@ static double lenet_grad_bytes(void) {
 }
 
 /* Item: mpirun over TCP across the two hosts gives the bits of the same run on one host. */
-/* The tests here make the two hosts: one at a time (the group "hosts"), beside the other tests
- * (their ranks, up to 4, mostly wait on each other and on the hosts' daemons; nothing here times
- * them but the shaped link's, which runs alone). */
-TEST_IN_GROUP(hosts_mpirun_over_tcp_equals_one_host, 300, 1, "hosts") {
+/* The tests here make the two hosts, and some a Slurm cluster on them: one at a time, and not
+ * beside a test of test_slurm.c (the group "cluster": two Slurm clusters on one machine at once
+ * once crashed a task in MPI_Init under srun), but beside the other tests (their ranks, up to 4,
+ * mostly wait on each other and on the hosts' daemons; nothing here times them but the shaped
+ * link's, which runs alone). */
+TEST_IN_GROUP(hosts_mpirun_over_tcp_equals_one_host, 300, 1, "cluster") {
     char dir[700], *o = NULL;
     if (!host_scenario("tcp", 0, dir, sizeof dir, &o)) return;
     const double grads = lenet_grad_bytes(), steps = 10;
@@ -149,7 +151,7 @@ TEST_IN_GROUP(hosts_mpirun_over_tcp_equals_one_host, 300, 1, "hosts") {
 
 /* Item: a two-node Slurm job, through srun (PMIx) and through mpirun, equals the one-host run;
  * the threads per rank follow --cpus-per-task. */
-TEST_IN_GROUP(hosts_slurm_two_node_jobs_equal_one_host, 300, 1, "hosts") {
+TEST_IN_GROUP(hosts_slurm_two_node_jobs_equal_one_host, 300, 1, "cluster") {
     char dir[700], *o = NULL;
     if (!host_scenario("slurm", 1, dir, sizeof dir, &o)) return;
     char *ref = sc_slurp(dir, "one2.out"), lref[16];
@@ -209,7 +211,7 @@ static int empty_dir(const char *path) {
  * its 75-90 s, its jobs compute for about 70 steps of 0.2 s on 2 ranks), checks no time, and runs
  * beside the other tests without a core of its own (its steps, slower there, stay far within
  * --step_timeout=5). */
-TEST_IN_GROUP(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run, 400, 0, "hosts") {
+TEST_IN_GROUP(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run, 400, 0, "cluster") {
     const long N = 16;
     char dir[700], *o = NULL;
     if (!host_scenario("nodeloss", 1, dir, sizeof dir, &o)) return;
@@ -275,7 +277,7 @@ TEST_IN_GROUP(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run,
 /* Item: no hang on a dead peer under plain mpirun: host 1 crashes mid-run; rank 0's watchdog
  * ends the run with one line naming the phase and the rank, mpirun exits 5, and the last
  * checkpoint is whole. */
-TEST_IN_GROUP(hosts_mpirun_dead_peer_ends_rank_0_with_exit_5, 300, 1, "hosts") {
+TEST_IN_GROUP(hosts_mpirun_dead_peer_ends_rank_0_with_exit_5, 300, 1, "cluster") {
     char dir[700], *o = NULL;
     if (!host_scenario("deadpeer", 0, dir, sizeof dir, &o)) return;
     double seconds = -1;

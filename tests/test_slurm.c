@@ -22,8 +22,9 @@ static int scenario(const char *name, char *dir, size_t n, char **out) {
 }
 
 /* Each test here starts a cluster's daemons (on ports picked at random) and runs 2 tasks that mostly
- * wait for them: one at a time (the group "slurm"), beside the other tests. */
-TEST_IN_GROUP(slurm_sbatch_two_tasks_run_to_the_end, 0, 1, "slurm") {
+ * wait for them: one at a time, and not beside the two-host tests (the group "cluster", as in
+ * test_hosts.c), but beside the other tests. */
+TEST_IN_GROUP(slurm_sbatch_two_tasks_run_to_the_end, 0, 1, "cluster") {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -48,7 +49,7 @@ TEST_IN_GROUP(slurm_sbatch_two_tasks_run_to_the_end, 0, 1, "slurm") {
     free(o);
 }
 
-TEST_IN_GROUP(slurm_srun_two_tasks_with_the_scripts_pmi, 0, 1, "slurm") {
+TEST_IN_GROUP(slurm_srun_two_tasks_with_the_scripts_pmi, 0, 1, "cluster") {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -74,7 +75,7 @@ static int load_final(const char *dir, uint64_t seed, Net **net, float **velocit
 
 /* Mostly waits for Slurm (its requeues): of its 100-130 s, its jobs compute for about 70 steps of
  * 0.2 s on 2 tasks. It runs beside the other tests without a core of its own. */
-TEST_IN_GROUP(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run, 0, 0, "slurm") {
+TEST_IN_GROUP(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run, 0, 0, "cluster") {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
@@ -155,7 +156,7 @@ TEST_IN_GROUP(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_r
     free(o);
 }
 
-TEST_IN_GROUP(slurm_gpu_job_with_more_tasks_than_gpus_is_refused, 0, 1, "slurm") {
+TEST_IN_GROUP(slurm_gpu_job_with_more_tasks_than_gpus_is_refused, 0, 1, "cluster") {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
