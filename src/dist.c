@@ -9,6 +9,15 @@
 #include "util.h"
 #include "watchdog.h"
 
+/* One rank, without MPI. */
+static void one_rank(Dist *d) {
+    d->rank = 0;
+    d->size = 1;
+    d->local_rank = 0;
+    d->local_size = 1;
+    d->mpi = 0;
+}
+
 #ifdef NVCNN_MPI
 void mpi_check(int err, const char *what, const char *file, int line) {
     if (err == MPI_SUCCESS) return;
@@ -39,11 +48,7 @@ void dist_init(Dist *d, int *argc, char ***argv) {
         /* started on its own: one rank, without MPI. An MPI singleton would be the same one rank
          * after about 0.4 s (0.15 s of CPU) of MPI_Init at every start, and where MPI cannot start
          * its runtime (a container without its network or shared memory) no run at all. */
-        d->rank = 0;
-        d->size = 1;
-        d->local_rank = 0;
-        d->local_size = 1;
-        d->mpi = 0;
+        one_rank(d);
         return;
     }
     if (!inited) {
@@ -293,11 +298,7 @@ void gradsync_free(GradSync *g) {
 void dist_init(Dist *d, int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    d->rank = 0;
-    d->size = 1;
-    d->local_rank = 0;
-    d->local_size = 1;
-    d->mpi = 0;
+    one_rank(d);
 }
 void dist_finalize(Dist *d) { (void)d; }
 void dist_allreduce_mean(Dist *d, float *buf, size_t n) {

@@ -85,8 +85,6 @@ void th_register_in(const char *name, th_fn fn, double limit, int cores, const c
     th_ntests++;
 }
 
-void th_register(const char *name, th_fn fn, double limit, int cores) { th_register_in(name, fn, limit, cores, NULL); }
-
 void th_fail(const char *file, int line, const char *fmt, ...) {
     if (th_cur_failed < 5) {
         va_list ap;

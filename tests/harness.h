@@ -20,10 +20,9 @@ typedef void (*th_fn)(void);
  * (it uses every core, or measures time). limit: its time limit in seconds; 0: the runner's
  * default. */
 #define TH_ALONE (-1)
-void th_register(const char *name, th_fn fn, double limit, int cores);
 /* group: tests that share something of the machine that only one of them may use at a time (a
  * Slurm cluster's daemons, the two-host namespaces) name the same group: two of them never run
- * at once, while each runs beside the tests of other groups and of none. */
+ * at once, while each runs beside the tests of other groups and of none (NULL). */
 void th_register_in(const char *name, th_fn fn, double limit, int cores, const char *group);
 void th_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void th_skip(const char *reason);
@@ -36,17 +35,15 @@ const char *th_tmpdir(void);
  * its exit status (0-255), or -1 if it could not run / was killed. */
 int th_run(const char *cmd, char **out);
 
-/* A test with its own time limit (seconds; 0: the runner's default) and cores (above). */
-#define TEST_WITH(name, limit, cores)                                                   \
-    static void name(void);                                                             \
-    __attribute__((constructor)) static void th_reg_##name(void) { th_register(#name, name, limit, cores); } \
-    static void name(void)
-
-/* A test of a group (th_register_in), with its time limit and cores. */
+/* A test of a group (th_register_in; NULL: none), with its own time limit (seconds; 0: the
+ * runner's default) and cores (above). */
 #define TEST_IN_GROUP(name, limit, cores, group)                                        \
     static void name(void);                                                             \
     __attribute__((constructor)) static void th_reg_##name(void) { th_register_in(#name, name, limit, cores, group); } \
     static void name(void)
+
+/* A test with its own time limit and cores, of no group. */
+#define TEST_WITH(name, limit, cores) TEST_IN_GROUP(name, limit, cores, NULL)
 
 #define TEST(name) TEST_WITH(name, 0, 1)
 /* TEST with its own time limit in seconds (instead of the runner's default), for the long ones. */
