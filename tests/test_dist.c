@@ -108,7 +108,11 @@ TEST(dist_nvcnn_on_its_own_runs_without_mpi) {
     free(o);
     snprintf(cmd, sizeof cmd, "SLURM_PROCID=0 OMPI_MCA_pml=no_such_pml %s", run);
     rc = th_run(cmd, &o);
-    CHECK_MSG(rc != 0 && o && strstr(o, "no_such_pml") && !strstr(o, "Num ranks:"), "with SLURM_PROCID set: exit %d:\n%s", rc, o);
+    /* Open MPI names the pml in its help text, which its singleton daemon sometimes fails to pass
+     * on ("Data unpack would read past end of buffer ... show_help.c"); the MPI_Init error is
+     * then all it prints */
+    CHECK_MSG(rc != 0 && o && (strstr(o, "no_such_pml") || strstr(o, "MPI_Init")) && !strstr(o, "Num ranks:"),
+              "with SLURM_PROCID set: exit %d:\n%s", rc, o);
     free(o);
 #endif
 }
