@@ -151,7 +151,10 @@ MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
 MPI_TEST_BIN := $(MPI_TEST_SRC:%.c=$(BUILD)/%)
 # The runner's own test program: tests that fail on purpose (tests/selftest/), with the runner
 SELFTEST_BIN := $(BUILD)/tests/selftest/harness_cases
-TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+# TEST_FILES="tests/a.c tests/b.c": a run_tests of those test files only (make test builds the
+# sanitizers' one with the files of the tests it runs: gpu_parity_clean_under_sanitizers)
+TEST_FILES ?= $(filter-out tests/harness.c tests/testutil.c tests/scenario.c,$(TEST_SRC))
+TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,tests/harness.c tests/testutil.c tests/scenario.c $(TEST_FILES))
 TOOL_SRC := $(wildcard src/tools/*.c)
 
 BIN := $(BINDIR)nvcnn $(if $(wildcard src/tools/mkrecords.c),$(BINDIR)nvcnn-mkrecords)
@@ -190,11 +193,17 @@ $(BUILD)/%.cu.o: %.cu
 	objcopy $$(readelf -SW $@.tmp | sed -n 's/.*\] \(\.bss\._ZZ[^ ]*\) .*/--rename-section \1=emu_shared/p') $@.tmp $@
 	@rm -f $@.tmp
 
-# the emulator's maths loops want vectorising: -O3 (-O2 under DEBUG=1: the sanitizers are there for
-# the GPU backend's kernels, which stay at -O0; the emulator itself still runs instrumented)
+# the emulator's maths loops want vectorising: -O3. Under DEBUG=1 the sanitizers are there for the
+# GPU backend's kernels (at -O0) and the rest of nvcnn: the emulator is compiled at -O2 without
+# them (instrumented, its runtime, cuDNN, cuBLAS and NCCL took four times as long to compile, 45 of
+# the sanitizer build's 190 CPU seconds), except the kernel runner, whose fibers must tell
+# AddressSanitizer of every stack switch. The instrumented code's checks hold all the same: the
+# kernels and nvcnn's host code are instrumented, and the sanitizer runtime intercepts the
+# emulator's malloc, memcpy and memset like anyone's.
+EMU_SAN_OBJ := $(BUILD)/tests/emu/kernel.o
 $(BUILD)/tests/emu/%.o: tests/emu/%.cc
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(EMU_CXXFLAGS) $(if $(filter 1,$(DEBUG)),-O2,-O3) -MMD -MP -c $< -o $@
+	$(CXX) $(CPPFLAGS) $(if $(filter 1,$(DEBUG)),$(if $(filter $@,$(EMU_SAN_OBJ)),$(EMU_CXXFLAGS),$(filter-out -O0 -fsanitize=%,$(EMU_CXXFLAGS))) -O2,$(EMU_CXXFLAGS) -O3) -MMD -MP -c $< -o $@
 
 # the repository as the emulated tests see it: ./nvcnn and ./nvcnn-mkrecords are the emulated ones
 EMU_ROOT := $(BUILD)/root
@@ -218,8 +227,13 @@ $(BINDIR)nvcnn: $(BUILD)/src/main.o $(BUILD)/libnvcnn.a
 $(BINDIR)nvcnn-mkrecords: $(BUILD)/src/tools/mkrecords.o $(BUILD)/libnvcnn.a
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/run_tests: $(TEST_OBJ) $(EMU_TEST_OBJ) $(BUILD)/libnvcnn.a
-	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+RUN_TESTS_OBJ := $(TEST_OBJ) $(if $(filter tests/test_emu.c,$(TEST_FILES)),$(EMU_TEST_OBJ))
+# relinked when the list of test files changes (TEST_FILES)
+$(BUILD)/tests.list: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(RUN_TESTS_OBJ)' | cmp -s - $@ || echo '$(RUN_TESTS_OBJ)' > $@
+$(BUILD)/run_tests: $(RUN_TESTS_OBJ) $(BUILD)/libnvcnn.a $(BUILD)/tests.list
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $(filter-out %.list,$^) $(LDLIBS)
 
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(BUILD)/libnvcnn.a
 	@mkdir -p $(dir $@)
@@ -256,6 +270,8 @@ run: data
 # CPUs (NVCNN_TEST_JOBS=N or make test TESTS=--jobs=N to choose).
 EMU_BUILD ?= build-emu
 EMU_DEBUG_BUILD ?= build-emu-debug
+# the files of the tests that gpu_parity_clean_under_sanitizers runs (tests/test_gpu.c)
+SANITIZER_TEST_FILES := tests/test_gpu.c tests/test_onednn.c tests/test_pool.c
 .PHONY: test-build test-emu test-emu-debug test-data
 test-build: deps-system
 	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN)
@@ -265,7 +281,8 @@ test-data: test-build
 test-emu: test-build
 	@$(MAKE) --no-print-directory GPU_EMU=1 BUILD=$(EMU_BUILD) EMU_C_FROM=$(BUILD) emu
 test-emu-debug: deps-system
-	@$(MAKE) --no-print-directory GPU_EMU=1 DEBUG=1 BUILD=$(EMU_DEBUG_BUILD) $(EMU_DEBUG_BUILD)/run_tests $(EMU_DEBUG_BUILD)/root
+	@$(MAKE) --no-print-directory GPU_EMU=1 DEBUG=1 BUILD=$(EMU_DEBUG_BUILD) TEST_FILES="$(SANITIZER_TEST_FILES)" \
+	  $(EMU_DEBUG_BUILD)/run_tests $(EMU_DEBUG_BUILD)/root
 ifeq ($(CUDA)$(GPU_EMU),1)
 test: test-build test-emu test-emu-debug deps-python test-data
 	@NVCNN_BUILD=$(BUILD) NVCNN_EMU=$(EMU_BUILD) NVCNN_EMU_DEBUG=$(abspath $(EMU_DEBUG_BUILD)) $(BUILD)/run_tests $(TESTS)
