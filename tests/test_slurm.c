@@ -66,22 +66,26 @@ TEST_IN_GROUP(slurm_srun_two_tasks_with_the_scripts_pmi, 0, 1, "cluster") {
     free(o);
 }
 
-/* Loads dir/ckpt-16.nvcnn (see sc_load_lenet); 0 on success. */
+/* the preempt scenario's --num_batches (tests/slurm/run.sh) */
+#define PREEMPT_STEPS 10
+
+/* Loads dir/ckpt-PREEMPT_STEPS.nvcnn (see sc_load_lenet); 0 on success. */
 static int load_final(const char *dir, uint64_t seed, Net **net, float **velocity, CkptMeta *m) {
     char p[1400];
-    snprintf(p, sizeof p, "%s/ckpt-16.nvcnn", dir);
+    snprintf(p, sizeof p, "%s/ckpt-%d.nvcnn", dir, PREEMPT_STEPS);
     return sc_load_lenet(p, seed, net, velocity, m);
 }
 
-/* Mostly waits for Slurm (its requeues): of its 100-130 s, its jobs compute for about 70 steps of
- * 0.2 s on 2 tasks. It runs beside the other tests without a core of its own. */
+/* Waits for Slurm (its requeues) and computes: its jobs train 40 steps of two tasks (0.3-0.7 s a
+ * step), about 70 of the CPU seconds it takes in its 65 s on 2 idle cores (with 16 steps a job: 120
+ * in 86 s). It runs beside the other tests without a core of its own. */
 TEST_IN_GROUP(slurm_preempted_job_requeues_resumes_and_equals_an_uninterrupted_run, 0, 0, "cluster") {
     const char *why = sc_no_slurm();
     if (why) {
         th_skip(why);
         return;
     }
-    const int N = 16; /* --num_batches of run.sh's preempt scenario */
+    const int N = PREEMPT_STEPS;
     char dir[700], *o = NULL;
     int rc = scenario("preempt", dir, sizeof dir, &o);
     CHECK_MSG(rc == 0, "run.sh exit %d:\n%s", rc, o);

@@ -50,8 +50,10 @@ case $scenario in
     set -e
     ;;
   preempt)
-    # about 0.2 s a step (the reference layers at batch 256): the signal arrives well before the end
-    common=("${NV[@]}" --cpu_impl=reference --batch_size=256 --num_batches=16 --display_every=1)
+    # 0.3-0.7 s a step (the reference layers at batch 256, a task a core): the signal, sent once
+    # step 2's row is out, has come within step 3 in every run so far, 7 steps before the end
+    # (tests/test_slurm.c: PREEMPT_STEPS). Each step is two cores' work: the fewer, the better.
+    common=("${NV[@]}" --cpu_impl=reference --batch_size=256 --num_batches=10 --display_every=1)
     jid=$(submit ref "${common[@]}" --log_dir="$out/ref")
     job_wait "$jid" ref
     for how in scancel requeue preempt; do
