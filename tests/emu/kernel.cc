@@ -216,8 +216,9 @@ struct Grid {
     const char *name;
     dim3 grid, block;
     const std::function<void()> *body;
-    std::vector<Thread> th;
-    std::vector<int> pending;    /* threads not started, taken from the back */
+    std::vector<Thread> th;      /* tid and linear set once for the grid; the rest per block */
+    std::vector<int> pending;    /* a shuffled order of the block's threads */
+    size_t npending = 0;         /* those not started: pending[0, npending), taken from the back */
     std::vector<Thread *> ready; /* released, taken from the back */
     int done = 0, waiting = 0;
     int at_block = 0;            /* threads at __syncthreads */
@@ -239,9 +240,19 @@ uint64_t next_rand(uint64_t *s) { /* splitmix64 */
 /* a uniform index below n (Lemire's multiply-shift; n fits 32 bits) */
 size_t below(uint64_t *s, size_t n) { return (size_t)(((next_rand(s) >> 32) * (uint64_t)n) >> 32); }
 
-template <typename T> void shuffle(std::vector<T> &v, uint64_t *s) {
-    for (size_t i = v.size(); i > 1; i--) std::swap(v[i - 1], v[below(s, i)]);
+/* Fisher-Yates over v[0, n): each draw of the generator gives two indices (32 bits each,
+ * Lemire's multiply-shift), half the draws of one a swap; the emulator shuffles every block's
+ * threads and every barrier's release, which made the generator a tenth of its time. */
+template <typename T> void shuffle_n(T *v, size_t n, uint64_t *s) {
+    size_t i = n;
+    for (; i > 2; i -= 2) {
+        const uint64_t r = next_rand(s);
+        std::swap(v[i - 1], v[(size_t)(((r >> 32) * (uint64_t)i) >> 32)]);
+        std::swap(v[i - 2], v[(size_t)(((r & 0xffffffffu) * (uint64_t)(i - 1)) >> 32)]);
+    }
+    if (i == 2) std::swap(v[1], v[below(s, 2)]);
 }
+template <typename T> void shuffle(std::vector<T> &v, uint64_t *s) { shuffle_n(v.data(), v.size(), s); }
 
 void set_thread(const Thread *t) { emu_threadIdx = t->tid; }
 
@@ -258,7 +269,7 @@ void wait_here() {
         G->ready.pop_back();
         set_thread(t);
         to = t->fiber;
-    } else if (!G->pending.empty()) {
+    } else if (G->npending > 0) {
         if (!free_fibers.empty()) {
             to = free_fibers.back();
             free_fibers.pop_back();
@@ -278,9 +289,8 @@ void runner_main(void *) {
     __sanitizer_finish_switch_fiber(nullptr, &sched_stack_bottom, &sched_stack_size);
 #endif
     for (;;) {
-        while (!G->pending.empty()) {
-            Thread *t = &G->th[(size_t)G->pending.back()];
-            G->pending.pop_back();
+        while (G->npending > 0) {
+            Thread *t = &G->th[(size_t)G->pending[--G->npending]];
             t->state = T_RUNNING;
             t->fiber = cur_fiber;
             cur_fiber->t = t;
@@ -354,19 +364,20 @@ int try_release_warp(Grid *g, int w) {
         /* a source lane that takes no part: undefined on the GPU, the poison pattern here */
         out[l] = (src >= 0 && src < 32 && (wanted >> src & 1)) ? g->th[(size_t)(lo + src)].value : ~(uint64_t)0;
     }
-    std::vector<Thread *> rel;
+    Thread *rel[32];
+    int nrel = 0;
     for (int l = 0; l < 32; l++)
         if (wanted >> l & 1) {
             Thread *t = &g->th[(size_t)(lo + l)];
             if (t->op == W_SHUFFLE) t->value = out[l];
             t->state = T_RUNNING;
-            rel.push_back(t);
+            rel[nrel++] = t;
         }
-    shuffle(rel, &g->rng);
-    g->ready.insert(g->ready.end(), rel.begin(), rel.end());
-    g->waiting -= (int)rel.size();
-    g->at_warp[(size_t)w] -= (int)rel.size();
-    g->warps_waiting -= (int)rel.size();
+    shuffle_n(rel, (size_t)nrel, &g->rng);
+    g->ready.insert(g->ready.end(), rel, rel + nrel);
+    g->waiting -= nrel;
+    g->at_warp[(size_t)w] -= nrel;
+    g->warps_waiting -= nrel;
     return 1;
 }
 
@@ -417,28 +428,36 @@ bool shared_dirty() {
 /* whether the section holds nothing but the poison pattern (as after a grid that wrote none of it) */
 bool shared_clean;
 
-void run_block(Grid *g) {
-    const int n = (int)g->th.size();
-    int i = 0;
+/* The grid's threads (their indices, the same in every block) and an order of them (run_block
+ * shuffles it again for every block). */
+void init_threads(Grid *g) {
+    const size_t n = (size_t)g->block.x * g->block.y * g->block.z;
+    g->th.resize(n);
+    size_t i = 0;
     for (unsigned z = 0; z < g->block.z; z++)
         for (unsigned y = 0; y < g->block.y; y++)
             for (unsigned x = 0; x < g->block.x; x++, i++) {
-                Thread &t = g->th[(size_t)i];
-                t.tid = make_uint3(x, y, z);
-                t.linear = i;
-                t.state = T_PENDING;
-                t.fiber = nullptr;
+                g->th[i].tid = make_uint3(x, y, z);
+                g->th[i].linear = (int)i;
             }
-    g->pending.resize((size_t)n);
-    for (int k = 0; k < n; k++) g->pending[(size_t)k] = k;
+    g->pending.resize(n);
+    for (size_t k = 0; k < n; k++) g->pending[k] = (int)k;
+    g->at_warp.assign((n + 31) / 32, 0);
+}
+
+/* A block ends with every thread done and no warp or barrier waiting (anything else is fatal):
+ * the next one starts from the grid's state as init_threads left it, but the threads' states. */
+void run_block(Grid *g) {
+    const int n = (int)g->th.size();
+    for (Thread &t : g->th) t.state = T_PENDING;
     shuffle(g->pending, &g->rng);
+    g->npending = (size_t)n;
     g->ready.clear();
     g->done = 0;
     g->waiting = 0;
     g->at_block = 0;
     g->site = nullptr;
     g->stray = nullptr;
-    g->at_warp.assign((size_t)(n + 31) / 32, 0);
     g->warps_waiting = 0;
     for (;;) {
         if (!g->ready.empty()) {
@@ -448,7 +467,7 @@ void run_block(Grid *g) {
             resume(t->fiber);
             continue;
         }
-        if (!g->pending.empty()) {
+        if (g->npending > 0) {
             Fiber *f;
             if (!free_fibers.empty()) {
                 f = free_fibers.back();
@@ -528,7 +547,7 @@ static void run_grid(const char *name, dim3 grid, dim3 block, const std::functio
     g.grid = grid;
     g.block = block;
     g.body = &body;
-    g.th.resize((size_t)block.x * block.y * block.z);
+    init_threads(&g);
     g.rng = seed() * 0x2545f4914f6cdd1dULL + launch_no;
     Grid *outer = G;
     if (outer) fatal("kernel %s launched from inside kernel %s", name, outer->name);
