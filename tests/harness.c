@@ -307,13 +307,15 @@ static void th_read_durations(double *secs) {
 
 /* The order in which the selected tests start: with one job, as registered; else those that run
  * alone first (one after another, with nothing beside them), then those that mostly wait (so that
- * they wait beside the next), those that take every core, the others; each group the longest
- * first. */
+ * they wait beside the next), the other tests of a group (TEST_IN_GROUP: they run one after
+ * another, a chain that ended a run on an idle core when its tests came last by their times),
+ * those that take every core, the others; each of these classes the longest first. */
 static double *th_order_secs;
 static int th_group(int i) {
     if (th_tests[i].cores == TH_ALONE) return 0;
     if (th_tests[i].cores == 0) return 1;
-    return th_share(i, th_jobs) < th_jobs ? 3 : 2;
+    if (th_tests[i].group) return 2;
+    return th_share(i, th_jobs) < th_jobs ? 4 : 3;
 }
 static int th_order_cmp(const void *a, const void *b) {
     int i = *(const int *)a, j = *(const int *)b;
