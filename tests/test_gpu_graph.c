@@ -11,8 +11,6 @@
  * The two-rank NCCL run with the graph is test_dist.c's nvcnn runs (--cuda_graph defaults to on).
  * Where no GPU exists every test skips with "no GPU" and the runner hands it to the emulated
  * device (tests/harness.c). */
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +24,10 @@
 #include "models.h"
 #include "testutil.h"
 #include "train.h"
+
+#ifdef NVCNN_CUDA /* a build without the GPU backend (CUDA=0) has neither CUDA nor these tests */
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
 #ifdef NVCNN_GPU_EMU
 #include "emu/emu_counts.h"
 #endif
@@ -231,3 +233,4 @@ TEST(gpu_graph_capture_refuses_what_cuda_refuses) {
     cudaEventDestroy(ev), cudaEventDestroy(outside);
     cudaStreamDestroy(s), cudaStreamDestroy(o);
 }
+#endif
