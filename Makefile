@@ -153,8 +153,9 @@ MPI_TEST_BIN := $(MPI_TEST_SRC:%.c=$(BUILD)/%)
 SELFTEST_BIN := $(BUILD)/tests/selftest/harness_cases
 # TEST_FILES="tests/a.c tests/b.c": a run_tests of those test files only (make test builds the
 # sanitizers' one with the files of the tests it runs: gpu_parity_clean_under_sanitizers)
-TEST_FILES ?= $(filter-out tests/harness.c tests/testutil.c tests/scenario.c,$(TEST_SRC))
-TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,tests/harness.c tests/testutil.c tests/scenario.c $(TEST_FILES))
+TEST_SUPPORT_SRC := tests/harness.c tests/testutil.c tests/scenario.c
+TEST_FILES ?= $(filter-out $(TEST_SUPPORT_SRC),$(TEST_SRC))
+TEST_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SUPPORT_SRC) $(TEST_FILES))
 TOOL_SRC := $(wildcard src/tools/*.c)
 
 BIN := $(BINDIR)nvcnn $(if $(wildcard src/tools/mkrecords.c),$(BINDIR)nvcnn-mkrecords)
