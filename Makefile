@@ -187,10 +187,13 @@ ifeq ($(GPU_EMU),1)
 # functions too; renamed emu_shared, they end up in one section of the program that the emulator
 # refills with its poison pattern before each block.
 # (Under DEBUG=1, AddressSanitizer's redzones between globals would break that section into pieces:
-# --param asan-globals=0 leaves them out for these objects.)
+# --param asan-globals=0 leaves them out for these objects.) Outside DEBUG=1 the kernels carry line
+# tables only (-g1: file, line and function in a backtrace, no variables), which halves their time
+# to compile at -O2; EMU_KERNEL_G=-g gives a debugger their variables.
+EMU_KERNEL_G ?= -g1
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(CXX) -x c++ $(CPPFLAGS) -Itests $(EMU_CXXFLAGS) $(if $(filter 1,$(DEBUG)),--param asan-globals=0) -fdata-sections -MMD -MP -MF $(@:.o=.d) -MT $@ -c $< -o $@.tmp
+	$(CXX) -x c++ $(CPPFLAGS) -Itests $(EMU_CXXFLAGS) $(if $(filter 1,$(DEBUG)),--param asan-globals=0,$(EMU_KERNEL_G)) -fdata-sections -MMD -MP -MF $(@:.o=.d) -MT $@ -c $< -o $@.tmp
 	objcopy $$(readelf -SW $@.tmp | sed -n 's/.*\] \(\.bss\._ZZ[^ ]*\) .*/--rename-section \1=emu_shared/p') $@.tmp $@
 	@rm -f $@.tmp
 

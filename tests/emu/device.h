@@ -27,8 +27,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <functional>
-#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -237,9 +235,26 @@ namespace emu {
 /* Checks that a kernel's pointer argument can be reached from the device (NULL, device memory
  * or pinned host memory); anything else ends the run naming the kernel and the argument. */
 void check_kernel_pointer(const char *kernel, int index, const void *p);
-/* Queues the grid on the stream (kernel.cc); a bad configuration sets the error that
- * cudaGetLastError() returns and runs nothing, as on the GPU. */
-void launch(const char *kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t s, std::function<void()> thread_body);
+/* A launch's kernel and the copy of its arguments that every thread of the grid calls it with,
+ * behind two plain functions: each kernel signature instantiates only LaunchArgsOf's two (not
+ * std::function and std::shared_ptr, which took a third of the time to compile src/cuda/). */
+struct LaunchArgs {
+    void (*call)(const LaunchArgs *); /* one thread of the grid */
+    void (*drop)(LaunchArgs *);       /* when the grid is gone (or refused) */
+};
+template <typename... P> struct LaunchArgsOf : LaunchArgs {
+    void (*kernel)(P...);
+    std::tuple<P...> args;
+    LaunchArgsOf(void (*k)(P...), P... a) : LaunchArgs{run, free}, kernel(k), args(a...) {}
+    static void run(const LaunchArgs *b) {
+        const LaunchArgsOf *l = static_cast<const LaunchArgsOf *>(b);
+        std::apply(l->kernel, l->args);
+    }
+    static void free(LaunchArgs *b) { delete static_cast<LaunchArgsOf *>(b); }
+};
+/* Queues the grid on the stream (kernel.cc), which owns args from here on; a bad configuration
+ * sets the error that cudaGetLastError() returns and runs nothing, as on the GPU. */
+void launch(const char *kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t s, LaunchArgs *args);
 
 template <typename T> static inline void check_arg(const char *kernel, int index, const T &v) {
     if constexpr (std::is_pointer<T>::value) check_kernel_pointer(kernel, index, (const void *)v);
@@ -261,10 +276,9 @@ template <typename... P> struct EmuLauncher {
     size_t shared_bytes;
     cudaStream_t stream;
     void operator()(P... args) const {
-        auto t = std::make_shared<std::tuple<P...>>(args...);
-        emu::check_args(name, *t, std::index_sequence_for<P...>{});
-        void (*k)(P...) = kernel;
-        emu::launch(name, grid, block, shared_bytes, stream, [k, t]() { std::apply(k, *t); });
+        emu::LaunchArgsOf<P...> *a = new emu::LaunchArgsOf<P...>(kernel, args...);
+        emu::check_args(name, a->args, std::index_sequence_for<P...>{});
+        emu::launch(name, grid, block, shared_bytes, stream, a);
     }
 };
 template <typename... P>

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -215,7 +216,7 @@ struct Thread {
 struct Grid {
     const char *name;
     dim3 grid, block;
-    const std::function<void()> *body;
+    const LaunchArgs *body;
     std::vector<Thread> th;      /* tid and linear set once for the grid; the rest per block */
     std::vector<int> pending;    /* a shuffled order of the block's threads */
     size_t npending = 0;         /* those not started: pending[0, npending), taken from the back */
@@ -295,7 +296,7 @@ void runner_main(void *) {
             t->fiber = cur_fiber;
             cur_fiber->t = t;
             set_thread(t);
-            (*G->body)();
+            G->body->call(G->body);
             t->state = T_DONE;
             G->done++;
         }
@@ -541,12 +542,12 @@ extern "C" __attribute__((noinline)) void emu_syncthreads_at(const void *site) {
 namespace emu {
 
 /* Runs a whole grid (stream work). */
-static void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void()> &body, uint64_t launch_no) {
+static void run_grid(const char *name, dim3 grid, dim3 block, const LaunchArgs *body, uint64_t launch_no) {
     Grid g;
     g.name = name;
     g.grid = grid;
     g.block = block;
-    g.body = &body;
+    g.body = body;
     init_threads(&g);
     g.rng = seed() * 0x2545f4914f6cdd1dULL + launch_no;
     Grid *outer = G;
@@ -581,7 +582,9 @@ static uint64_t launches;
 /* accepted launches per kernel name (emu_launches, emu_counts.h) */
 static std::map<std::string, long> *launches_of;
 
-void launch(const char *kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t s, std::function<void()> body) {
+void launch(const char *kernel, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t s, LaunchArgs *args) {
+    /* the arguments live as long as the closure queued on the stream (a captured graph replays it) */
+    std::shared_ptr<LaunchArgs> body(args, [](LaunchArgs *a) { a->drop(a); });
     Lock lock;
     extern void set_launch_error(cudaError_t e, const char *why);
     const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
@@ -597,7 +600,7 @@ void launch(const char *kernel, dim3 grid, dim3 block, size_t shared_bytes, cuda
     const uint64_t no = ++launches;
     if (!launches_of) launches_of = new std::map<std::string, long>;
     (*launches_of)[kernel]++;
-    enqueue(s, kernel, [kernel, grid, block, body = std::move(body), no]() { run_grid(kernel, grid, block, body, no); }, true);
+    enqueue(s, kernel, [kernel, grid, block, body = std::move(body), no]() { run_grid(kernel, grid, block, body.get(), no); }, true);
 }
 
 /* The thread that was running when a fault happened, for the fault's report (runtime.cc). */
