@@ -48,7 +48,8 @@ missing_grad_memset|src/cuda/gpunet.cu|    CUDA_CHECK(cudaMemsetAsync(g->grads, 
 nccl_count|src/cuda/allreduce.cu|g->bhi[g->next] - g->blo[g->next], ncclFloat|g->bhi[g->next] - g->blo[g->next] - 1, ncclFloat
 not_unscaled|src/cuda/optim.cu|    return use_state && st->scale != 1.0f ? (float)(1.0 / (double)st->scale) : 1.0f;|    return use_state && st->scale != 1.0f ? 1.0f : 1.0f;
 bias_channel|src/cuda/bias.cu|        int ch = (int)(plane % (size_t)c);|        int ch = (int)(plane % (size_t)c) % (c > 1 ? c - 1 : 1);
-syncthreads_missing|src/cuda/optim.cu|    s[threadIdx.x] = x;\n    __syncthreads();|    s[threadIdx.x] = x;
+syncthreads_missing|src/cuda/gpunet_internal.h|    for (int j = 0; j < N; j++) sh[j][threadIdx.x] = v[j];\n    __syncthreads();|    for (int j = 0; j < N; j++) sh[j][threadIdx.x] = v[j];
+xent_broadcast_unsynced|src/cuda/softmax_xent.cu|    if (threadIdx.x == 0) bcast = m;\n    __syncthreads();|    if (threadIdx.x == 0) bcast = m;
 dxpad_reserved|src/cuda/conv.cu|*scratch = (l->in[0] == net->input ? 1 : 2) *|*scratch = 2 *
 bias_grid_y|src/cuda/bias.cu|const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;|const int ch = blockIdx.y, s = blockIdx.x, S = gridDim.x;|dim3((unsigned)c, (unsigned)S)|dim3((unsigned)S, (unsigned)c)
 layout_unchecked|src/cuda/gpunet.cu|        if (l->nparam > 0 && l->param0 != next)\n            die(|        if (0)\n            die(

@@ -119,19 +119,11 @@ static void bn_bind(GpuNet *g, Layer *l, int li, char *scratch) {
 /* The sums over the block (GPU_THREADS threads) of every thread's a and b, into *sa and *sb
  * (valid in thread 0). */
 __device__ static void bn_block_sum2(double a, double b, double *sa, double *sb) {
-    __shared__ double s1[GPU_THREADS], s2[GPU_THREADS];
-    s1[threadIdx.x] = a;
-    s2[threadIdx.x] = b;
-    __syncthreads();
-    for (int k = GPU_THREADS / 2; k > 0; k >>= 1) {
-        if ((int)threadIdx.x < k) {
-            s1[threadIdx.x] += s1[threadIdx.x + k];
-            s2[threadIdx.x] += s2[threadIdx.x + k];
-        }
-        __syncthreads();
-    }
-    *sa = s1[0];
-    *sb = s2[0];
+    __shared__ double sh[2][GPU_THREADS];
+    double v[2] = {a, b};
+    gpu_block_reduce<2>(sh, v);
+    *sa = v[0];
+    *sb = v[1];
 }
 
 /* The gradient reaching the batch norm's output: dy, or through the fused ReLU (y its output:
@@ -612,7 +604,7 @@ __global__ void k_bn_backward_fixed(const T *x, const T *dy, T *dx, const float 
                                     float *dgamma, float *dbeta, int n, int c, size_t hw, int nhwc, int acc, const T *y, T *dz, int acc_z) {
     const int ch = blockIdx.x;
     const float is = rsqrtf(var[ch] + BN_EPSILON), a = gamma[ch] * is, mu = mean[ch];
-    __shared__ double s1[GPU_THREADS], s2[GPU_THREADS];
+    __shared__ double sh[2][GPU_THREADS];
     double sdy = 0, sdyx = 0;
     for (size_t k = threadIdx.x; k < (size_t)n * hw; k += blockDim.x) {
         size_t i = bn_at(k, ch, c, hw, nhwc);
@@ -622,19 +614,11 @@ __global__ void k_bn_backward_fixed(const T *x, const T *dy, T *dx, const float 
         sdyx += d * ((to_f(x[i]) - mu) * is);
         if (dx) dx[i] = from_f<T>(acc ? to_f(dx[i]) + a * d : a * d);
     }
-    s1[threadIdx.x] = sdy;
-    s2[threadIdx.x] = sdyx;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) {
-            s1[threadIdx.x] += s1[threadIdx.x + s];
-            s2[threadIdx.x] += s2[threadIdx.x + s];
-        }
-        __syncthreads();
-    }
+    double v[2] = {sdy, sdyx};
+    gpu_block_reduce<2>(sh, v);
     if (threadIdx.x == 0) {
-        dgamma[ch] += (float)s2[0];
-        dbeta[ch] += (float)s1[0];
+        dgamma[ch] += (float)v[1];
+        dbeta[ch] += (float)v[0];
     }
 }
 

@@ -260,12 +260,32 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
     } while (0)
 /* cuDNN math type of the precision (fp32: no tensor cores; tf32: tensor-op math allowed). */
 cudnnMathType_t gpu_math(const GpuNet *g);
-/* Threads per block of every kernel of the backend. The block reductions (shared arrays of
- * GPU_THREADS elements halved in a loop, warp sums of GPU_THREADS / 32 warps) are written for it:
+/* Threads per block of every kernel of the backend. The block reductions (gpu_block_reduce's
+ * shared arrays of GPU_THREADS elements, warp sums of GPU_THREADS / 32 warps) are written for it:
  * launches and arrays use this one constant, so they cannot disagree. */
 #define GPU_THREADS 256
 static_assert(GPU_THREADS >= 32 && GPU_THREADS <= 1024 && (GPU_THREADS & (GPU_THREADS - 1)) == 0 && GPU_THREADS % 32 == 0,
               "the block reductions need a power of two of whole warps, at most 1024 threads");
+/* The block's reduction of each thread's v[0..N) (sums, or maxima with MAX), left in thread 0's
+ * v: the values to sh (the caller's __shared__ double[N][GPU_THREADS]), one barrier, then each
+ * lane of the first warp folds its GPU_THREADS / 32 values in order and the lanes meet in a fixed
+ * tree of shuffles (deterministic). One barrier where a tree in shared memory takes
+ * log2(GPU_THREADS) + 1 = 9. A caller that writes sh again (or reads another thread's v) needs a
+ * barrier first. */
+template <int N, bool MAX = false> __device__ __forceinline__ void gpu_block_reduce(double (*sh)[GPU_THREADS], double *v) {
+    for (int j = 0; j < N; j++) sh[j][threadIdx.x] = v[j];
+    __syncthreads();
+    if (threadIdx.x >= 32) return;
+    for (int j = 0; j < N; j++) {
+        double r = sh[j][threadIdx.x];
+        for (int k = (int)threadIdx.x + 32; k < GPU_THREADS; k += 32) r = MAX ? fmax(r, sh[j][k]) : r + sh[j][k];
+        for (int o = 16; o > 0; o >>= 1) {
+            const double q = __shfl_down_sync(0xffffffffu, r, o);
+            r = MAX ? fmax(r, q) : r + q;
+        }
+        v[j] = r;
+    }
+}
 /* 16-byte vector accesses (item: kernels that stream whole tensors): V elements of T per uint4
  * load or store, taken where every pointer a kernel vectorises is 16-byte aligned (the arena's
  * tensors are 256-byte aligned; the emulated device faults on a misaligned vector access, as a

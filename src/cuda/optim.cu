@@ -112,16 +112,10 @@ __global__ void k_nonfinite(const float *g, size_t n, int *flag) {
 /* ---- block sums ---- */
 /* The sum over the block of every thread's x (GPU_THREADS threads); valid in thread 0. */
 __device__ static double block_sum(double x) {
-    __shared__ double s[GPU_THREADS];
-    s[threadIdx.x] = x;
-    __syncthreads();
-    for (int k = GPU_THREADS / 2; k > 0; k >>= 1) {
-        if ((int)threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
-        __syncthreads();
-    }
-    double r = s[0];
+    __shared__ double s[1][GPU_THREADS];
+    gpu_block_reduce<1>(s, &x);
     __syncthreads(); /* s is reused by the next call */
-    return r;
+    return x;
 }
 
 /* partial[block] = sum of a[i]^2 over the block's grid-stride share */
@@ -237,11 +231,12 @@ __global__ void k_larc_norms(const StepState *st, int use_state, const LarcChunk
         ww += (double)w[i] * w[i];
         gg += (double)gi * gi;
     }
-    ww = block_sum(ww);
-    gg = block_sum(gg);
+    __shared__ double sh[2][GPU_THREADS];
+    double v[2] = {ww, gg};
+    gpu_block_reduce<2>(sh, v);
     if (threadIdx.x == 0) {
-        part[2 * blockIdx.x] = ww;
-        part[2 * blockIdx.x + 1] = gg;
+        part[2 * blockIdx.x] = v[0];
+        part[2 * blockIdx.x + 1] = v[1];
     }
 }
 

@@ -11,26 +11,20 @@ typedef struct XentGpu {
 template <typename T> __global__ void k_xent_forward(const T *z, const int32_t *labels, float *prob, float *loss, T *out, int c) {
     const int i = blockIdx.x;
     const T *row = z + (size_t)i * c;
-    __shared__ double red[GPU_THREADS];
+    __shared__ double red[1][GPU_THREADS];
+    __shared__ double bcast;
     double m = -1e300;
     for (int j = threadIdx.x; j < c; j += blockDim.x) m = fmax(m, (double)to_f(row[j]));
-    red[threadIdx.x] = m;
+    gpu_block_reduce<1, true>(red, &m);
+    if (threadIdx.x == 0) bcast = m;
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) red[threadIdx.x] = fmax(red[threadIdx.x], red[threadIdx.x + s]);
-        __syncthreads();
-    }
-    m = red[0];
-    __syncthreads();
+    m = bcast;
     double sum = 0;
     for (int j = threadIdx.x; j < c; j += blockDim.x) sum += exp((double)to_f(row[j]) - m);
-    red[threadIdx.x] = sum;
+    gpu_block_reduce<1>(red, &sum); /* red's reads of the max were before the barrier above */
+    if (threadIdx.x == 0) bcast = sum;
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-        __syncthreads();
-    }
-    const double lse = m + log(red[0]);
+    const double lse = m + log(bcast);
     for (int j = threadIdx.x; j < c; j += blockDim.x) prob[(size_t)i * c + j] = (float)exp((double)to_f(row[j]) - lse);
     if (threadIdx.x == 0) {
         loss[i] = (float)(lse - (double)to_f(row[labels[i]]));
