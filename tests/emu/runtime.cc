@@ -257,6 +257,7 @@ struct Block {
     bool freed = false;
 };
 static std::map<uintptr_t, Block> blocks; /* by base: live and freed ones */
+static std::vector<Block *> live_blocks;  /* the live ones (map nodes do not move) */
 static uint64_t serials;
 static const size_t kPage = 4096;
 
@@ -322,9 +323,8 @@ static char *map_block(size_t size, Block *b) {
  * the one that wrote there. */
 static void check_tails(const char *after) {
 #if !EMU_ASAN
-    for (auto &kv : blocks) {
-        const Block &b = kv.second;
-        if (b.freed) continue;
+    for (const Block *bp : live_blocks) {
+        const Block &b = *bp;
         const char *end = b.base + b.size, *stop = b.base + ((b.size + 255) & ~(size_t)255);
         for (const char *q = end; q < stop; q++)
             if ((unsigned char)*q != 0xff)
@@ -353,6 +353,7 @@ static void unmap_block(Block *b) {
     mmap(b->map, b->map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 #endif
     b->freed = true;
+    live_blocks.erase(std::find(live_blocks.begin(), live_blocks.end(), b));
 }
 
 /* ---- faults ---- */
@@ -821,7 +822,7 @@ cudaError_t cudaMalloc(void **p, size_t size) {
     b.serial = ++serials;
     if (!map_block(size, &b)) return ret(cudaErrorMemoryAllocation);
     used[current] += acct;
-    blocks[(uintptr_t)b.base] = b;
+    live_blocks.push_back(&(blocks[(uintptr_t)b.base] = b));
     *p = b.base;
     return cudaSuccess;
 }
@@ -856,7 +857,7 @@ cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags) {
     b.kind = PINNED;
     b.serial = ++serials;
     if (!map_block(size, &b)) return ret(cudaErrorMemoryAllocation);
-    blocks[(uintptr_t)b.base] = b;
+    live_blocks.push_back(&(blocks[(uintptr_t)b.base] = b));
     *p = b.base;
     return cudaSuccess;
 }
