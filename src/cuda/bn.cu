@@ -164,19 +164,14 @@ __device__ __forceinline__ BnTerm<T, GRAD> bn_term(const T *x, const T *dy, cons
     return t;
 }
 
-/* NCHW, block (ch, s): part[ch][s] = the two sums over values [s m / S, (s+1) m / S) of channel ch
- * (m = n hw: every thread of the block busy whatever hw). Each thread walks (sample, pixel) by
- * blockDim.x values at a time without dividing. */
+/* Adds the terms of channel ch's values k, k + step, ... below k1 (NCHW: value k of the channel is
+ * sample k / hw, pixel k % hw), walking (sample, pixel) without dividing. */
 template <typename T, int GRAD>
-__global__ void k_bn_partial_nchw(const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, unsigned m, int c,
-                                  unsigned hw) {
-    const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;
-    const unsigned k0 = (unsigned)((unsigned long long)m * s / S), k1 = (unsigned)((unsigned long long)m * (s + 1) / S);
-    const BnTerm<T, GRAD> t = bn_term<T, GRAD>(x, dy, y, mean, invstd, ch, (size_t)ch * hw);
-    float a = 0, b = 0;
-    unsigned k = k0 + threadIdx.x, n = k / hw, px = k % hw;
-    const unsigned step_n = blockDim.x / hw, step_px = blockDim.x % hw;
-    for (; k < k1; k += blockDim.x) {
+__device__ __forceinline__ void bn_walk_nchw(const BnTerm<T, GRAD> &t, unsigned k, unsigned k1, unsigned step, int c, int ch, unsigned hw,
+                                             float &a, float &b) {
+    unsigned n = k / hw, px = k % hw;
+    const unsigned step_n = step / hw, step_px = step % hw;
+    for (; k < k1; k += step) {
         t.add(((size_t)n * c + ch) * hw + px, a, b);
         n += step_n;
         px += step_px;
@@ -185,11 +180,48 @@ __global__ void k_bn_partial_nchw(const T *x, const T *dy, const T *y, const flo
             n++;
         }
     }
+}
+
+/* NCHW, block (ch, s): part[ch][s] = the two sums over values [s m / S, (s+1) m / S) of channel ch
+ * (m = n hw: every thread of the block busy whatever hw). */
+template <typename T, int GRAD>
+__global__ void k_bn_partial_nchw(const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, unsigned m, int c,
+                                  unsigned hw) {
+    const int ch = blockIdx.x, s = blockIdx.y, S = gridDim.y;
+    const unsigned k0 = (unsigned)((unsigned long long)m * s / S), k1 = (unsigned)((unsigned long long)m * (s + 1) / S);
+    const BnTerm<T, GRAD> t = bn_term<T, GRAD>(x, dy, y, mean, invstd, ch, (size_t)ch * hw);
+    float a = 0, b = 0;
+    bn_walk_nchw(t, k0 + threadIdx.x, k1, blockDim.x, c, ch, hw, a, b);
     double sa, sb;
     bn_block_sum2(a, b, &sa, &sb);
     if (threadIdx.x == 0) {
         part[((size_t)ch * S + s) * 2] = sa;
         part[((size_t)ch * S + s) * 2 + 1] = sb;
+    }
+}
+
+/* NCHW with few values a channel (m = n hw below BN_WARP_MAX, one split): a warp per channel,
+ * GPU_THREADS / 32 channels a block, each lane taking every 32nd value, the lanes' sums added in a
+ * fixed tree of shuffles (deterministic): part[ch][0]. A block per channel would give its 256
+ * threads fewer than 16 values each and spend itself on the reduction. (The same launches as the
+ * block per channel: the counts of a step do not depend on its sizes.) */
+#define BN_WARP_MAX ((unsigned)GPU_THREADS * 16)
+template <typename T, int GRAD>
+__global__ void k_bn_partial_nchw_warp(const T *x, const T *dy, const T *y, const float *mean, const float *invstd, double *part, unsigned m,
+                                       int c, unsigned hw) {
+    const int ch = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = (int)(threadIdx.x % 32);
+    if (ch >= c) return; /* a whole warp */
+    const BnTerm<T, GRAD> t = bn_term<T, GRAD>(x, dy, y, mean, invstd, ch, (size_t)ch * hw);
+    float a = 0, b = 0;
+    bn_walk_nchw(t, (unsigned)lane, m, 32, c, ch, hw, a, b);
+    double sa = a, sb = b;
+    for (int o = 16; o > 0; o >>= 1) {
+        sa += __shfl_down_sync(0xffffffffu, sa, o);
+        sb += __shfl_down_sync(0xffffffffu, sb, o);
+    }
+    if (lane == 0) {
+        part[(size_t)ch * 2] = sa;
+        part[(size_t)ch * 2 + 1] = sb;
     }
 }
 
@@ -294,18 +326,36 @@ static void bn_partial(GpuNet *g, const T *x, const T *dy, const T *y, const flo
     } else if (g->nhwc)
         LAUNCH((k_bn_partial_nhwc<T, GRAD>), dim3((unsigned)((c + BN_TC - 1) / BN_TC), (unsigned)S), GPU_THREADS, 0, g->s, x, dy, y, mean,
                invstd, part, m, c);
+    else if (S == 1 && m < BN_WARP_MAX)
+        LAUNCH((k_bn_partial_nchw_warp<T, GRAD>), (unsigned)(((size_t)c * 32 + GPU_THREADS - 1) / GPU_THREADS), GPU_THREADS, 0, g->s, x, dy, y,
+               mean, invstd, part, m, c, (unsigned)hw);
     else
         LAUNCH((k_bn_partial_nchw<T, GRAD>), dim3((unsigned)c, (unsigned)S), GPU_THREADS, 0, g->s, x, dy, y, mean, invstd, part, m, c,
                (unsigned)hw);
 }
 
-/* A warp per channel: the channel's S partial pairs, lane l taking s = l, l + 32, ... (a warp
- * reads 32 consecutive pairs), then the lanes' sums added in a fixed tree (deterministic): the
- * channel's two sums in lane 0. A thread per channel would wait for S dependent loads in turn. */
-#define BN_FINAL_BLOCKS(c) ((unsigned)(((size_t)(c) * 32 + GPU_THREADS - 1) / GPU_THREADS))
-__device__ __forceinline__ int bn_warp_sums(const double *part, int S, int c, double *sa, double *sb) {
-    const int ch = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = (int)(threadIdx.x % 32);
+/* The channel's S partial pairs added: with S above BN_FINAL_SERIAL a warp per channel, lane l
+ * taking s = l, l + 32, ... (a warp reads 32 consecutive pairs), then the lanes' sums added in a
+ * fixed tree (deterministic), the channel's two sums in lane 0 (a thread per channel would wait
+ * for S dependent adds in turn); with fewer a thread per channel, adding them in order (a warp's
+ * ten shuffles would cost more than the adds). */
+#define BN_FINAL_SERIAL 32
+#define BN_FINAL_BLOCKS(c, S) \
+    ((unsigned)(((size_t)(c) * ((S) > BN_FINAL_SERIAL ? 32 : 1) + GPU_THREADS - 1) / GPU_THREADS))
+__device__ __forceinline__ int bn_final_sums(const double *part, int S, int c, double *sa, double *sb) {
     double a = 0, b = 0;
+    if (S <= BN_FINAL_SERIAL) {
+        const int ch = (int)(blockIdx.x * (size_t)blockDim.x + threadIdx.x);
+        if (ch >= c) return -1;
+        for (int s = 0; s < S; s++) {
+            a += part[((size_t)ch * S + s) * 2];
+            b += part[((size_t)ch * S + s) * 2 + 1];
+        }
+        *sa = a;
+        *sb = b;
+        return ch;
+    }
+    const int ch = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = (int)(threadIdx.x % 32);
     if (ch < c)
         for (int s = lane; s < S; s += 32) {
             a += part[((size_t)ch * S + s) * 2];
@@ -325,7 +375,7 @@ template <typename T>
 __global__ void k_bn_stats_final(const T *x, const double *part, int S, int c, size_t hw, int nhwc, double m, float factor, float *mean,
                                  float *invstd, float *run_mean, float *run_var) {
     double sa, sb;
-    const int ch = bn_warp_sums(part, S, c, &sa, &sb);
+    const int ch = bn_final_sums(part, S, c, &sa, &sb);
     if (ch < 0) return;
     const double x0 = to_f(x[bn_at(0, ch, c, hw, nhwc)]), d = sa / m, var = fmax(sb / m - d * d, 0.0), mu = x0 + d;
     mean[ch] = (float)mu;
@@ -372,11 +422,11 @@ __global__ void k_bn_apply(const T *x, T *y, const float *mean, const float *inv
         y[i] = from_f<T>(bn_value<T>(to_f(x[i]), gpu_chan(i, c, hw, nhwc), mean, invstd, var, gamma, beta, z, i, relu));
 }
 
-/* dbeta += sum dy, dgamma += sum dy xhat (bn_warp_sums); means[ch] = {sum dy, sum dy xhat} / m, which
+/* dbeta += sum dy, dgamma += sum dy xhat (bn_final_sums); means[ch] = {sum dy, sum dy xhat} / m, which
  * every element of the input gradient takes (divided once here, not there) */
 __global__ void k_bn_grad_final(const double *part, int S, int c, double m, double *means, float *dgamma, float *dbeta) {
     double sa, sb;
-    const int ch = bn_warp_sums(part, S, c, &sa, &sb);
+    const int ch = bn_final_sums(part, S, c, &sa, &sb);
     if (ch < 0) return;
     means[2 * ch] = sa / m;
     means[2 * ch + 1] = sb / m;
@@ -561,8 +611,8 @@ template <typename T> static void bn_forward_own(GpuNet *g, const Layer *l, BnGp
     const BnIo io = bn_io(g, l, (int)(l - g->net->layer));
     if (p->training) {
         bn_partial<T, 0>(g, x, NULL, NULL, NULL, NULL, p->part, s.n, b->c, hw, p->splits);
-        LAUNCH(k_bn_stats_final<T>, BN_FINAL_BLOCKS(b->c), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c, hw,
-               g->nhwc, (double)s.n * (double)hw, 1.0f - BN_DECAY, p->save_mean, p->save_invstd, mm, mv);
+        LAUNCH(k_bn_stats_final<T>, BN_FINAL_BLOCKS(b->c, p->splits), GPU_THREADS, 0, g->s, x, p->part, p->splits, b->c, hw, g->nhwc,
+               (double)s.n * (double)hw, 1.0f - BN_DECAY, p->save_mean, p->save_invstd, mm, mv);
     }
     /* training: the batch's statistics; inference: the running ones */
     const float *mu = p->training ? p->save_mean : mm, *is = p->training ? p->save_invstd : NULL, *var = p->training ? NULL : mv;
@@ -634,8 +684,8 @@ template <typename T> static void bn_backward_own(GpuNet *g, const Layer *l, int
     T *dx = (T *)g->dx[l->in[0]];
     double *means = p->part + (size_t)b->c * (size_t)p->splits * 2;
     bn_partial<T, 1>(g, x, dy, y, p->save_mean, p->save_invstd, p->part, s.n, b->c, hw, p->splits);
-    LAUNCH(k_bn_grad_final, BN_FINAL_BLOCKS(b->c), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, (double)s.n * (double)hw, means, dgamma,
-           dbeta);
+    LAUNCH(k_bn_grad_final, BN_FINAL_BLOCKS(b->c, p->splits), GPU_THREADS, 0, g->s, p->part, p->splits, b->c, (double)s.n * (double)hw,
+           means, dgamma, dbeta);
     if (!dx && !io.dz) return;
     const int acc = gpu_acc(g, li, 0);
     if (bn_vec_ok(b->c, sizeof(T), g->nhwc) && bn_aligned(x) && bn_aligned(dy) && (!y || bn_aligned(y)) && (!dx || bn_aligned(dx)) &&

@@ -145,8 +145,11 @@ __global__ void k_step_begin(const float *a, size_t n, StepState *st) {
     }
 }
 
+/* Blocks for a grid-stride pass over n parameters: at most RED_BLOCKS (resnet50's 25.6M take
+ * them all), and at least 16 elements a thread (a smaller net's pass would otherwise start a
+ * thread per element, which spends more on the block's reduction than on the loads). */
 static unsigned red_blocks(size_t n) {
-    size_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
+    size_t b = (n + GPU_THREADS * 16 - 1) / (GPU_THREADS * 16);
     return (unsigned)(b > RED_BLOCKS ? RED_BLOCKS : (b ? b : 1));
 }
 
