@@ -116,16 +116,6 @@ static void bn_bind(GpuNet *g, Layer *l, int li, char *scratch) {
 }
 
 /* ---- bf16: batch norm of our own ---- */
-/* The sums over the block (GPU_THREADS threads) of every thread's a and b, into *sa and *sb
- * (valid in thread 0). */
-__device__ static void bn_block_sum2(double a, double b, double *sa, double *sb) {
-    __shared__ double sh[2][GPU_THREADS];
-    double v[2] = {a, b};
-    gpu_block_reduce<2>(sh, v);
-    *sa = v[0];
-    *sb = v[1];
-}
-
 /* The gradient reaching the batch norm's output: dy, or through the fused ReLU (y its output:
  * y > 0 iff the ReLU passed its input, as act.cu's backward decides) */
 __device__ __forceinline__ float bn_relu_grad(float dyv, float yv, bool relu) { return relu && !(yv > 0) ? 0.0f : dyv; }
@@ -192,11 +182,12 @@ __global__ void k_bn_partial_nchw(const T *x, const T *dy, const T *y, const flo
     const BnTerm<T, GRAD> t = bn_term<T, GRAD>(x, dy, y, mean, invstd, ch, (size_t)ch * hw);
     float a = 0, b = 0;
     bn_walk_nchw(t, k0 + threadIdx.x, k1, blockDim.x, c, ch, hw, a, b);
-    double sa, sb;
-    bn_block_sum2(a, b, &sa, &sb);
+    __shared__ double sh[2][GPU_THREADS];
+    double v[2] = {a, b};
+    gpu_block_reduce<2>(sh, v);
     if (threadIdx.x == 0) {
-        part[((size_t)ch * S + s) * 2] = sa;
-        part[((size_t)ch * S + s) * 2 + 1] = sb;
+        part[((size_t)ch * S + s) * 2] = v[0];
+        part[((size_t)ch * S + s) * 2 + 1] = v[1];
     }
 }
 
@@ -214,11 +205,7 @@ __global__ void k_bn_partial_nchw_warp(const T *x, const T *dy, const T *y, cons
     const BnTerm<T, GRAD> t = bn_term<T, GRAD>(x, dy, y, mean, invstd, ch, (size_t)ch * hw);
     float a = 0, b = 0;
     bn_walk_nchw(t, (unsigned)lane, m, 32, c, ch, hw, a, b);
-    double sa = a, sb = b;
-    for (int o = 16; o > 0; o >>= 1) {
-        sa += __shfl_down_sync(0xffffffffu, sa, o);
-        sb += __shfl_down_sync(0xffffffffu, sb, o);
-    }
+    const double sa = gpu_warp_reduce(a), sb = gpu_warp_reduce(b);
     if (lane == 0) {
         part[(size_t)ch * 2] = sa;
         part[(size_t)ch * 2 + 1] = sb;
@@ -361,12 +348,8 @@ __device__ __forceinline__ int bn_final_sums(const double *part, int S, int c, d
             a += part[((size_t)ch * S + s) * 2];
             b += part[((size_t)ch * S + s) * 2 + 1];
         }
-    for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_down_sync(0xffffffffu, a, o);
-        b += __shfl_down_sync(0xffffffffu, b, o);
-    }
-    *sa = a;
-    *sb = b;
+    *sa = gpu_warp_reduce(a);
+    *sb = gpu_warp_reduce(b);
     return lane == 0 && ch < c ? ch : -1;
 }
 

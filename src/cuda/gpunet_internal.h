@@ -272,6 +272,15 @@ static_assert(GPU_THREADS >= 32 && GPU_THREADS <= 1024 && (GPU_THREADS & (GPU_TH
  * tree of shuffles (deterministic). One barrier where a tree in shared memory takes
  * log2(GPU_THREADS) + 1 = 9. A caller that writes sh again (or reads another thread's v) needs a
  * barrier first. */
+/* The sum (or with MAX the maximum) of a whole warp's r, in lane 0: the lanes meet in a fixed
+ * tree of shuffles (deterministic). Every lane of the warp must call it. */
+template <bool MAX = false> __device__ __forceinline__ double gpu_warp_reduce(double r) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const double q = __shfl_down_sync(0xffffffffu, r, o);
+        r = MAX ? fmax(r, q) : r + q;
+    }
+    return r;
+}
 template <int N, bool MAX = false> __device__ __forceinline__ void gpu_block_reduce(double (*sh)[GPU_THREADS], double *v) {
     for (int j = 0; j < N; j++) sh[j][threadIdx.x] = v[j];
     __syncthreads();
@@ -279,11 +288,7 @@ template <int N, bool MAX = false> __device__ __forceinline__ void gpu_block_red
     for (int j = 0; j < N; j++) {
         double r = sh[j][threadIdx.x];
         for (int k = (int)threadIdx.x + 32; k < GPU_THREADS; k += 32) r = MAX ? fmax(r, sh[j][k]) : r + sh[j][k];
-        for (int o = 16; o > 0; o >>= 1) {
-            const double q = __shfl_down_sync(0xffffffffu, r, o);
-            r = MAX ? fmax(r, q) : r + q;
-        }
-        v[j] = r;
+        v[j] = gpu_warp_reduce<MAX>(r);
     }
 }
 /* 16-byte vector accesses (item: kernels that stream whole tensors): V elements of T per uint4

@@ -110,11 +110,11 @@ __global__ void k_nonfinite(const float *g, size_t n, int *flag) {
 }
 
 /* ---- block sums ---- */
-/* The sum over the block of every thread's x (GPU_THREADS threads); valid in thread 0. */
+/* The sum over the block of every thread's x (GPU_THREADS threads); valid in thread 0. Once per
+ * kernel (its shared array is not reused). */
 __device__ static double block_sum(double x) {
     __shared__ double s[1][GPU_THREADS];
     gpu_block_reduce<1>(s, &x);
-    __syncthreads(); /* s is reused by the next call */
     return x;
 }
 
