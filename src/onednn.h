@@ -39,6 +39,10 @@ void onednn_describe(char *buf, size_t n);
 int onednn_plan(Net *net, char *err, size_t errlen);
 /* Layers of the planned net that run on oneDNN (0 without a plan). */
 int onednn_layers(const Net *net);
+/* Convolutions of the planned net whose weight gradient src/onednn/blkconv.c computes (stride 1,
+ * 3 filter columns, whole blocks of 8 channels, nChw8c tensors: on AVX2), not oneDNN's primitive;
+ * NVCNN_ONEDNN_WGRAD=onednn in the environment at the plan leaves them all to oneDNN. */
+int onednn_blkconv_layers(const Net *net);
 /* Copies node `id`'s data (grad = 0) or gradient (grad = 1) into out[n][c][h][w], whatever the
  * layout the plan gave the node (a plain copy without a plan). */
 void onednn_node_nchw(const Net *net, int id, int grad, float *out);

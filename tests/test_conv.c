@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "layer_death.h"
 #include "layers/layers.h"
+#include "onednn/blkconv.h"
 #include "testutil.h"
 
 static int groups_of(const ConvCase *cc) { return cc->groups > 1 ? cc->groups : 1; }
@@ -238,4 +239,86 @@ TEST(conv_grouped_rejects_groups_not_dividing_channels) {
         int st = ld_run_child(bad_groups, &bad[i], msg, sizeof msg);
         CHECK_MSG(st > 0 && strstr(msg, "groups"), "groups %d: status %d, message %s", bad[i], st, msg);
     }
+}
+
+/* ---- the weight gradient of the oneDNN plan's blocked convolutions (src/onednn/blkconv.c) ----
+ * Against the definition summed in double, element by element, relative to the sum of the
+ * terms' magnitudes: the loops add the same fp32 products in a fixed order with fused
+ * multiply-adds, so the error does not depend on the CPU (1.8e-7 at most measured here, the
+ * bound 1e-6). Geometries: 3 columns, 1 to 7 rows, SAME, VALID, uneven and over-wide
+ * padding, an output wider than the input and narrower than the padding leaves, images whose
+ * rows are shorter than the filter's reach, several images and channel blocks, images too large for
+ * one pass to take them all. */
+TEST(conv_blocked_weight_gradient_matches_definition) {
+    static const DnBlkConv geo[] = {
+        /* n cin cout  h   w  oh  ow kh kw pt pl */
+        {2, 8, 16, 7, 8, 7, 8, 3, 3, 1, 1},   {2, 16, 8, 6, 6, 4, 4, 3, 3, 0, 0},  {1, 8, 8, 5, 5, 7, 7, 3, 3, 2, 2},
+        {3, 16, 24, 9, 10, 7, 12, 5, 3, 1, 2}, {2, 8, 8, 4, 3, 4, 5, 1, 3, 0, 2},  {1, 24, 8, 3, 2, 5, 6, 7, 3, 3, 4},
+        {2, 8, 8, 12, 2, 12, 1, 3, 3, 1, 0},   {1, 8, 16, 2, 9, 2, 9, 1, 3, 0, 1}, {4, 32, 32, 7, 7, 7, 7, 3, 3, 1, 1},
+        /* images of which a pass over the rows takes 2 at a time (the last pass 1), and 1 */
+        {3, 8, 16, 28, 28, 28, 28, 3, 3, 1, 1}, {3, 8, 8, 40, 40, 40, 40, 3, 3, 1, 1},
+    };
+    if (!dn_blkconv_dw_ok(&geo[0])) {
+        th_skip("this CPU has no AVX2 and FMA: the oneDNN plan keeps oneDNN's weight gradients");
+        return;
+    }
+    double worst = 0;
+    for (size_t k = 0; k < sizeof geo / sizeof geo[0]; k++) {
+        const DnBlkConv *g = &geo[k];
+        CHECK_MSG(dn_blkconv_dw_ok(g), "geometry %zu refused", k);
+        const size_t nx = (size_t)g->n * g->cin * g->h * g->w, nd = (size_t)g->n * g->cout * g->oh * g->ow;
+        const size_t nw = (size_t)g->cout * g->cin * g->kh * g->kw;
+        float *x = malloc(nx * sizeof(float)), *dy = malloc(nd * sizeof(float)), *dw = malloc(nw * sizeof(float)),
+              *db = malloc((size_t)g->cout * sizeof(float));
+        Rng r;
+        rng_seed(&r, 4100 + k);
+        tu_fill_uniform(x, nx, -1, 1, &r); /* blocked: [n][cin / 8][h][w][8] */
+        tu_fill_uniform(dy, nd, -1, 1, &r);
+        for (size_t i = 0; i < nw; i++) dw[i] = NAN; /* every element must be written */
+        dn_blkconv_dw(g, x, dy, dw, db);
+        const int hw = g->h * g->w, ohw = g->oh * g->ow;
+        for (int o = 0; o < g->cout; o++) {
+            double sb = 0, ab = 0;
+            for (int n = 0; n < g->n; n++)
+                for (int p = 0; p < ohw; p++) {
+                    double v = dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + p) * 8 + o % 8];
+                    sb += v;
+                    ab += fabs(v);
+                }
+            double eb = fabs(sb - db[o]) / ab;
+            CHECK_MSG(eb <= 1e-6, "geometry %zu: bias gradient %d: %.9g, defined %.9g", k, o, db[o], sb);
+            for (int i = 0; i < g->cin; i++)
+                for (int a = 0; a < g->kh; a++)
+                    for (int b = 0; b < g->kw; b++) {
+                        double s = 0, m = 1e-30;
+                        for (int n = 0; n < g->n; n++)
+                            for (int oh = 0; oh < g->oh; oh++)
+                                for (int ow = 0; ow < g->ow; ow++) {
+                                    int ih = oh + a - g->pt, iw = ow + b - g->pl;
+                                    if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) continue;
+                                    double v = (double)x[(((size_t)n * (g->cin / 8) + i / 8) * hw + (size_t)ih * g->w + iw) * 8 + i % 8] *
+                                               dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + (size_t)oh * g->ow + ow) * 8 + o % 8];
+                                    s += v;
+                                    m += fabs(v);
+                                }
+                        float got = dw[(((size_t)o * g->cin + i) * g->kh + a) * g->kw + b];
+                        double e = fabs(got - s) / m;
+                        CHECK_MSG(e <= 1e-6, "geometry %zu: dw[%d][%d][%d][%d] = %.9g, defined %.9g", k, o, i, a, b, got, s);
+                        if (e > worst) worst = e;
+                    }
+        }
+        free(x);
+        free(dy);
+        free(dw);
+        free(db);
+    }
+    printf("    %zu geometries: worst relative error %.2g (bound 1e-6)\n", sizeof geo / sizeof geo[0], worst);
+    /* what it leaves to oneDNN */
+    DnBlkConv no[5] = {geo[0], geo[0], geo[0], geo[0], geo[0]};
+    no[0].kw = 5;
+    no[1].cin = 12;
+    no[2].cout = 20;
+    no[3].kh = 9;
+    no[4].kw = 1;
+    for (int k = 0; k < 5; k++) CHECK_MSG(!dn_blkconv_dw_ok(&no[k]), "geometry refusal %d accepted", k);
 }

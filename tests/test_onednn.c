@@ -19,6 +19,7 @@
 #include "conv_cases.h"
 #include "harness.h"
 #include "layers/layers.h"
+#include "layers/priv.h"
 #include "models.h"
 #include "onednn.h"
 #include "testutil.h"
@@ -27,6 +28,19 @@
 static int have_onednn(void) {
     if (onednn_built()) return 1;
     th_skip("built without oneDNN (DNNL=0 or no libdnnl-dev 2.x)");
+    return 0;
+}
+
+/* Whether the net has a 3x3 stride-1 ungrouped convolution of whole blocks of 8 channels (one
+ * whose weight gradient blkconv.c computes on nChw8c tensors). */
+static int net_has_3x3_s1_whole_blocks(const Net *net) {
+    for (int i = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        if (strcmp(l->ops->type, "conv") != 0) continue;
+        const Conv *c = l->priv;
+        if (c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 && c->groups <= 1 && c->cin % 8 == 0 && c->cout % 8 == 0)
+            return 1;
+    }
     return 0;
 }
 
@@ -113,8 +127,8 @@ static void parity(const char *what, int n, int c, int h, int w, int pre, MakeLa
     const char *names[5] = {"output", "input gradient", "parameter gradients", "running statistics", "loss"};
     const double tol[5] = {5e-5, 2e-4, 2e-4, 1e-5, 1e-5};
     for (int k = 0; k < 5; k++) CHECK_MSG(e[k] <= tol[k], "%s: %s relative error %.3g > %.3g", what, names[k], e[k], tol[k]);
-    printf("    %-44s out %.1e  dx %.1e  dparams %.1e  stats %.1e  (%d of %d layers on oneDNN)\n", what, e[0], e[1],
-           e[2], e[3], onednn_layers(net[1]), net[1]->nlayer);
+    printf("    %-44s out %.1e  dx %.1e  dparams %.1e  stats %.1e  (%d of %d layers on oneDNN%s)\n", what, e[0], e[1],
+           e[2], e[3], onednn_layers(net[1]), net[1]->nlayer, onednn_blkconv_layers(net[1]) ? ", dW by blkconv.c" : "");
     worst_fwd = fmax(worst_fwd, fmax(e[0], fmax(e[3], e[4])));
     worst_bwd = fmax(worst_bwd, fmax(e[1], e[2]));
     free(oy);
@@ -348,9 +362,16 @@ static void train_parity(const char *what, Body body, int n, int s, int steps, d
     trainer_eval(&tr[0], labels, n, &t0, &t5);
     trainer_eval(&tr[1], labels, n, &o1, &o5);
     CHECK_MSG(o1 == t0 && o5 == t5, "%s: eval top-1 %d, top-5 %d (oneDNN) vs %d, %d", what, o1, o5, t0, t5);
-    printf("    %s, %d steps (%d of %d layers on oneDNN):\n      first gradients %.1e (l2) %.1e (max); loss %.1e; "
-           "parameters %.1e (l2) %.1e (max); statistics %.1e\n",
-           what, steps, onednn_layers(net[1]), net[1]->nlayer, w[0], w[1], w_loss, w[2], w[3], es);
+    printf("    %s, %d steps (%d of %d layers on oneDNN, %d weight gradients by blkconv.c):\n      first gradients %.1e "
+           "(l2) %.1e (max); loss %.1e; parameters %.1e (l2) %.1e (max); statistics %.1e\n",
+           what, steps, onednn_layers(net[1]), net[1]->nlayer, onednn_blkconv_layers(net[1]), w[0], w[1], w_loss, w[2],
+           w[3], es);
+    /* where oneDNN's kernels are AVX2 ones (nChw8c), the 3x3 stride-1 convolutions' weight
+     * gradients are blkconv.c's: this test then trains through them */
+    char isa[64];
+    onednn_bf16_capable(isa, sizeof isa);
+    if (strcmp(isa, "avx2") == 0 && net_has_3x3_s1_whole_blocks(net[1]))
+        CHECK_MSG(onednn_blkconv_layers(net[1]) > 0, "%s: on avx2 no weight gradient is blkconv.c's", what);
     for (int k = 0; k < 2; k++) {
         trainer_free(&tr[k]);
         net_free(net[k]);

@@ -15,6 +15,7 @@
 #ifdef NVCNN_DNNL
 #include <stdlib.h>
 
+#include "blkconv.h"
 #include "internal.h"
 
 typedef struct DnConv {
@@ -31,6 +32,9 @@ typedef struct DnConv {
     int relu;               /* a fused relu: its backward below */
     DnPrim relu_bwd;
     dnnl_memory_t relu_y, relu_dy, relu_dx;
+    int blk_dw;             /* the weight and bias gradients by blkconv.c, not bwd_w */
+    DnBlkConv bc;
+    float *dW, *dB;
 } DnConv;
 
 /* The weights descriptor: 4-D, or 5-D grouped. */
@@ -77,10 +81,22 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
                                                           strides, pl, pr));
         dpd = dn_pd(dn, &bdd, fpd);
     }
-    DN_CHECK(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_any, &w_any,
-                                                         has_bias ? &b_md : NULL, &dst_any, strides, pl, pr));
-    wpd = dn_pd(dn, &wd, fpd);
-    if ((need_dx && !dpd) || !wpd) {
+    /* the weight gradient by blkconv.c where it computes this shape and the input and the output
+     * gradient are nChw8c (oneDNN's choice on AVX2) */
+    DnBlkConv bc = {N, c->cin, c->cout, c->h, c->w, c->oh, c->ow, c->kh, c->kw, c->pt, c->pl};
+    int blk_dw = dn->blk_dw && G == 1 && c->sh == 1 && c->sw == 1 && dn_blkconv_dw_ok(&bc);
+    if (blk_dw) {
+        Md s8 = dn_md_dims(4, sd, dnnl_aBcd8b), d8 = dn_md_dims(4, dd, dnnl_aBcd8b);
+        blk_dw = dn_md_eq(dn_query(fpd, dnnl_query_src_md), &s8) && dn_md_eq(dn_query(fpd, dnnl_query_dst_md), &d8) &&
+                 (!dpd || dn_md_eq(dn_query(dpd, dnnl_query_diff_dst_md), &d8));
+    }
+    wpd = NULL;
+    if (!blk_dw) {
+        DN_CHECK(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_any, &w_any,
+                                                             has_bias ? &b_md : NULL, &dst_any, strides, pl, pr));
+        wpd = dn_pd(dn, &wd, fpd);
+    }
+    if ((need_dx && !dpd) || (!blk_dw && !wpd)) {
         dnnl_primitive_desc_destroy(fpd);
         if (dpd) dnnl_primitive_desc_destroy(dpd);
         if (wpd) dnnl_primitive_desc_destroy(wpd);
@@ -135,6 +151,16 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
     }
 
     /* backward weights */
+    if (blk_dw) {
+        k->blk_dw = 1;
+        k->bc = bc;
+        k->dW = dW;
+        k->dB = has_bias ? net_grad(net, c->pb) : NULL;
+        k->src_w = (DnIn){k->src.mem, NULL, NULL};
+        k->ddst_w = need_dx ? (DnIn){k->ddst.mem, NULL, NULL} : dn_in(dn, &f_dst, node_out, out->grad);
+        dn->nblk_dw++;
+        return k;
+    }
     Md w_src = *dn_query(wpd, dnnl_query_src_md), w_ddst = *dn_query(wpd, dnnl_query_diff_dst_md),
        w_dw = *dn_query(wpd, dnnl_query_diff_weights_md);
     if (dn_md_eq(&w_src, &f_src))
@@ -177,10 +203,17 @@ static void conv_backward(Dn *dn, Layer *l, int li, void *st) {
     }
     dn_in_run(dn, &k->src_w);
     dn_in_run(dn, &k->ddst_w);
-    dnnl_exec_arg_t w[4] = {{DNNL_ARG_SRC, k->src_w.mem}, {DNNL_ARG_DIFF_DST, k->ddst_w.mem},
-                            {DNNL_ARG_DIFF_WEIGHTS, k->dw.mem}, {DNNL_ARG_DIFF_BIAS, k->db}};
-    dn_exec(dn, &k->bwd_w, k->db ? 4 : 3, w);
-    dn_out_run(dn, &k->dw);
+    if (k->blk_dw) {
+        void *x, *dy;
+        DN_CHECK(dnnl_memory_get_data_handle(k->src_w.mem, &x));
+        DN_CHECK(dnnl_memory_get_data_handle(k->ddst_w.mem, &dy));
+        dn_blkconv_dw(&k->bc, x, dy, k->dW, k->dB);
+    } else {
+        dnnl_exec_arg_t w[4] = {{DNNL_ARG_SRC, k->src_w.mem}, {DNNL_ARG_DIFF_DST, k->ddst_w.mem},
+                                {DNNL_ARG_DIFF_WEIGHTS, k->dw.mem}, {DNNL_ARG_DIFF_BIAS, k->db}};
+        dn_exec(dn, &k->bwd_w, k->db ? 4 : 3, w);
+        dn_out_run(dn, &k->dw);
+    }
     if (k->has_bwd_data) {
         dnnl_exec_arg_t d[3] = {{DNNL_ARG_DIFF_DST, k->ddst.mem}, {DNNL_ARG_WEIGHTS, k->wd.mem},
                                 {DNNL_ARG_DIFF_SRC, k->dsrc.mem}};

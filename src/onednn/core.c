@@ -423,6 +423,9 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
         if (!net->node[v].data) die("onednn_plan: node %d has no host data (a device net?)", v);
     Dn *dn = xcalloc(1, sizeof *dn);
     dn->net = net;
+    /* NVCNN_ONEDNN_WGRAD=onednn: every weight gradient by oneDNN's primitives (to compare) */
+    const char *wg = getenv("NVCNN_ONEDNN_WGRAD");
+    dn->blk_dw = !(wg && strcmp(wg, "onednn") == 0);
     DN_CHECK(dnnl_engine_create(&dn->eng, dnnl_cpu, 0));
     DN_CHECK(dnnl_stream_create(&dn->strm, dn->eng, dnnl_stream_default_flags));
     DN_CHECK(dnnl_primitive_attr_create(&dn->attr));
@@ -498,6 +501,11 @@ static Dn *dn_of(const Net *net) {
 int onednn_layers(const Net *net) {
     Dn *dn = dn_of(net);
     return dn ? dn->nlayers : 0;
+}
+
+int onednn_blkconv_layers(const Net *net) {
+    Dn *dn = dn_of(net);
+    return dn ? dn->nblk_dw : 0;
 }
 
 void onednn_node_nchw(const Net *net, int id, int grad, float *out) {
