@@ -118,10 +118,13 @@ static int write_all(int fd, const void *d, size_t n, uint32_t *crc) {
     return 0;
 }
 
-/* "ckpt-<digits>.nvcnn" -> step. */
+/* "ckpt-<step>.nvcnn" -> step, for the names ckpt_save writes only: the step in decimal without
+ * leading zeros, at most 18 digits (a name it never writes, such as ckpt-007.nvcnn or one whose
+ * number overflows, is not a checkpoint of this run's: neither resumed from nor pruned). */
 static int step_of(const char *name, long long *step) {
     size_t len = strlen(name);
-    if (len < 12 || strncmp(name, "ckpt-", 5) != 0 || strcmp(name + len - 6, ".nvcnn") != 0) return 0;
+    if (len < 12 || len > 5 + 18 + 6 || strncmp(name, "ckpt-", 5) != 0 || strcmp(name + len - 6, ".nvcnn") != 0) return 0;
+    if (name[5] == '0' && len != 12) return 0;
     long long s = 0;
     for (size_t i = 5; i < len - 6; i++) {
         if (name[i] < '0' || name[i] > '9') return 0;
@@ -246,30 +249,37 @@ static int get_meta(Rd *r, CkptMeta *m) {
     return r->bad ? -1 : 0;
 }
 
+int ckpt_exit_code(int rc) {
+    return rc == CKPT_EIO ? EXIT_FAILURE_GENERIC : rc == CKPT_ECORRUPT ? EXIT_DATA : EXIT_USAGE;
+}
+
 int ckpt_read_meta(const char *path, CkptMeta *meta, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
+        return CKPT_EIO;
     }
     uint8_t pre[16], fixed[sizeof(CkptMeta) + 64];
     size_t got = fread(pre, 1, sizeof pre, f);
-    int rc = -1;
+    int rc = CKPT_ECORRUPT;
     uint32_t version, hb;
     if (got < sizeof pre || memcmp(pre, MAGIC, 8) != 0) {
         snprintf(err, errlen, "%s: not an nvcnn checkpoint (bad magic)", path);
+        rc = CKPT_ECORRUPT;
         goto out;
     }
     memcpy(&version, pre + 8, 4);
     memcpy(&hb, pre + 12, 4);
     if (version != CKPT_VERSION) {
         snprintf(err, errlen, "%s: checkpoint format version %u; this nvcnn reads version %u", path, version, CKPT_VERSION);
+        rc = CKPT_EMISMATCH;
         goto out;
     }
     got = fread(fixed, 1, hb < sizeof fixed ? hb : sizeof fixed, f);
     Rd r = {fixed, got, 0, 0};
     if (get_meta(&r, meta) != 0) {
         snprintf(err, errlen, "%s: truncated header", path);
+        rc = CKPT_ECORRUPT;
         goto out;
     }
     rc = 0;
@@ -278,18 +288,20 @@ out:
     return rc;
 }
 
-int ckpt_load(const char *path, const char *model, Net *net, float *velocity, CkptMeta *meta, char *err,
-              size_t errlen) {
+/* The whole file in *buf (n bytes), its magic, version and checksum verified: 0, or a CKPT_E* code
+ * with the reason (*buf NULL). */
+static int read_verified(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen) {
+    *buf = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
+        return CKPT_EIO;
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || st.st_size < 20) {
         fclose(f);
         snprintf(err, errlen, "%s: not a checkpoint (too short)", path);
-        return -1;
+        return CKPT_ECORRUPT;
     }
     size_t n = (size_t)st.st_size;
     uint8_t *b = malloc(n);
@@ -297,35 +309,59 @@ int ckpt_load(const char *path, const char *model, Net *net, float *velocity, Ck
         free(b);
         fclose(f);
         snprintf(err, errlen, "%s: read error", path);
-        return -1;
+        return CKPT_EIO;
     }
     fclose(f);
-    int rc = -1;
-    if (memcmp(b, MAGIC, 8) != 0) {
-        snprintf(err, errlen, "%s: not an nvcnn checkpoint (bad magic)", path);
-        goto out;
-    }
+    int rc = 0;
     uint32_t version, stored;
     memcpy(&version, b + 8, 4);
-    if (version != CKPT_VERSION) {
-        snprintf(err, errlen, "%s: checkpoint format version %u; this nvcnn reads version %u", path, version, CKPT_VERSION);
-        goto out;
-    }
     memcpy(&stored, b + n - 4, 4);
-    if (crc32c(b, n - 4) != stored) {
+    if (memcmp(b, MAGIC, 8) != 0) {
+        snprintf(err, errlen, "%s: not an nvcnn checkpoint (bad magic)", path);
+        rc = CKPT_ECORRUPT;
+    } else if (version != CKPT_VERSION) {
+        snprintf(err, errlen, "%s: checkpoint format version %u; this nvcnn reads version %u", path, version, CKPT_VERSION);
+        rc = CKPT_EMISMATCH;
+    } else if (crc32c(b, n - 4) != stored) {
         snprintf(err, errlen, "%s: checksum mismatch (truncated or corrupt checkpoint)", path);
-        goto out;
+        rc = CKPT_ECORRUPT;
     }
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+int ckpt_verify(const char *path, char *err, size_t errlen) {
+    uint8_t *b;
+    size_t n;
+    const int rc = read_verified(path, &b, &n, err, errlen);
+    free(b);
+    return rc;
+}
+
+int ckpt_load(const char *path, const char *model, Net *net, float *velocity, CkptMeta *meta, char *err,
+              size_t errlen) {
+    uint8_t *b;
+    size_t n;
+    int rc = read_verified(path, &b, &n, err, errlen);
+    if (rc) return rc;
+    rc = CKPT_ECORRUPT;
     uint32_t hb;
     memcpy(&hb, b + 12, 4);
     Rd r = {b + 16, n - 20 < hb ? n - 20 : hb, 0, 0};
     CkptMeta m;
     if (get_meta(&r, &m) != 0) {
         snprintf(err, errlen, "%s: truncated header", path);
+        rc = CKPT_ECORRUPT;
         goto out;
     }
     if (model && strcmp(m.model, model) != 0) {
         snprintf(err, errlen, "%s is a checkpoint of model %s, not %s", path, m.model, model);
+        rc = CKPT_EMISMATCH;
         goto out;
     }
     /* The input's height and width may differ (a fully convolutional model trained at one
@@ -334,11 +370,13 @@ int ckpt_load(const char *path, const char *model, Net *net, float *velocity, Ck
     Shape in = net->node[net->input].shape;
     if (m.in_c != in.c) {
         snprintf(err, errlen, "%s: input %dx%dx%d, this net's is %dx%dx%d", path, m.in_c, m.in_h, m.in_w, in.c, in.h, in.w);
+        rc = CKPT_EMISMATCH;
         goto out;
     }
     uint32_t np = get_u32(&r);
     if (np != (uint32_t)net->nparam) {
         snprintf(err, errlen, "%s: %u parameter tensors, this net has %d (another model or shape)", path, np, net->nparam);
+        rc = CKPT_EMISMATCH;
         goto out;
     }
     for (uint32_t i = 0; i < np; i++) {
@@ -350,12 +388,14 @@ int ckpt_load(const char *path, const char *model, Net *net, float *velocity, Ck
             snprintf(err, errlen, "%s: tensor %u is %s with %" PRIu64 " elements, this net's is %s with %zu%s", path, i,
                      name, cnt, net->param[i].name, net->param[i].count,
                      m.num_classes != (int32_t)net->node[net->logits].shape.c ? " (another --num_classes)" : "");
+            rc = CKPT_EMISMATCH;
             goto out;
         }
     }
     uint32_t nbuf = get_u32(&r);
     if (!r.bad && nbuf != (uint32_t)net->nbuf) {
         snprintf(err, errlen, "%s: %u state tensors, this net has %d", path, nbuf, net->nbuf);
+        rc = CKPT_EMISMATCH;
         goto out;
     }
     for (uint32_t i = 0; i < nbuf && !r.bad; i++) {
@@ -365,17 +405,20 @@ int ckpt_load(const char *path, const char *model, Net *net, float *velocity, Ck
         if (!r.bad && (strcmp(name, net->buf[i].name) != 0 || cnt != net->buf[i].count)) {
             snprintf(err, errlen, "%s: state tensor %s with %" PRIu64 " elements, this net's is %s with %zu", path, name,
                      cnt, net->buf[i].name, net->buf[i].count);
+            rc = CKPT_EMISMATCH;
             goto out;
         }
     }
     if (r.bad) {
         snprintf(err, errlen, "%s: truncated header", path);
+        rc = CKPT_ECORRUPT;
         goto out;
     }
     size_t pbytes = net->params_total * sizeof(float), sbytes = net->state_total * sizeof(float);
     size_t need = 16 + (size_t)hb + 2 * pbytes + sbytes + 4;
     if (need != n) {
         snprintf(err, errlen, "%s: %zu bytes, expected %zu", path, n, need);
+        rc = CKPT_ECORRUPT;
         goto out;
     }
     const uint8_t *p = b + 16 + hb;

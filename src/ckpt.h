@@ -36,6 +36,13 @@ typedef struct CkptMeta {
     uint64_t rng[4];        /* the net's dropout RNG */
 } CkptMeta;
 
+/* Why a checkpoint could not be read (ckpt_read_meta and ckpt_load return one, 0 on success):
+ * the file system (an I/O error), the file itself (not a checkpoint, truncated, corrupt), or a
+ * checkpoint that does not fit (another model, shape, class count or format version). */
+enum { CKPT_EIO = -1, CKPT_ECORRUPT = -2, CKPT_EMISMATCH = -3 };
+/* The exit code for such a failure: 1 (I/O), 4 (corrupt data), 2 (usage: the wrong checkpoint). */
+int ckpt_exit_code(int rc);
+
 /* Writes dir/ckpt-<meta->step>.nvcnn atomically and removes all but the CKPT_KEEP newest.
  * Returns 0, or -1 with a message in err (nothing is left half-written). */
 int ckpt_save(const char *dir, const Net *net, const float *velocity, const CkptMeta *meta, char *path_out,
@@ -43,12 +50,16 @@ int ckpt_save(const char *dir, const Net *net, const float *velocity, const Ckpt
 /* The newest checkpoint in dir into path (1), or 0 if there is none. */
 int ckpt_latest(const char *dir, char *path, size_t path_len);
 /* The fixed fields of a checkpoint's header (model, shapes, step, ...) without reading or verifying
- * the rest: what a run needs to know before it builds anything. Returns 0, or -1 with a reason. */
+ * the rest: what a run needs to know before it builds anything. Returns 0, or a CKPT_E* code with a
+ * reason. */
 int ckpt_read_meta(const char *path, CkptMeta *meta, char *err, size_t errlen);
+/* Whether the file is a whole checkpoint (magic, format version, checksum) without checking what
+ * it holds against a net: 0, or a CKPT_E* code with the reason. */
+int ckpt_verify(const char *path, char *err, size_t errlen);
 /* Verifies the file and checks that it matches `net` (model, classes, input channels, every
  * tensor's name and size: the input's height and width may differ, as a fully convolutional
  * model's weights fit any size); then fills params, state, velocity (if not NULL) and meta.
- * Returns 0, or -1 with a one-line reason in err; the net is untouched on failure. `model` is the
+ * Returns 0, or a CKPT_E* code with a one-line reason in err; the net is untouched on failure. `model` is the
  * expected model name. */
 int ckpt_load(const char *path, const char *model, Net *net, float *velocity, CkptMeta *meta, char *err,
               size_t errlen);

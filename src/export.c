@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "lifecycle.h"
 #include "models.h"
 #include "onnx.h"
 #include "util.h"
@@ -14,28 +15,26 @@ int export_only_run(const Run *r) {
     return c->export_onnx && c->log_dir && !config_given(c, &c->num_batches) && !config_given(c, &c->num_epochs);
 }
 
-/* the folder of path is dir (both as given, trailing slashes aside) */
-static int in_folder(const char *path, const char *dir) {
-    const char *slash = strrchr(path, '/');
-    size_t n = slash ? (size_t)(slash - path) : 0, d = strlen(dir);
-    while (d > 1 && dir[d - 1] == '/') d--;
-    return n == d && strncmp(path, dir, n) == 0;
-}
-
 void export_check_path(const Run *r, int before_log_dir) {
     const Config *c = &r->cfg;
     char err[512];
     if (before_log_dir && c->profile && export_only_run(r))
         die_code(EXIT_USAGE, "--profile: --export_onnx alone (without --num_batches or --num_epochs) trains no step to profile");
     if (!c->export_onnx || r->dist.rank != 0) return;
-    if (before_log_dir && c->log_dir && in_folder(c->export_onnx, c->log_dir)) return; /* once --log_dir is made */
+    if (before_log_dir && c->log_dir && path_in_folder(c->export_onnx, c->log_dir)) return; /* once --log_dir is made */
     if (onnx_check_path(c->export_onnx, err, sizeof err) != 0) die_code(EXIT_USAGE, "%s", err);
+    if (c->profile && same_output_path(c->export_onnx, c->profile))
+        die_code(EXIT_USAGE, "--export_onnx=%s and --profile=%s name one file: give them two", c->export_onnx, c->profile);
+    if (c->log_dir && log_dir_owns(c->log_dir, c->export_onnx))
+        die_code(EXIT_USAGE, "--export_onnx=%s: a file of --log_dir=%s's own (checkpoints, metrics.csv, events, the lock): "
+                             "write the model elsewhere", c->export_onnx, c->log_dir);
 }
 
 static void write_onnx(const Run *r, const Net *net, long step, const char *source) {
     char err[512];
     const OnnxInfo info = {r->model->name, step, source};
-    if (onnx_export(net, &info, r->cfg.export_onnx, err, sizeof err) != 0) die_code(EXIT_USAGE, "%s", err);
+    const int rc = onnx_export(net, &info, r->cfg.export_onnx, err, sizeof err);
+    if (rc != 0) die_code(rc == -2 ? EXIT_FAILURE_GENERIC : EXIT_USAGE, "%s", err);
     const Shape in = net->node[net->input].shape;
     printf("Exported %s (step %ld, %dx%d, %d classes) to %s: ONNX opset %d, input \"images\" (x / 127.5 - 1, RGB, NCHW), "
            "outputs \"logits\" and \"softmax\"\n",
@@ -50,7 +49,8 @@ int export_checkpoint(Run *r) {
     if (!ckpt_latest(c->log_dir, path, sizeof path))
         die_code(EXIT_USAGE, "--export_onnx: no checkpoint in --log_dir=%s (with --num_batches or --num_epochs the run trains, "
                              "then exports)", c->log_dir);
-    if (ckpt_read_meta(path, &m, err, sizeof err) != 0) die_code(EXIT_USAGE, "--export_onnx: %s", err);
+    int rc = ckpt_read_meta(path, &m, err, sizeof err);
+    if (rc != 0) die_code(ckpt_exit_code(rc), "--export_onnx: %s", err);
     if (strcmp(m.model, r->model->name) != 0)
         die_code(EXIT_USAGE, "--export_onnx: %s is a checkpoint of %s, not of --model=%s", path, m.model, r->model->name);
     if (config_given(c, &c->num_classes) && c->num_classes != m.num_classes)
@@ -62,7 +62,8 @@ int export_checkpoint(Run *r) {
         die_code(EXIT_USAGE, "--export_onnx: %s has a %dx%dx%d input, not square RGB", path, m.in_c, m.in_h, m.in_w);
     Net *net = model_build_sized(r->model, 1, m.num_classes, m.in_h);
     net_finalize(net, c->seed);
-    if (ckpt_load(path, r->model->name, net, NULL, &m, err, sizeof err) != 0) die_code(EXIT_USAGE, "--export_onnx: %s", err);
+    rc = ckpt_load(path, r->model->name, net, NULL, &m, err, sizeof err);
+    if (rc != 0) die_code(ckpt_exit_code(rc), "--export_onnx: %s", err);
     write_onnx(r, net, (long)m.step, path);
     net_free(net);
     return 0;

@@ -1,9 +1,14 @@
 /* lifecycle.c: see lifecycle.h. */
 #include "lifecycle.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "signals.h"
@@ -29,35 +34,71 @@ static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step
     memcpy(m->rng, net->rng.s, sizeof m->rng);
 }
 
-/* Rank 0 writes a checkpoint of the state after `step` steps. Returns 0 on success. */
-static int save_checkpoint(const Run *r, const Net *net, Trainer *tr, long step, char *path, size_t plen) {
+#define LOCK_NAME ".nvcnn.lock"
+
+void lifecycle_lock_log_dir(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" LOCK_NAME, dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) die_code(EXIT_USAGE, "--log_dir=%s: cannot create %s: %s", dir, path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+            char who[128] = "";
+            ssize_t n = pread(fd, who, sizeof who - 1, 0);
+            who[n > 0 ? n : 0] = 0;
+            who[strcspn(who, "\n")] = 0;
+            die_code(EXIT_USAGE, "--log_dir=%s is in use by another nvcnn run (%s): two runs in one folder would overwrite "
+                                 "each other's checkpoints; give this one another --log_dir", dir, who[0] ? who : "pid unknown");
+        }
+        close(fd); /* a file system without locks: go on unlocked */
+        return;
+    }
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    char line[160];
+    int len = snprintf(line, sizeof line, "pid %d on %s\n", (int)getpid(), host);
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, line, (size_t)len, 0) < 0) { /* the holder's name is a courtesy */
+    }
+    /* held, open, until the process ends */
+}
+
+int log_dir_owns(const char *dir, const char *path) {
+    if (!path_in_folder(path, dir)) return 0;
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    size_t n = strlen(name);
+    return (strncmp(name, "ckpt-", 5) == 0 && n > 11 && strcmp(name + n - 6, ".nvcnn") == 0) ||
+           strcmp(name, "metrics.csv") == 0 || strncmp(name, "events.out.tfevents.", 20) == 0 || strcmp(name, LOCK_NAME) == 0;
+}
+
+/* Rank 0 writes a checkpoint of the state after `step` steps. Returns 0 on success, or -1 with the
+ * reason in err. */
+static int save_checkpoint(const Run *r, const Net *net, Trainer *tr, long step, char *path, size_t plen, char *err,
+                           size_t errlen) {
     if (r->dist.rank != 0 || !r->cfg.log_dir) return 0;
     trainer_sync_host(tr);
     CkptMeta m;
     fill_meta(r, net, tr, step, &m);
-    char err[512];
-    if (ckpt_save(r->cfg.log_dir, net, tr->opt.velocity, &m, path, plen, err, sizeof err) != 0) {
-        warn("%s", err);
-        return -1;
-    }
-    return 0;
+    return ckpt_save(r->cfg.log_dir, net, tr->opt.velocity, &m, path, plen, err, errlen) != 0 ? -1 : 0;
 }
 
 long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     if (!r->cfg.log_dir) return 0;
     char path[4096] = "", err[1024] = "";
-    double st[3] = {0, 0, 0}; /* found, ok, step */
+    double st[4] = {0, 0, 0, 0}; /* found, ok, step, exit code */
     CkptMeta m;
     memset(&m, 0, sizeof m);
     if (r->dist.rank == 0 && ckpt_latest(r->cfg.log_dir, path, sizeof path)) {
         st[0] = 1;
-        if (ckpt_load(path, r->model->name, net, tr->opt.velocity, &m, err, sizeof err) == 0) {
+        const int rc = ckpt_load(path, r->model->name, net, tr->opt.velocity, &m, err, sizeof err);
+        if (rc == 0) {
             st[1] = 1;
             st[2] = (double)m.step;
+        } else {
+            st[3] = ckpt_exit_code(rc);
         }
     }
     dist_bcast(&r->dist, st, sizeof st);
-    if (st[0] && !st[1]) die_code(EXIT_USAGE, "cannot resume from --log_dir=%s: %s", r->cfg.log_dir, r->dist.rank == 0 ? err : "see rank 0");
+    if (st[0] && !st[1]) die_code((int)st[3], "cannot resume from --log_dir=%s: %s", r->cfg.log_dir, r->dist.rank == 0 ? err : "see rank 0");
     if (!st[0]) return 0;
     dist_bcast(&r->dist, &m, sizeof m);
     dist_bcast(&r->dist, net->params, net->params_total * sizeof(float));
@@ -87,8 +128,9 @@ long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen) {
     const Shape in = net->node[net->input].shape;
     if (r->cfg.log_dir && r->dist.rank == 0 && ckpt_latest(r->cfg.log_dir, path, plen)) {
         step = -2;
+        /* a whole checkpoint of this net (a corrupt one is refused by lifecycle_restore) */
         if (ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) == 0 &&
-            m.num_classes == r->cfg.num_classes && m.in_c == in.c)
+            m.num_classes == r->cfg.num_classes && m.in_c == in.c && ckpt_verify(path, err, sizeof err) == 0)
             step = (double)m.step;
     }
     dist_bcast(&r->dist, &step, sizeof step);
@@ -127,10 +169,11 @@ int lifecycle_poll(Lifecycle *life, long step) {
         return 1;
     }
     char path[4096] = "";
-    int ok = save_checkpoint(r, life->net, life->tr, step + 1, path, sizeof path) == 0;
+    int ok = save_checkpoint(r, life->net, life->tr, step + 1, path, sizeof path, life->save_err, sizeof life->save_err) == 0;
     life->last_save = now_seconds();
-    if (!sig[0]) {
+    if (!sig[0]) { /* a periodic checkpoint: a failure is a warning, the next one may succeed */
         if (ok && c->log_dir) printf("Checkpoint written to %s at step %ld\n", path, step + 1);
+        if (!ok) warn("%s (training goes on; the next checkpoint is tried in --save_interval)", life->save_err);
         return 0;
     }
     int s = signals_stop_signal();
@@ -139,8 +182,10 @@ int lifecycle_poll(Lifecycle *life, long step) {
         printf("Received %s: stopping after step %ld (no --log_dir: no checkpoint written)\n", name, step + 1);
     else if (ok)
         printf("Received %s: checkpoint written to %s at step %ld; exiting\n", name, path, step + 1);
-    else
+    else {
         printf("Received %s: stopping after step %ld; the checkpoint could NOT be written\n", name, step + 1);
+        life->unsaved = step + 1;
+    }
     life->stopped = 1;
     r->nstep = step + 1;
     return 1;
@@ -150,6 +195,16 @@ void lifecycle_finish(Lifecycle *life, long step0) {
     Run *r = life->r;
     if (life->stopped || r->nstep <= step0) return;
     char path[4096] = "";
-    if (r->cfg.log_dir && save_checkpoint(r, life->net, life->tr, r->nstep, path, sizeof path) == 0 && r->dist.rank == 0)
+    if (!r->cfg.log_dir) return;
+    if (save_checkpoint(r, life->net, life->tr, r->nstep, path, sizeof path, life->save_err, sizeof life->save_err) != 0)
+        life->unsaved = r->nstep;
+    else if (r->dist.rank == 0)
         printf("Checkpoint written to %s at step %ld\n", path, r->nstep);
+}
+
+int lifecycle_exit_code(const Lifecycle *life) {
+    if (!life->unsaved) return 0;
+    error_line("the checkpoint of step %ld was not written (%s): the model trained in this run is not saved", life->unsaved,
+               life->save_err);
+    return EXIT_FAILURE_GENERIC;
 }

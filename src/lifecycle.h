@@ -14,7 +14,17 @@ typedef struct Lifecycle {
     Trainer *tr;
     double last_save;  /* wall clock of the last checkpoint (or of the start) */
     int stopped;       /* a stop signal ended the run */
+    long unsaved;      /* the step whose final checkpoint could not be written (0: none) */
+    char save_err[512]; /* why the last checkpoint could not be written */
 } Lifecycle;
+
+/* Locks --log_dir for this run (rank 0, before anything is written there): a second run on the
+ * same folder, which would overwrite this one's checkpoints, metrics and events, exits 2 naming
+ * the holder. The lock is the file .nvcnn.lock, held until the process ends. */
+void lifecycle_lock_log_dir(const char *dir);
+/* Whether path names one of the files a run writes in --log_dir dir (checkpoints, metrics.csv,
+ * TensorBoard events, the lock): another output flag must not overwrite them. */
+int log_dir_owns(const char *dir, const char *path);
 
 /* Restores the newest checkpoint of --log_dir (rank 0 reads it, every rank receives it) and
  * returns the step to resume from (0: none). A checkpoint of another model or shape ends the run
@@ -32,5 +42,9 @@ long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr);
 int lifecycle_poll(Lifecycle *life, long step);
 /* The end of a run that made steps: the final checkpoint (unless a stop signal wrote it). */
 void lifecycle_finish(Lifecycle *life, long step0);
+/* The run's exit code as far as its checkpoints go: 0, or 1 (an I/O error) after one error line
+ * when the final checkpoint (at the end, or at a stop signal) could not be written, so that a
+ * script or scheduler does not take a lost model for success. */
+int lifecycle_exit_code(const Lifecycle *life);
 
 #endif

@@ -174,6 +174,7 @@ static void prepare_log_dir(const char *dir) {
     if (!f) die_code(EXIT_USAGE, "--log_dir=%s: not writable: %s", dir, strerror(errno));
     fclose(f);
     unlink(path);
+    lifecycle_lock_log_dir(dir); /* one run at a time in a folder */
 }
 
 /* The GPU mirror of net when the run uses the GPU backend; a batch that does not fit ends the
@@ -422,7 +423,7 @@ static int train(Run *r) {
     report_results(&rep, &tr);
     if (!c->forward_only) lifecycle_finish(&life, step0);
     report_end(&rep, r->nstep - step0);
-    profile_close(prof);
+    int rc = profile_close(prof);
     if (validate && !life.stopped && !target) {
         double t1, t5;
         evaluate(r, &tr, 0, 1, &t1, &t5);
@@ -433,7 +434,8 @@ static int train(Run *r) {
     trainer_free(&tr);
     gpunet_free(gpu);
     net_free(net);
-    return 0;
+    const int saved_rc = lifecycle_exit_code(&life);
+    return saved_rc ? saved_rc : rc;
 }
 
 /* OpenMP's threads wait for the next parallel region by spinning, and libgomp's default spin
@@ -478,9 +480,11 @@ int main(int argc, char **argv) {
     openblas_set_num_threads(r.threads);
 
     export_check_path(&r, 1); /* --export_onnx: a path that cannot be written stops the run now */
+    profile_check_path(&r, 1); /* --profile: the same */
     /* --eval writes nothing to --log_dir, nor does --export_onnx alone */
     if (r.cfg.log_dir && r.dist.rank == 0 && !r.cfg.eval && !export_only_run(&r)) prepare_log_dir(r.cfg.log_dir);
     export_check_path(&r, 0);
+    profile_check_path(&r, 0);
     dist_barrier(&r.dist);
     int rc = r.cfg.eval ? eval_only(&r) : export_only_run(&r) ? export_checkpoint(&r) : train(&r);
     dist_finalize(&r.dist);

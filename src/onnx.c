@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,6 +335,7 @@ static int tmp_name(const char *path, char *tmp, size_t n) {
     return snprintf(tmp, n, "%.*s.%s.tmp.%d", len, path, slash ? slash + 1 : path, (int)getpid()) >= (int)n ? -1 : 0;
 }
 
+/* 0, -1 (the path is unusable), or -2 (writing failed: an I/O error) */
 static int write_model(const Onnx__ModelProto *m, const char *path, char *err, size_t errlen) {
     char tmp[4200];
     if (tmp_name(path, tmp, sizeof tmp) != 0) {
@@ -348,7 +350,7 @@ static int write_model(const Onnx__ModelProto *m, const char *path, char *err, s
             close(fd);
             unlink(tmp);
         }
-        return -1;
+        return -2;
     }
     FileBuf fb = {{file_append}, f, 0};
     errno = 0;
@@ -361,25 +363,13 @@ static int write_model(const Onnx__ModelProto *m, const char *path, char *err, s
     if (e) {
         unlink(tmp);
         snprintf(err, errlen, "--export_onnx=%s: cannot write it: %s", path, strerror(e));
-        return -1;
+        return -2;
     }
     return 0;
 }
 
 int onnx_check_path(const char *path, char *err, size_t errlen) {
-    char tmp[4200];
-    if (!path[0] || path[strlen(path) - 1] == '/' || tmp_name(path, tmp, sizeof tmp) != 0) {
-        snprintf(err, errlen, "--export_onnx=%s: not a file name", path);
-        return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "--export_onnx=%s: cannot write there: %s", path, strerror(errno));
-        return -1;
-    }
-    close(fd);
-    unlink(tmp);
-    return 0;
+    return check_output_path("export_onnx", path, err, errlen);
 }
 
 static Onnx__StringStringEntryProto *meta(G *g, const char *key, const char *value) {

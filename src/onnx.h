@@ -26,12 +26,13 @@ typedef struct OnnxInfo {
 } OnnxInfo;
 
 /* Writes `net` (finalized, its parameters and state on the host) to `path` as above. The file is
- * written under a temporary name beside it and renamed into place when complete. Returns 0, or -1
+ * written under a temporary name beside it and renamed into place when complete. Returns 0, -1
  * with a one-line reason in err (a layer ONNX cannot express, naming it and its type; a path that
- * cannot be written): nothing is then left at path or beside it. */
+ * cannot be used), or -2 (writing failed: an I/O error such as a full disk): nothing is then left
+ * at path or beside it. */
 int onnx_export(const Net *net, const OnnxInfo *info, const char *path, char *err, size_t errlen);
-/* Whether a file can be written at path (its folder exists and takes a new file): 0, or -1 with a
- * reason. Leaves nothing behind. */
+/* Whether a file can be written at path (its folder exists and takes a new file; path is not a
+ * directory or another non-regular file): 0, or -1 with a reason. Leaves nothing behind. */
 int onnx_check_path(const char *path, char *err, size_t errlen);
 
 #endif

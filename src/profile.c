@@ -3,12 +3,14 @@
  * first where two start together), each begin closing the spans that ended before it. */
 #include "profile.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpunet.h"
+#include "lifecycle.h"
 #include "util.h"
 
 enum { TID_HOST = 1, TID_BUCKETS = 2, TID_GPU = 3 };
@@ -30,6 +32,8 @@ struct Profiler {
     long first, last; /* 0-based steps, inclusive */
     int on;           /* inside a profiled step */
     int written;
+    int failed;        /* the trace could not be written */
+    char why[4400];
     double open_t;    /* the begin of the layer or zeroing now running */
     Span *s;
     size_t n, cap;
@@ -236,8 +240,8 @@ static void write_trace(Profiler *p) {
         snprintf(path, sizeof path, "%s", c->profile);
     FILE *f = fopen(path, "w");
     if (!f) {
-        warn("--profile=%s: cannot write %s: the profile is lost", c->profile, path);
-        p->written = 1;
+        snprintf(p->why, sizeof p->why, "cannot write %s: %s", path, strerror(errno));
+        p->written = p->failed = 1;
         return;
     }
     qsort(p->s, p->n, sizeof *p->s, by_track_then_start);
@@ -283,7 +287,12 @@ static void write_trace(Profiler *p) {
     }
     free(open);
     fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) warn("--profile=%s: writing %s failed", c->profile, path);
+    const int bad = ferror(f);
+    errno = 0;
+    if ((fclose(f) != 0 || bad) && !p->failed) {
+        snprintf(p->why, sizeof p->why, "writing %s failed: %s", path, errno ? strerror(errno) : "an I/O error");
+        p->failed = 1;
+    }
     p->written = 1;
 }
 
@@ -294,8 +303,8 @@ static int by_time_desc(const void *a, const void *b) {
     return sort_time[y] > sort_time[x] ? 1 : sort_time[y] < sort_time[x] ? -1 : x - y;
 }
 
-void profile_close(Profiler *p) {
-    if (!p) return;
+int profile_close(Profiler *p) {
+    if (!p) return 0;
     p->tr->prof = NULL;
     p->net->on_layer = NULL;
     if (p->steps > 0 && !p->written) write_trace(p);
@@ -365,5 +374,26 @@ void profile_close(Profiler *p) {
     free(p->gf);
     free(p->gb);
     free(p->gn);
+    int rc = 0;
+    if (p->failed) {
+        error_line("--profile=%s: %s: the profile is lost", p->r->cfg.profile, p->why);
+        rc = EXIT_FAILURE_GENERIC;
+    }
     free(p);
+    return rc;
+}
+
+void profile_check_path(const Run *r, int before_log_dir) {
+    const Config *c = &r->cfg;
+    if (!c->profile) return;
+    char path[4200], err[4600];
+    if (r->dist.size > 1)
+        snprintf(path, sizeof path, "%s.rank%d", c->profile, r->dist.rank);
+    else
+        snprintf(path, sizeof path, "%s", c->profile);
+    if (before_log_dir && c->log_dir && path_in_folder(path, c->log_dir)) return; /* once --log_dir is made */
+    if (check_output_path("profile", path, err, sizeof err) != 0) die_code(EXIT_USAGE, "%s", err);
+    if (c->log_dir && log_dir_owns(c->log_dir, path))
+        die_code(EXIT_USAGE, "--profile=%s: a file of --log_dir=%s's own (checkpoints, metrics.csv, events, the lock): write "
+                             "the trace elsewhere", c->profile, c->log_dir);
 }

@@ -55,7 +55,12 @@ int profile_waits(const Profiler *p, long step);
 /* A phase of the current step, from t0 to t1 (wall clock): recorded only in a profiled step. */
 void profile_span(Profiler *p, ProfPhase phase, double t0, double t1);
 /* The end of the run: the table (rank 0), and the file if the run ended inside the profiled
- * steps; frees p. */
-void profile_close(Profiler *p);
+ * steps; frees p. Returns 0, or 1 (an I/O error, after an error line) when the file could not be
+ * written. */
+int profile_close(Profiler *p);
+/* Whether this rank's --profile file can be written (exit 2 naming the path and why, otherwise):
+ * before anything is trained. before_log_dir: --log_dir is not made yet (a path inside it is
+ * checked in the second call). Refuses a path that is one of --log_dir's own files. */
+void profile_check_path(const Run *r, int before_log_dir);
 
 #endif

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -23,6 +26,13 @@ static void vmsg(const char *kind, const char *fmt, va_list ap) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     fflush(stderr);
+}
+
+void error_line(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg("error", fmt, ap);
+    va_end(ap);
 }
 
 /* An error ends the process at once: the first thread to die prints its line, flushes every
@@ -103,6 +113,53 @@ FILE *xfopen(const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
     if (!f) die("cannot open %s: %s", path, strerror(errno));
     return f;
+}
+
+int check_output_path(const char *flag, const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (!path[0] || path[strlen(path) - 1] == '/') {
+        snprintf(err, errlen, "--%s=%s: not a file name", flag, path);
+        return -1;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "--%s=%s: %s", flag, path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+        return -1;
+    }
+    /* a new file beside it, removed at once: the folder exists and takes files */
+    const char *slash = strrchr(path, '/');
+    const int len = slash ? (int)(slash - path + 1) : 0;
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%.*s.%s.tmp.%d", len, path, slash ? slash + 1 : path, (int)getpid()) >= (int)sizeof tmp) {
+        snprintf(err, errlen, "--%s=%s: the path is too long", flag, path);
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "--%s=%s: cannot write there: %s", flag, path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(tmp);
+    return 0;
+}
+
+int path_in_folder(const char *path, const char *dir) {
+    const char *slash = strrchr(path, '/');
+    char pd[4096], rp[PATH_MAX], rd[PATH_MAX];
+    snprintf(pd, sizeof pd, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    if (realpath(pd, rp) && realpath(dir, rd)) return strcmp(rp, rd) == 0;
+    /* a folder not made yet: as written, trailing slashes aside */
+    size_t n = slash ? (size_t)(slash - path) : 0, d = strlen(dir);
+    while (d > 1 && dir[d - 1] == '/') d--;
+    return n == d && strncmp(path, dir, n) == 0;
+}
+
+int same_output_path(const char *a, const char *b) {
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    if (strcmp(sa ? sa + 1 : a, sb ? sb + 1 : b) != 0) return 0;
+    char da[4096];
+    snprintf(da, sizeof da, "%.*s", sa ? (int)(sa - a) + (sa == a) : 1, sa ? a : ".");
+    return path_in_folder(b, da);
 }
 
 double now_seconds(void) {

@@ -31,6 +31,9 @@ void util_set_die_hook(void (*hook)(void));
 void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* die_code(EXIT_FAILURE_GENERIC, ...). */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* Prints "<program>: error: <fmt>" on stderr and returns: for a failure found at the end of a run,
+ * which then finishes its shutdown and exits non-zero. */
+void error_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "<program>: warning: <fmt>" on stderr. */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -42,6 +45,17 @@ char *xstrdup(const char *s);
 void *xmalloc_aligned(size_t n);
 /* fopen that dies with the file name and strerror on failure. */
 FILE *xfopen(const char *path, const char *mode);
+
+/* Whether flag's output file can be written at path: a file name (no trailing slash) that is not
+ * a directory or another non-regular file, in a folder that exists and takes new files. 0, or -1
+ * with "--<flag>=<path>: <reason>" in err. Leaves nothing behind. */
+int check_output_path(const char *flag, const char *path, char *err, size_t errlen);
+
+/* Whether the file path lies directly in folder dir (the same folder once both resolve, else as
+ * written). */
+int path_in_folder(const char *path, const char *dir);
+/* Whether two output paths name one file (the same name in the same folder). */
+int same_output_path(const char *a, const char *b);
 
 /* Wall clock in seconds (CLOCK_MONOTONIC). */
 double now_seconds(void);

@@ -131,24 +131,24 @@ TEST(ckpt_refuses_other_models_shapes_and_corruption) {
     CHECK(ckpt_save(dir, n5, t.opt.velocity, &m, path, sizeof path, err, sizeof err) == 0);
     CHECK(ckpt_latest(dir, path, sizeof path) && strstr(path, "ckpt-7.nvcnn"));
     /* another model name */
-    CHECK(ckpt_load(path, "resnet50", n5, NULL, NULL, err, sizeof err) == -1 && strstr(err, "model small, not resnet50"));
+    CHECK(ckpt_load(path, "resnet50", n5, NULL, NULL, err, sizeof err) == CKPT_EMISMATCH && strstr(err, "model small, not resnet50"));
     /* another number of classes: a different final layer */
     Net *n7 = small_net(7);
     net_finalize(n7, 1);
-    CHECK(ckpt_load(path, "small", n7, NULL, NULL, err, sizeof err) == -1 && strstr(err, "elements"));
+    CHECK(ckpt_load(path, "small", n7, NULL, NULL, err, sizeof err) == CKPT_EMISMATCH && strstr(err, "elements"));
     /* another model: a lenet (its tensors differ) */
     Net *le = model_build_net(model_find("lenet"), 2, 10);
     net_finalize(le, 1);
-    CHECK_MSG(ckpt_load(path, NULL, le, NULL, NULL, err, sizeof err) == -1 && strstr(err, "parameter tensors"), "%s", err);
+    CHECK_MSG(ckpt_load(path, NULL, le, NULL, NULL, err, sizeof err) == CKPT_EMISMATCH && strstr(err, "parameter tensors"), "%s", err);
     /* the same layers on 16x16 inputs: the first fully connected layer's weights are another size */
     Net *n16 = small_net_sized(5, 16);
     net_finalize(n16, 1);
-    CHECK_MSG(ckpt_load(path, "small", n16, NULL, NULL, err, sizeof err) == -1 && strstr(err, "elements"), "%s", err);
+    CHECK_MSG(ckpt_load(path, "small", n16, NULL, NULL, err, sizeof err) == CKPT_EMISMATCH && strstr(err, "elements"), "%s", err);
     /* one input channel against three */
     Net *g = net_new(4, 1, 12, 12);
     nb_softmax_xent(g, nb_fc(g, nb_flatten(g, nb_input(g)), 5, ACT_LINEAR));
     net_finalize(g, 1);
-    CHECK_MSG(ckpt_load(path, NULL, g, NULL, NULL, err, sizeof err) == -1 && strstr(err, "input 3x12x12, this net's is 1x12x12"), "%s", err);
+    CHECK_MSG(ckpt_load(path, NULL, g, NULL, NULL, err, sizeof err) == CKPT_EMISMATCH && strstr(err, "input 3x12x12, this net's is 1x12x12"), "%s", err);
     /* corruption: one flipped byte anywhere is caught by the checksum */
     FILE *f = fopen(path, "r+b");
     fseek(f, 0, SEEK_END);
@@ -159,7 +159,7 @@ TEST(ckpt_refuses_other_models_shapes_and_corruption) {
         fseek(f, off, SEEK_SET);
         fputc(ch ^ 0x10, f);
         fflush(f);
-        CHECK_MSG(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == -1 && strstr(err, "checksum"), "flip at %ld: %s", off, err);
+        CHECK_MSG(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == CKPT_ECORRUPT && strstr(err, "checksum"), "flip at %ld: %s", off, err);
         fseek(f, off, SEEK_SET);
         fputc(ch, f);
         fflush(f);
@@ -168,9 +168,9 @@ TEST(ckpt_refuses_other_models_shapes_and_corruption) {
     CHECK(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == 0);
     /* truncation */
     CHECK(truncate(path, size - 100) == 0);
-    CHECK(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == -1 && strstr(err, "checksum"));
+    CHECK(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == CKPT_ECORRUPT && strstr(err, "checksum"));
     CHECK(truncate(path, 10) == 0);
-    CHECK(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == -1 && strstr(err, "too short"));
+    CHECK(ckpt_load(path, "small", n5, NULL, NULL, err, sizeof err) == CKPT_ECORRUPT && strstr(err, "too short"));
     /* only the newest CKPT_KEEP are kept */
     for (int s = 10; s < 15; s++) {
         m.step = s;
@@ -437,4 +437,135 @@ TEST(ckpt_eval_of_a_missing_log_dir_creates_nothing) {
     snprintf(parent, sizeof parent, "%s/no-such-run", th_tmpdir());
     CHECK_MSG(access(parent, F_OK) != 0, "%s was created", parent);
     free(o);
+}
+
+/* A checkpoint that cannot be written at the end of a run is an error, exit 1 (an I/O error), not
+ * a warning after which the run reports success: here the file size limit (with SIGXFSZ ignored,
+ * write() fails with EFBIG) lets metrics.csv and the events through but not the checkpoint. And
+ * at a stop signal, the same. */
+TEST(ckpt_unwritten_final_checkpoint_exits_1) {
+    char d[600], cmd[1600], *o = NULL;
+    snprintf(d, sizeof d, "%s/fsize", th_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "trap '' XFSZ; ulimit -f 200; ./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=2 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 1);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: the checkpoint of step 2 was not written (cannot write checkpoint ") &&
+                  strstr(o, "File too large): the model trained in this run is not saved\n") && !strstr(o, "Checkpoint written"),
+              "%s", o);
+    free(o);
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/ckpt-2.nvcnn", d);
+    CHECK(access(ck, F_OK) != 0);
+    /* SIGTERM mid-run */
+    char out[700];
+    snprintf(out, sizeof out, "%s/fsize-term.out", th_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "trap '' XFSZ; ulimit -f 200; exec ./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=1000000 "
+             "--display_every=1 --log_dir=%s-term > %s 2>&1",
+             d, out);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    CHECK(wait_for(out, "\n     2 "));
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    char *t = slurp_text(out);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st, t);
+    CHECK_MSG(strstr(t, "the checkpoint could NOT be written") && strstr(t, "nvcnn: error: the checkpoint of step "), "%s", t);
+    free(t);
+}
+
+/* Two runs on one --log_dir would overwrite each other's checkpoints, metrics and events: the
+ * second is refused (exit 2, naming the first's pid) while the first holds the folder, and a run
+ * after it has ended goes ahead. */
+TEST(ckpt_log_dir_held_by_a_run_refuses_a_second) {
+    char d[600], out[700], args[1600], cmd[1800], *o = NULL;
+    snprintf(d, sizeof d, "%s/held", th_tmpdir());
+    snprintf(out, sizeof out, "%s/held.out", th_tmpdir());
+    snprintf(args, sizeof args, "--model=lenet --device=cpu --batch_size=4 --num_batches=1000000 --display_every=1 --log_dir=%s", d);
+    pid_t pid = spawn(args, out);
+    CHECK(wait_for(out, "\n     2 "));
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=2 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 2);
+    char want[128];
+    snprintf(want, sizeof want, "is in use by another nvcnn run (pid %d on ", (int)pid);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: --log_dir=") && strstr(o, want), "%s", o);
+    free(o);
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* the folder is free again: a run finds the first one's checkpoint (past its one step) */
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=1 --log_dir=%s", d);
+    o = NULL;
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "The checkpoint ") && strstr(o, "past the end of this run"), "exit %d: %s", rc, o);
+    free(o);
+}
+
+/* Checkpoint names that nvcnn never writes (leading zeros, a step too large for its counter) are
+ * neither resumed from nor pruned; a truncated checkpoint is corrupt data (exit 4), even when its
+ * header says the run is finished; a checkpoint of another model is a usage error (exit 2). */
+TEST(ckpt_foreign_names_and_corrupt_files) {
+    char d[600], src[700], dst[800], cmd[1600], *o = NULL;
+    snprintf(d, sizeof d, "%s/names", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=5 --log_dir=%s", d);
+    CHECK(th_run(cmd, NULL) == 0);
+    snprintf(src, sizeof src, "%s/ckpt-5.nvcnn", d);
+    size_t n = 0;
+    unsigned char *b = tu_read_file(src, &n);
+    CHECK(b && n > 5000);
+    static const char *const foreign[] = {"ckpt-99999999999999999999.nvcnn", "ckpt-0007.nvcnn", "ckpt-9223372036854775808.nvcnn"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", d, foreign[i]);
+        FILE *f = fopen(dst, "wb");
+        fwrite(b, 1, n, f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=7 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 0);
+    CHECK_MSG(o && strstr(o, "Restored from checkpoint ") && strstr(o, "/ckpt-5.nvcnn at step 5") &&
+                  strstr(o, "Checkpoint written to ") && strstr(o, "ckpt-7.nvcnn at step 7"),
+              "%s", o);
+    free(o);
+    for (int i = 0; i < 3; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", d, foreign[i]);
+        CHECK_MSG(access(dst, F_OK) == 0, "%s was removed", foreign[i]);
+    }
+    /* ckpt-7 cut short: its header still says step 7, the end of a 7-step run */
+    snprintf(dst, sizeof dst, "%s/ckpt-7.nvcnn", d);
+    CHECK(truncate(dst, 5000) == 0);
+    CHECK(th_run(cmd, &o) == 4);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: cannot resume from --log_dir=") && strstr(o, "checksum mismatch"), "%s", o);
+    free(o);
+    CHECK(unlink(dst) == 0);
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=trivial --device=cpu --batch_size=4 --num_batches=7 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "is a checkpoint of model lenet, not trivial"), "%s", o);
+    free(o);
+    free(b);
+}
+
+/* --export_onnx and --profile must not overwrite the files the run keeps in --log_dir (its
+ * checkpoints, metrics.csv, the events, the lock): refused before anything is trained. */
+TEST(ckpt_outputs_must_not_overwrite_log_dir_files) {
+    char d[600], cmd[1800], *o = NULL;
+    snprintf(d, sizeof d, "%s/owned", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=2 --log_dir=%s", d);
+    CHECK(th_run(cmd, NULL) == 0);
+    static const char *const flag[][2] = {{"export_onnx", "ckpt-2.nvcnn"}, {"export_onnx", "metrics.csv"},
+                                          {"profile", ".nvcnn.lock"},       {"profile", "../owned/ckpt-9.nvcnn"}};
+    for (int i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=4 --log_dir=%s --%s=%s/%s", d,
+                 flag[i][0], d, flag[i][1]);
+        CHECK(th_run(cmd, &o) == 2);
+        CHECK_MSG(o && strstr(o, "'s own (checkpoints, metrics.csv, events, the lock)") && !strstr(o, "Training"), "%s", o);
+        free(o);
+    }
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/ckpt-2.nvcnn", d);
+    CHECK_MSG(ckpt_verify(ck, cmd, sizeof cmd) == 0, "%s", cmd);
 }

@@ -284,6 +284,8 @@ TEST_LIMIT(onnx_bad_input_exit_2_nothing_written, 120) {
         {"--model=lenet --log_dir=%s/lenet --export_onnx=%s/no/such/dir/x.onnx",
          "/no/such/dir/x.onnx: cannot write there: No such file or directory"},
         {"--model=lenet --log_dir=%s/lenet --export_onnx=%s/", "not a file name"},
+        {"--model=lenet --log_dir=%s/lenet --export_onnx=%s/lenet", "/lenet: is a directory"},
+        {"--model=lenet --num_batches=2 --log_dir=%s/lenet4 --export_onnx=%s/lenet", "/lenet: is a directory"},
         /* with training flags the path is checked before anything is trained */
         {"--model=lenet --num_batches=2 --log_dir=%s/lenet2 --export_onnx=%s/no/x.onnx", "cannot write there"},
     };
@@ -296,6 +298,16 @@ TEST_LIMIT(onnx_bad_input_exit_2_nothing_written, 120) {
     list_dir(sub, names, sizeof names);
     CHECK_MSG(!strstr(names, "ckpt-"), "trained before refusing: %s", names);
     refused("--model=lenet --eval --data_dir=. --log_dir=. --export_onnx=x.onnx", "--export_onnx with --eval", dir);
+    /* a write that fails (here the file size limit, SIGXFSZ ignored: EFBIG) is an I/O error, exit 1 */
+    snprintf(args, sizeof args, "trap '' XFSZ; ulimit -f 100; ./nvcnn --model=lenet --log_dir=%s/lenet --export_onnx=%s/big.onnx",
+             dir, dir);
+    list_dir(dir, names, sizeof names);
+    int rc = th_run(args, &o);
+    CHECK_MSG(rc == 1 && o && strstr(o, "big.onnx: cannot write it: File too large"), "exit %d: %s", rc, o ? o : "");
+    free(o);
+    char names2[4096];
+    list_dir(dir, names2, sizeof names2);
+    CHECK_MSG(strcmp(names, names2) == 0, "left files: before '%s', after '%s'", names, names2);
     /* the model at the checkpoint's own size and classes when neither flag is given */
     snprintf(args, sizeof args, "./nvcnn --model=resnet18 --log_dir=%s/r18 --export_onnx=%s/r18.onnx", dir, dir);
     CHECK(th_run(args, &o) == 0 && strstr(o, "Exported resnet18 (step 1, 32x32, 10 classes)"));

@@ -132,6 +132,13 @@ TEST(profile_bad_values_exit_2) {
         {"--model=lenet --profile=/tmp/x.json --profile_steps=2:0", "--profile_steps=2:0: N and K must be >= 1"},
         {"--model=lenet --profile=/tmp/x.json --profile_steps=2:x", "--profile_steps=2:x: expected N:K"},
         {"--model=lenet --log_dir=/tmp --export_onnx=/tmp/x.onnx --profile=/tmp/x.json", "trains no step to profile"},
+        /* the file is checked before anything is trained */
+        {"--model=lenet --num_batches=3 --profile=/tmp", "--profile=/tmp: is a directory"},
+        {"--model=lenet --num_batches=3 --profile=/no/such/dir/x.json",
+         "--profile=/no/such/dir/x.json: cannot write there: No such file or directory"},
+        {"--model=lenet --num_batches=3 --profile=/tmp/", "--profile=/tmp/: not a file name"},
+        {"--model=lenet --num_batches=3 --profile=/tmp/nvcnn-same.out --export_onnx=/tmp/./nvcnn-same.out",
+         "--export_onnx=/tmp/./nvcnn-same.out and --profile=/tmp/nvcnn-same.out name one file"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024], *o = NULL;
