@@ -17,7 +17,7 @@
  * broadcasts and 12 fused multiply-adds, in 12 sums + 3 window + 1 broadcast = 16 ymm registers.
  * Products of padded positions are never formed. The same scheme for 5 columns (2 input channels
  * at a time) and for 1x1 filters (8 at a time: 9 loads for 8 multiply-adds) measured no faster than
- * oneDNN's kernels (5x5 at googlenet's shapes 0.8-1.0x, 1x1 at resnet50's 0.4-0.7x), so those stay
+ * oneDNN's kernels (5x5 at googlenet's shapes 0.7-1.1x, 1x1 at resnet50's 0.4-0.7x), so those stay
  * oneDNN's. Needs no oneDNN: the tests run it against the definition in any build. */
 #include <stddef.h>
 #include <string.h>
