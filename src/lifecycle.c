@@ -48,7 +48,9 @@ void lifecycle_lock_log_dir(const char *dir) {
             who[n > 0 ? n : 0] = 0;
             who[strcspn(who, "\n")] = 0;
             die_code(EXIT_USAGE, "--log_dir=%s is in use by another nvcnn run (%s): two runs in one folder would overwrite "
-                                 "each other's checkpoints; give this one another --log_dir", dir, who[0] ? who : "pid unknown");
+                                 "each other's checkpoints; give this one another --log_dir (if that run is gone, as on a lost "
+                                 "node whose lock a network file system still holds, delete %s)",
+                     dir, who[0] ? who : "pid unknown", path);
         }
         close(fd); /* a file system without locks: go on unlocked */
         return;
