@@ -189,3 +189,56 @@ TEST(badinput_shards_not_one_set) {
     free(o);
     free(jpg);
 }
+
+/* Writes dir/name: three good records, then one whose image/encoded holds `nimg` images and whose
+ * label holds `nlab` values; returns the byte offset of that record. */
+static uint64_t write_shard_with_lists(const char *dir, const char *name, const uint8_t *jpg, size_t ilen, int nimg,
+                                       int nlab) {
+    char path[600], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TfrWriter *w = tfr_writer_open(path, err, sizeof err);
+    if (!w) {
+        th_fail(__FILE__, __LINE__, "%s", err);
+        return 0;
+    }
+    const void *imgs[2] = {jpg, jpg};
+    const size_t lens[2] = {ilen, ilen};
+    const int64_t good = 1, labels[2] = {1, 2};
+    uint64_t off = 0;
+    for (int k = 0; k < 4; k++) {
+        ExampleBuilder *b = example_builder_new();
+        example_add_bytes_list(b, "image/encoded", imgs, lens, k == 3 ? (size_t)nimg : 1);
+        example_add_int64s(b, "image/class/label", k == 3 ? labels : &good, k == 3 ? (size_t)nlab : 1);
+        size_t len;
+        uint8_t *buf = example_serialize(b, &len);
+        tfr_write(w, buf, len);
+        if (k < 3) off += len + TFR_HEADER_BYTES + TFR_FOOTER_BYTES;
+        free(buf);
+        example_builder_free(b);
+    }
+    tfr_writer_close(w);
+    return off;
+}
+
+/* A label or an image/encoded of two values is as malformed as a missing one: exit 4 naming the
+ * file and the record's offset. */
+TEST(badinput_two_labels_or_two_images) {
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    const struct {
+        const char *dir;
+        int nimg, nlab;
+        const char *what;
+    } cases[] = {{"two-labels", 1, 2, "image/class/label holds 2 values, expected 1"},
+                 {"two-images", 2, 1, "image/encoded holds 2 images, expected 1"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *d = mkdir_case(cases[i].dir);
+        uint64_t off = write_shard_with_lists(d, "train-00000-of-00001", jpg, len, cases[i].nimg, cases[i].nlab);
+        char arg[700], want[900];
+        snprintf(arg, sizeof arg, "--data_dir=%s", d);
+        snprintf(want, sizeof want, "%s/train-00000-of-00001: record at byte offset %llu: %s\n", d,
+                 (unsigned long long)off, cases[i].what);
+        expect(arg, 4, want);
+    }
+    free(jpg);
+}
