@@ -242,3 +242,48 @@ TEST(badinput_two_labels_or_two_images) {
     }
     free(jpg);
 }
+
+/* An entry named as a shard that is not a regular file is named for what it is (exit 2), not
+ * passed over (a validation pass silently dropped) nor reported as a missing shard. */
+TEST(badinput_shard_names_that_are_not_files) {
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    char arg[700], want[900], path[700];
+
+    char *d = mkdir_case("validation-dir");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/validation-00000-of-00001", d);
+    CHECK(mkdir(path, 0755) == 0);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s is a directory, not a TFRecord file\n", path);
+    expect(arg, 2, want);
+
+    d = mkdir_case("train-dir");
+    write_shard(d, "train-00000-of-00002", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/train-00001-of-00002", d);
+    CHECK(mkdir(path, 0755) == 0);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s is a directory, not a TFRecord file\n", path);
+    expect(arg, 2, want);
+
+    d = mkdir_case("train-dangling");
+    write_shard(d, "train-00000-of-00002", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/train-00001-of-00002", d);
+    CHECK(symlink("no-such-shard", path) == 0);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s is a dangling symbolic link (to no-such-shard, which does not exist)\n",
+             path);
+    expect(arg, 2, want);
+
+    /* a folder that is not named as a shard is not taken for one */
+    d = mkdir_case("train-folder");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/train-images", d);
+    CHECK(mkdir(path, 0755) == 0);
+    char cmd[1024], *o = NULL;
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 --data_dir=%s", d);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d beside a folder train-images:\n%s", rc, o);
+    free(o);
+    free(jpg);
+}

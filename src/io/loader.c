@@ -122,6 +122,31 @@ static void check_set(const char *dir, const char *subset, char **paths, int n) 
     free(names);
 }
 
+/* An entry dir/<subset>-* that is not a regular file: one named as a shard (a directory, a
+ * symbolic link to nothing, a FIFO, ...) would otherwise be passed over, leaving its set a shard
+ * short or the subset absent. Exit 2 naming it for what it is. A directory named outside the
+ * shard pattern (train-images, say) is not taken for a shard and is passed over. */
+static void refuse_non_file(const char *path, const char *name, const char *subset) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            if (!shard_name_parse(name, subset, NULL, NULL, NULL)) return;
+            die_code(EXIT_USAGE, "%s is a directory, not a TFRecord file", path);
+        }
+        const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
+        die_code(EXIT_USAGE, "%s is %s, not a TFRecord file", path, what);
+    }
+    int err = errno;
+    struct stat lst;
+    if ((err == ENOENT || err == ENOTDIR) && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        char to[4096];
+        ssize_t k = readlink(path, to, sizeof to - 1);
+        to[k > 0 ? k : 0] = 0;
+        die_code(EXIT_USAGE, "%s is a dangling symbolic link (to %s, which does not exist)", path, k > 0 ? to : "?");
+    }
+    die_code(EXIT_USAGE, "%s: %s", path, strerror(err));
+}
+
 static int list_matching(const char *dir, const char *subset, char ***paths, int die_on_missing) {
     DIR *d = opendir(dir);
     if (!d) {
@@ -139,6 +164,7 @@ static int list_matching(const char *dir, const char *subset, char ***paths, int
         snprintf(p, need, "%s/%s", dir, e->d_name);
         struct stat st;
         if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
+            refuse_non_file(p, e->d_name, subset);
             free(p);
             continue;
         }
