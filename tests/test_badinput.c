@@ -287,3 +287,39 @@ TEST(badinput_shard_names_that_are_not_files) {
     free(o);
     free(jpg);
 }
+
+/* --skip_corrupt on shards whose every record is corrupt: that is what is said (how many, in
+ * which files), exit 4, not that the shards hold no records. */
+TEST(badinput_skip_corrupt_every_record) {
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    char *d = mkdir_case("all-corrupt");
+    char path[700], arg[700], want[900];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/train-%05d-of-00002", d, k);
+        FILE *f = fopen(path, "w");
+        fputs("this is a text file, not a TFRecord shard\n", f);
+        fclose(f);
+    }
+    snprintf(arg, sizeof arg, "--data_dir=%s --skip_corrupt", d);
+    snprintf(want, sizeof want,
+             "nvcnn: error: %s/train-*: every record was corrupt and skipped (--skip_corrupt): 2 in all, 1 in "
+             "train-00000-of-00002 and 1 in train-00001-of-00002\n",
+             d);
+    expect(arg, 4, want);
+
+    /* validation-* too, before training */
+    d = mkdir_case("all-corrupt-validation");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/validation-00000-of-00001", d);
+    FILE *f = fopen(path, "w");
+    fputs("this is a text file, not a TFRecord shard\n", f);
+    fclose(f);
+    snprintf(arg, sizeof arg, "--data_dir=%s --skip_corrupt", d);
+    snprintf(want, sizeof want,
+             "nvcnn: error: %s/validation-*: every record was corrupt and skipped (--skip_corrupt): 1 in "
+             "validation-00000-of-00001\n",
+             d);
+    expect(arg, 4, want);
+    free(jpg);
+}

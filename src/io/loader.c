@@ -220,6 +220,27 @@ static void *scan_thread(void *arg) {
     }
 }
 
+/* skip_corrupt, and the scan skipped every record of the shards (skipped[f] in file f): exit 4
+ * saying so, with the counts and the files, rather than calling the shards empty. */
+static void all_skipped(const Loader *l, const size_t *skipped) {
+    char files[1024] = "";
+    size_t len = 0, skip = strlen(l->cfg.data_dir) + 1;
+    int n = 0, shown = 0;
+    for (int f = 0; f < l->nfiles; f++) n += skipped[f] > 0;
+    for (int f = 0; f < l->nfiles && shown < 3; f++) {
+        if (skipped[f] == 0) continue;
+        const char *sep = shown == 0 ? "" : shown == n - 1 ? " and " : ", ";
+        int k = snprintf(files + len, sizeof files - len, "%s%zu in %s", sep, skipped[f], l->paths[f] + skip);
+        if (k > 0) len += (size_t)k < sizeof files - len ? (size_t)k : sizeof files - len - 1;
+        shown++;
+    }
+    if (n > shown) snprintf(files + len, sizeof files - len, " and %d more file%s", n - shown, n - shown == 1 ? "" : "s");
+    char all[64] = "";
+    if (n > 1) snprintf(all, sizeof all, "%zu in all, ", l->skipped_scan);
+    die_code(EXIT_DATA, "%s/%s-*: every record was corrupt and skipped (--skip_corrupt): %s%s", l->cfg.data_dir,
+             l->cfg.subset, all, files);
+}
+
 /* Scans every shard and keeps this rank's records. */
 static void build_index(Loader *l) {
     int nf = l->nfiles;
@@ -245,6 +266,7 @@ static void build_index(Loader *l) {
         total += (size_t)j.count[f];
         l->skipped_scan += j.skipped[f];
     }
+    if (total == 0 && l->skipped_scan > 0) all_skipped(l, j.skipped);
     int R = l->cfg.nranks, r = l->cfg.rank;
     size_t mine = total / (size_t)R + ((size_t)r < total % (size_t)R);
     l->mine = xmalloc((mine ? mine : 1) * sizeof *l->mine);

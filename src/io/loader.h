@@ -45,7 +45,8 @@ typedef struct Loader Loader;
 
 /* Opens the shards and starts the threads. Bad input ends the process with a one-line error: exit
  * code 2 for no directory, no <subset>-* files, or an entry named as a shard that is not a regular
- * file (a directory, a symbolic link to nothing); 4 for files that are not TFRecords. */
+ * file (a directory, a symbolic link to nothing); 4 for files that are not TFRecords, or
+ * (skip_corrupt) shards whose every record was corrupt and skipped. */
 Loader *loader_open(const LoaderConfig *cfg);
 /* Records in the subset over all ranks. */
 size_t loader_num_records(const Loader *l);
