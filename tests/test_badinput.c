@@ -323,3 +323,34 @@ TEST(badinput_skip_corrupt_every_record) {
     expect(arg, 4, want);
     free(jpg);
 }
+
+/* Empty validation shards are refused up front, not after the whole training run. */
+TEST(badinput_empty_validation_before_training) {
+    char *d = mkdir_case("empty-validation");
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    write_shard(d, "validation-00000-of-00001", 0, NULL, 0, 1);
+    char arg[700], want[900];
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s/validation-*: the 1 file holds no records\n", d);
+    expect(arg, 2, want);
+    char cmd[1024], *o = NULL;
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 %s", arg);
+    th_run(cmd, &o);
+    CHECK_MSG(o && !strstr(o, "Training"), "trained before refusing validation-*:\n%s", o);
+    free(o);
+    /* --forward_only evaluates nothing: validation-* is not read */
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 --forward_only %s", arg);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "--forward_only exited %d:\n%s", rc, o);
+    free(o);
+
+    d = mkdir_case("empty-train");
+    write_shard(d, "train-00000-of-00002", 0, NULL, 0, 1);
+    write_shard(d, "train-00001-of-00002", 0, NULL, 0, 1);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s/train-*: the 2 files hold no records\n", d);
+    expect(arg, 2, want);
+    free(jpg);
+}

@@ -556,7 +556,8 @@ static void *worker_main(void *arg) {
 
 /* ---- public ------------------------------------------------------------------------------ */
 
-Loader *loader_open(const LoaderConfig *cfg) {
+/* Checks the configuration, lists and scans the shards: a Loader with its index and no threads. */
+static Loader *open_index(const LoaderConfig *cfg) {
     if (!cfg->data_dir || !cfg->data_dir[0]) die_code(EXIT_USAGE, "no data directory given");
     const char *subset = cfg->subset && cfg->subset[0] ? cfg->subset : "train";
     if (cfg->batch <= 0) die_code(EXIT_USAGE, "loader: batch size %d must be positive", cfg->batch);
@@ -572,11 +573,31 @@ Loader *loader_open(const LoaderConfig *cfg) {
     if (l->nfiles == 0) die_code(EXIT_USAGE, "no %s-* files in %s", subset, cfg->data_dir);
     build_index(l);
     if (l->total == 0)
-        die_code(EXIT_USAGE, "%s/%s-*: the %d file%s hold no records", cfg->data_dir, subset, l->nfiles,
-                 l->nfiles == 1 ? "" : "s");
+        die_code(EXIT_USAGE, "%s/%s-*: the %d file%s no records", cfg->data_dir, subset, l->nfiles,
+                 l->nfiles == 1 ? " holds" : "s hold");
     if (l->nmine == 0 && cfg->repeat)
         die_code(EXIT_USAGE, "%s/%s-*: %zu records cannot feed %d ranks", cfg->data_dir, subset, l->total, cfg->nranks);
+    return l;
+}
 
+/* Frees what open_index() made. */
+static void free_index(Loader *l) {
+    for (int i = 0; i < l->nfiles; i++) free(l->paths[i]);
+    free(l->paths);
+    free(l->mine);
+    free(l->group_start);
+    free(l);
+}
+
+size_t loader_scan(const LoaderConfig *cfg) {
+    Loader *l = open_index(cfg);
+    size_t n = l->total;
+    free_index(l);
+    return n;
+}
+
+Loader *loader_open(const LoaderConfig *cfg) {
+    Loader *l = open_index(cfg);
     int threads = cfg->threads;
     if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -701,11 +722,7 @@ void loader_close(Loader *l) {
     pthread_cond_destroy(&l->cv_task);
     pthread_cond_destroy(&l->cv_space);
     pthread_cond_destroy(&l->cv_ready);
-    for (int i = 0; i < l->nfiles; i++) free(l->paths[i]);
-    free(l->paths);
-    free(l->mine);
-    free(l->group_start);
     free(l->tasks);
     free(l->workers);
-    free(l);
+    free_index(l);
 }

@@ -44,10 +44,14 @@ typedef struct LoaderBatch {
 typedef struct Loader Loader;
 
 /* Opens the shards and starts the threads. Bad input ends the process with a one-line error: exit
- * code 2 for no directory, no <subset>-* files, or an entry named as a shard that is not a regular
- * file (a directory, a symbolic link to nothing); 4 for files that are not TFRecords, or
- * (skip_corrupt) shards whose every record was corrupt and skipped. */
+ * code 2 for no directory, no <subset>-* files, files that hold no records, or an entry named as a
+ * shard that is not a regular file (a directory, a symbolic link to nothing); 4 for files that are
+ * not TFRecords, or (skip_corrupt) shards whose every record was corrupt and skipped. */
 Loader *loader_open(const LoaderConfig *cfg);
+/* Lists and scans the shards as loader_open() does, ending the process on the same errors, and
+ * returns the records of the subset over all ranks; reads no payload and starts no thread. A check
+ * of shards that a run will read later (validation-* before training). */
+size_t loader_scan(const LoaderConfig *cfg);
 /* Records in the subset over all ranks. */
 size_t loader_num_records(const Loader *l);
 /* Records this rank reads per epoch. */
