@@ -8,7 +8,8 @@
 #include "util.h"
 #include "watchdog.h"
 
-Loader *input_open_loader(const Run *r, const char *subset, int training, uint64_t start) {
+/* The loader's configuration for `subset` on this rank (input_open_loader's arguments). */
+static LoaderConfig loader_config(const Run *r, const char *subset, int training, uint64_t start) {
     const Config *c = &r->cfg;
     LoaderConfig lc;
     memset(&lc, 0, sizeof lc);
@@ -33,7 +34,17 @@ Loader *input_open_loader(const Run *r, const char *subset, int training, uint64
         lc.host_alloc = gpu_host_alloc;
         lc.host_free = gpu_host_free;
     }
+    return lc;
+}
+
+Loader *input_open_loader(const Run *r, const char *subset, int training, uint64_t start) {
+    const LoaderConfig lc = loader_config(r, subset, training, start);
     return loader_open(&lc);
+}
+
+size_t input_scan(const Run *r, const char *subset) {
+    const LoaderConfig lc = loader_config(r, subset, 0, 0);
+    return loader_scan(&lc);
 }
 
 void input_start(Input *in, Run *r, Trainer *tr, Loader *ld, long step0) {

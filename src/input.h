@@ -25,6 +25,9 @@ typedef struct Input {
 /* The loader of `subset` (train or validation) for this rank, from sample `start` of its stream;
  * training: augmented and endless. */
 Loader *input_open_loader(const Run *r, const char *subset, int training, uint64_t start);
+/* The records of `subset` over all ranks, its shards listed and scanned as the loader would
+ * (with its errors) without reading them: shards that a run reads later checked before it starts. */
+size_t input_scan(const Run *r, const char *subset);
 /* Starts the input of a run that begins at step0: takes `ld` (the training loader opened at 0,
  * or NULL for synthetic data), reopened at step0's position when step0 > 0. */
 void input_start(Input *in, Run *r, Trainer *tr, Loader *ld, long step0);

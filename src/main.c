@@ -266,6 +266,8 @@ static Loader *plan_steps(Run *r) {
         ld = input_open_loader(r, "train", 1, 0);
         r->nrecord = loader_num_records(ld);
         if (r->nrecord == 0) die_code(EXIT_DATA, "%s: the train-* shards hold no records", c->data_dir);
+        /* a run that evaluates: validation-* that cannot be read stops it now, not after training */
+        if (!c->forward_only && loader_has_subset(c->data_dir, "validation")) input_scan(r, "validation");
     }
     if (c->num_epochs > 0)
         r->nstep = (long)(c->num_epochs * (double)r->nrecord / r->total_batch);

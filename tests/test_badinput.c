@@ -189,3 +189,168 @@ TEST(badinput_shards_not_one_set) {
     free(o);
     free(jpg);
 }
+
+/* Writes dir/name: three good records, then one whose image/encoded holds `nimg` images and whose
+ * label holds `nlab` values; returns the byte offset of that record. */
+static uint64_t write_shard_with_lists(const char *dir, const char *name, const uint8_t *jpg, size_t ilen, int nimg,
+                                       int nlab) {
+    char path[600], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    TfrWriter *w = tfr_writer_open(path, err, sizeof err);
+    if (!w) {
+        th_fail(__FILE__, __LINE__, "%s", err);
+        return 0;
+    }
+    const void *imgs[2] = {jpg, jpg};
+    const size_t lens[2] = {ilen, ilen};
+    const int64_t good = 1, labels[2] = {1, 2};
+    uint64_t off = 0;
+    for (int k = 0; k < 4; k++) {
+        ExampleBuilder *b = example_builder_new();
+        example_add_bytes_list(b, "image/encoded", imgs, lens, k == 3 ? (size_t)nimg : 1);
+        example_add_int64s(b, "image/class/label", k == 3 ? labels : &good, k == 3 ? (size_t)nlab : 1);
+        size_t len;
+        uint8_t *buf = example_serialize(b, &len);
+        tfr_write(w, buf, len);
+        if (k < 3) off += len + TFR_HEADER_BYTES + TFR_FOOTER_BYTES;
+        free(buf);
+        example_builder_free(b);
+    }
+    tfr_writer_close(w);
+    return off;
+}
+
+/* A label or an image/encoded of two values is as malformed as a missing one: exit 4 naming the
+ * file and the record's offset. */
+TEST(badinput_two_labels_or_two_images) {
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    const struct {
+        const char *dir;
+        int nimg, nlab;
+        const char *what;
+    } cases[] = {{"two-labels", 1, 2, "image/class/label holds 2 values, expected 1"},
+                 {"two-images", 2, 1, "image/encoded holds 2 images, expected 1"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *d = mkdir_case(cases[i].dir);
+        uint64_t off = write_shard_with_lists(d, "train-00000-of-00001", jpg, len, cases[i].nimg, cases[i].nlab);
+        char arg[700], want[900];
+        snprintf(arg, sizeof arg, "--data_dir=%s", d);
+        snprintf(want, sizeof want, "%s/train-00000-of-00001: record at byte offset %llu: %s\n", d,
+                 (unsigned long long)off, cases[i].what);
+        expect(arg, 4, want);
+    }
+    free(jpg);
+}
+
+/* An entry named as a shard that is not a regular file is named for what it is (exit 2), not
+ * passed over (a validation pass silently dropped) nor reported as a missing shard. */
+TEST(badinput_shard_names_that_are_not_files) {
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    char arg[700], want[900], path[700];
+
+    char *d = mkdir_case("validation-dir");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/validation-00000-of-00001", d);
+    CHECK(mkdir(path, 0755) == 0);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s is a directory, not a TFRecord file\n", path);
+    expect(arg, 2, want);
+
+    d = mkdir_case("train-dir");
+    write_shard(d, "train-00000-of-00002", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/train-00001-of-00002", d);
+    CHECK(mkdir(path, 0755) == 0);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s is a directory, not a TFRecord file\n", path);
+    expect(arg, 2, want);
+
+    d = mkdir_case("train-dangling");
+    write_shard(d, "train-00000-of-00002", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/train-00001-of-00002", d);
+    CHECK(symlink("no-such-shard", path) == 0);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s is a dangling symbolic link (to no-such-shard, which does not exist)\n",
+             path);
+    expect(arg, 2, want);
+
+    /* a folder that is not named as a shard is not taken for one */
+    d = mkdir_case("train-folder");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/train-images", d);
+    CHECK(mkdir(path, 0755) == 0);
+    char cmd[1024], *o = NULL;
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 --data_dir=%s", d);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d beside a folder train-images:\n%s", rc, o);
+    free(o);
+    free(jpg);
+}
+
+/* --skip_corrupt on shards whose every record is corrupt: that is what is said (how many, in
+ * which files), exit 4, not that the shards hold no records. */
+TEST(badinput_skip_corrupt_every_record) {
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    char *d = mkdir_case("all-corrupt");
+    char path[700], arg[700], want[900];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/train-%05d-of-00002", d, k);
+        FILE *f = fopen(path, "w");
+        fputs("this is a text file, not a TFRecord shard\n", f);
+        fclose(f);
+    }
+    snprintf(arg, sizeof arg, "--data_dir=%s --skip_corrupt", d);
+    snprintf(want, sizeof want,
+             "nvcnn: error: %s/train-*: every record was corrupt and skipped (--skip_corrupt): 2 in all, 1 in "
+             "train-00000-of-00002 and 1 in train-00001-of-00002\n",
+             d);
+    expect(arg, 4, want);
+
+    /* validation-* too, before training */
+    d = mkdir_case("all-corrupt-validation");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    snprintf(path, sizeof path, "%s/validation-00000-of-00001", d);
+    FILE *f = fopen(path, "w");
+    fputs("this is a text file, not a TFRecord shard\n", f);
+    fclose(f);
+    snprintf(arg, sizeof arg, "--data_dir=%s --skip_corrupt", d);
+    snprintf(want, sizeof want,
+             "nvcnn: error: %s/validation-*: every record was corrupt and skipped (--skip_corrupt): 1 in "
+             "validation-00000-of-00001\n",
+             d);
+    expect(arg, 4, want);
+    free(jpg);
+}
+
+/* Empty validation shards are refused up front, not after the whole training run. */
+TEST(badinput_empty_validation_before_training) {
+    char *d = mkdir_case("empty-validation");
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    write_shard(d, "validation-00000-of-00001", 0, NULL, 0, 1);
+    char arg[700], want[900];
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s/validation-*: the 1 file holds no records\n", d);
+    expect(arg, 2, want);
+    char cmd[1024], *o = NULL;
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 %s", arg);
+    th_run(cmd, &o);
+    CHECK_MSG(o && !strstr(o, "Training"), "trained before refusing validation-*:\n%s", o);
+    free(o);
+    /* --forward_only evaluates nothing: validation-* is not read */
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 --forward_only %s", arg);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "--forward_only exited %d:\n%s", rc, o);
+    free(o);
+
+    d = mkdir_case("empty-train");
+    write_shard(d, "train-00000-of-00002", 0, NULL, 0, 1);
+    write_shard(d, "train-00001-of-00002", 0, NULL, 0, 1);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s/train-*: the 2 files hold no records\n", d);
+    expect(arg, 2, want);
+    free(jpg);
+}

@@ -50,6 +50,13 @@ static void f_bytes(W *fs, const char *key, const void *p, size_t n) {
     lenfield(&f, 1, list.b, list.n);
     entry(fs, key, &f);
 }
+/* A bytes_list of n copies of p. */
+static void f_bytes_n(W *fs, const char *key, const void *p, size_t len, int n) {
+    W list = {.n = 0}, f = {.n = 0};
+    for (int i = 0; i < n; i++) lenfield(&list, 1, p, len);
+    lenfield(&f, 1, list.b, list.n);
+    entry(fs, key, &f);
+}
 static void f_int64(W *fs, const char *key, const int64_t *v, int n, int packed) {
     W list = {.n = 0}, f = {.n = 0};
     if (packed) {
@@ -147,16 +154,22 @@ TEST(example_errors_name_the_problem) {
         const char *msg;
     } cases[] = {{0, "no image/encoded"},        {1, "image/encoded is a int64_list"}, {2, "no image/class/label"},
                  {3, "image/class/label is a float_list"}, {4, "bounding box lists differ"},
-                 {5, "image/object/bbox/xmin is a bytes_list"}};
+                 {5, "image/object/bbox/xmin is a bytes_list"}, {6, "image/class/label holds 2 values, expected 1"},
+                 {7, "image/class/label holds 2 values, expected 1"}, {8, "image/encoded holds 2 images, expected 1"}};
+    const int64_t two[] = {1, 2};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         W fs = {.n = 0}, ex;
         int v = cases[c].variant;
         if (v == 1)
             f_int64(&fs, "image/encoded", &one, 1, 1);
+        else if (v == 8)
+            f_bytes_n(&fs, "image/encoded", img, sizeof img, 2);
         else if (v != 0)
             f_bytes(&fs, "image/encoded", img, sizeof img);
         if (v == 3)
             f_float(&fs, "image/class/label", &f, 1, 1);
+        else if (v == 6 || v == 7)
+            f_int64(&fs, "image/class/label", two, 2, v == 6);
         else if (v != 2)
             f_int64(&fs, "image/class/label", &one, 1, 1);
         if (v == 4) {

@@ -493,3 +493,37 @@ TEST(loader_refuses_mixed_or_incomplete_sets) {
     CHECK_MSG(r.status == EXIT_DATA && strstr(r.msg, "train-0.tfrecord and train-1.tfrecord are not named as shards"),
               "status %d: %s", r.status, r.msg);
 }
+
+/* loader_scan: the records over all ranks, and loader_open's errors, without reading a record. */
+TEST(loader_scan_counts_as_open_does) {
+    LoaderConfig c = base_cfg(dataset_ids());
+    CHECK(loader_scan(&c) == 37);
+    c.rank = 2;
+    c.nranks = 3;
+    CHECK(loader_scan(&c) == 37);
+
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/scan-empty", th_tmpdir());
+    const int none[] = {0};
+    make_dataset(dir, "validation", none, 1, 0, label_id);
+    c = base_cfg(dir);
+    c.subset = "validation";
+    snprintf(path, sizeof path, "%s/scan.err", th_tmpdir());
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(path, "w", stderr)) _exit(99);
+        loader_scan(&c);
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_USAGE, "loader_scan on an empty shard: status %d", st);
+    char msg[1024] = "";
+    FILE *f = fopen(path, "r");
+    if (f) {
+        msg[fread(msg, 1, sizeof msg - 1, f)] = 0;
+        fclose(f);
+    }
+    CHECK_MSG(strstr(msg, "validation-*: the 1 file holds no records"), "got: %s", msg);
+}

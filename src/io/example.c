@@ -86,6 +86,10 @@ int example_parse_image(const uint8_t *buf, size_t len, ExampleImage *out, char 
         snprintf(err, errlen, "image/encoded is empty");
         goto fail;
     }
+    if (f->bytes_list->n_value > 1) {
+        snprintf(err, errlen, "image/encoded holds %zu images, expected 1", f->bytes_list->n_value);
+        goto fail;
+    }
     out->encoded = f->bytes_list->value[0].data;
     out->encoded_len = f->bytes_list->value[0].len;
 
@@ -100,6 +104,10 @@ int example_parse_image(const uint8_t *buf, size_t len, ExampleImage *out, char 
     }
     if (!f->int64_list || f->int64_list->n_value < 1) {
         snprintf(err, errlen, "image/class/label is empty");
+        goto fail;
+    }
+    if (f->int64_list->n_value > 1) {
+        snprintf(err, errlen, "image/class/label holds %zu values, expected 1", f->int64_list->n_value);
         goto fail;
     }
     out->label = f->int64_list->value[0];
@@ -209,12 +217,18 @@ static BuiltFeature *add_feature(ExampleBuilder *b, const char *key, int kind, s
     return f;
 }
 
+void example_add_bytes_list(ExampleBuilder *b, const char *key, const void *const *data, const size_t *len, size_t n) {
+    BuiltFeature *f = add_feature(b, key, 1, n);
+    f->bytes = xmalloc(n * sizeof *f->bytes);
+    for (size_t i = 0; i < n; i++) {
+        f->bytes[i].data = xmalloc(len[i]);
+        if (len[i]) memcpy(f->bytes[i].data, data[i], len[i]);
+        f->bytes[i].len = len[i];
+    }
+}
+
 void example_add_bytes(ExampleBuilder *b, const char *key, const void *data, size_t len) {
-    BuiltFeature *f = add_feature(b, key, 1, 1);
-    f->bytes = xmalloc(sizeof *f->bytes);
-    f->bytes[0].data = xmalloc(len);
-    if (len) memcpy(f->bytes[0].data, data, len);
-    f->bytes[0].len = len;
+    example_add_bytes_list(b, key, &data, &len, 1);
 }
 
 void example_add_string(ExampleBuilder *b, const char *key, const char *s) { example_add_bytes(b, key, s, strlen(s)); }

@@ -1,8 +1,8 @@
 /* example.h: tf.train.Example records as TensorFlow's build_imagenet_data.py writes them.
  *
  * Features read:
- *   image/encoded                      bytes   JPEG or PNG (required)
- *   image/class/label                  int64   1-based class (required by example_parse_image)
+ *   image/encoded                      bytes   JPEG or PNG (required, one value)
+ *   image/class/label                  int64   1-based class (required by example_parse_image, one value)
  *   image/class/text                   bytes   class name (optional)
  *   image/object/bbox/{xmin,ymin,xmax,ymax}  float lists of equal length (optional)
  * Repeated floats and int64s are accepted packed (the proto3 default) and unpacked.
@@ -25,7 +25,8 @@ typedef struct ExampleImage {
 } ExampleImage;
 
 /* Parses a serialized Example. 0 on success; -1 with a reason in err ("no image/encoded
- * feature", "image/class/label is a float_list, expected int64_list", ...). */
+ * feature", "image/class/label is a float_list, expected int64_list", "image/class/label holds
+ * 2 values, expected 1", ...). */
 int example_parse_image(const uint8_t *buf, size_t len, ExampleImage *out, char *err, size_t errlen);
 void example_image_free(ExampleImage *e);
 
@@ -44,6 +45,8 @@ int64_t example_int64(const ExampleMsg *m, const char *key, size_t i);
 typedef struct ExampleBuilder ExampleBuilder;
 ExampleBuilder *example_builder_new(void);
 void example_add_bytes(ExampleBuilder *b, const char *key, const void *data, size_t len);
+/* A bytes feature of n values (data[i], len[i] bytes). */
+void example_add_bytes_list(ExampleBuilder *b, const char *key, const void *const *data, const size_t *len, size_t n);
 void example_add_string(ExampleBuilder *b, const char *key, const char *s);
 void example_add_int64s(ExampleBuilder *b, const char *key, const int64_t *v, size_t n);
 void example_add_floats(ExampleBuilder *b, const char *key, const float *v, size_t n);

@@ -122,6 +122,31 @@ static void check_set(const char *dir, const char *subset, char **paths, int n) 
     free(names);
 }
 
+/* An entry dir/<subset>-* that is not a regular file: one named as a shard (a directory, a
+ * symbolic link to nothing, a FIFO, ...) would otherwise be passed over, leaving its set a shard
+ * short or the subset absent. Exit 2 naming it for what it is. A directory named outside the
+ * shard pattern (train-images, say) is not taken for a shard and is passed over. */
+static void refuse_non_file(const char *path, const char *name, const char *subset) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            if (!shard_name_parse(name, subset, NULL, NULL, NULL)) return;
+            die_code(EXIT_USAGE, "%s is a directory, not a TFRecord file", path);
+        }
+        const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
+        die_code(EXIT_USAGE, "%s is %s, not a TFRecord file", path, what);
+    }
+    int err = errno;
+    struct stat lst;
+    if ((err == ENOENT || err == ENOTDIR) && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        char to[4096];
+        ssize_t k = readlink(path, to, sizeof to - 1);
+        to[k > 0 ? k : 0] = 0;
+        die_code(EXIT_USAGE, "%s is a dangling symbolic link (to %s, which does not exist)", path, k > 0 ? to : "?");
+    }
+    die_code(EXIT_USAGE, "%s: %s", path, strerror(err));
+}
+
 static int list_matching(const char *dir, const char *subset, char ***paths, int die_on_missing) {
     DIR *d = opendir(dir);
     if (!d) {
@@ -139,6 +164,7 @@ static int list_matching(const char *dir, const char *subset, char ***paths, int
         snprintf(p, need, "%s/%s", dir, e->d_name);
         struct stat st;
         if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
+            refuse_non_file(p, e->d_name, subset);
             free(p);
             continue;
         }
@@ -194,6 +220,27 @@ static void *scan_thread(void *arg) {
     }
 }
 
+/* skip_corrupt, and the scan skipped every record of the shards (skipped[f] in file f): exit 4
+ * saying so, with the counts and the files, rather than calling the shards empty. */
+static void all_skipped(const Loader *l, const size_t *skipped) {
+    char files[1024] = "";
+    size_t len = 0, skip = strlen(l->cfg.data_dir) + 1;
+    int n = 0, shown = 0;
+    for (int f = 0; f < l->nfiles; f++) n += skipped[f] > 0;
+    for (int f = 0; f < l->nfiles && shown < 3; f++) {
+        if (skipped[f] == 0) continue;
+        const char *sep = shown == 0 ? "" : shown == n - 1 ? " and " : ", ";
+        int k = snprintf(files + len, sizeof files - len, "%s%zu in %s", sep, skipped[f], l->paths[f] + skip);
+        if (k > 0) len += (size_t)k < sizeof files - len ? (size_t)k : sizeof files - len - 1;
+        shown++;
+    }
+    if (n > shown) snprintf(files + len, sizeof files - len, " and %d more file%s", n - shown, n - shown == 1 ? "" : "s");
+    char all[64] = "";
+    if (n > 1) snprintf(all, sizeof all, "%zu in all, ", l->skipped_scan);
+    die_code(EXIT_DATA, "%s/%s-*: every record was corrupt and skipped (--skip_corrupt): %s%s", l->cfg.data_dir,
+             l->cfg.subset, all, files);
+}
+
 /* Scans every shard and keeps this rank's records. */
 static void build_index(Loader *l) {
     int nf = l->nfiles;
@@ -219,6 +266,7 @@ static void build_index(Loader *l) {
         total += (size_t)j.count[f];
         l->skipped_scan += j.skipped[f];
     }
+    if (total == 0 && l->skipped_scan > 0) all_skipped(l, j.skipped);
     int R = l->cfg.nranks, r = l->cfg.rank;
     size_t mine = total / (size_t)R + ((size_t)r < total % (size_t)R);
     l->mine = xmalloc((mine ? mine : 1) * sizeof *l->mine);
@@ -508,7 +556,8 @@ static void *worker_main(void *arg) {
 
 /* ---- public ------------------------------------------------------------------------------ */
 
-Loader *loader_open(const LoaderConfig *cfg) {
+/* Checks the configuration, lists and scans the shards: a Loader with its index and no threads. */
+static Loader *open_index(const LoaderConfig *cfg) {
     if (!cfg->data_dir || !cfg->data_dir[0]) die_code(EXIT_USAGE, "no data directory given");
     const char *subset = cfg->subset && cfg->subset[0] ? cfg->subset : "train";
     if (cfg->batch <= 0) die_code(EXIT_USAGE, "loader: batch size %d must be positive", cfg->batch);
@@ -524,11 +573,31 @@ Loader *loader_open(const LoaderConfig *cfg) {
     if (l->nfiles == 0) die_code(EXIT_USAGE, "no %s-* files in %s", subset, cfg->data_dir);
     build_index(l);
     if (l->total == 0)
-        die_code(EXIT_USAGE, "%s/%s-*: the %d file%s hold no records", cfg->data_dir, subset, l->nfiles,
-                 l->nfiles == 1 ? "" : "s");
+        die_code(EXIT_USAGE, "%s/%s-*: the %d file%s no records", cfg->data_dir, subset, l->nfiles,
+                 l->nfiles == 1 ? " holds" : "s hold");
     if (l->nmine == 0 && cfg->repeat)
         die_code(EXIT_USAGE, "%s/%s-*: %zu records cannot feed %d ranks", cfg->data_dir, subset, l->total, cfg->nranks);
+    return l;
+}
 
+/* Frees what open_index() made. */
+static void free_index(Loader *l) {
+    for (int i = 0; i < l->nfiles; i++) free(l->paths[i]);
+    free(l->paths);
+    free(l->mine);
+    free(l->group_start);
+    free(l);
+}
+
+size_t loader_scan(const LoaderConfig *cfg) {
+    Loader *l = open_index(cfg);
+    size_t n = l->total;
+    free_index(l);
+    return n;
+}
+
+Loader *loader_open(const LoaderConfig *cfg) {
+    Loader *l = open_index(cfg);
     int threads = cfg->threads;
     if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -653,11 +722,7 @@ void loader_close(Loader *l) {
     pthread_cond_destroy(&l->cv_task);
     pthread_cond_destroy(&l->cv_space);
     pthread_cond_destroy(&l->cv_ready);
-    for (int i = 0; i < l->nfiles; i++) free(l->paths[i]);
-    free(l->paths);
-    free(l->mine);
-    free(l->group_start);
     free(l->tasks);
     free(l->workers);
-    free(l);
+    free_index(l);
 }

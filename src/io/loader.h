@@ -43,9 +43,15 @@ typedef struct LoaderBatch {
 
 typedef struct Loader Loader;
 
-/* Opens the shards and starts the threads. Bad input (no directory, no <subset>-* files, files
- * that are not TFRecords) ends the process with a one-line error and exit code 2 or 4. */
+/* Opens the shards and starts the threads. Bad input ends the process with a one-line error: exit
+ * code 2 for no directory, no <subset>-* files, files that hold no records, or an entry named as a
+ * shard that is not a regular file (a directory, a symbolic link to nothing); 4 for files that are
+ * not TFRecords, or (skip_corrupt) shards whose every record was corrupt and skipped. */
 Loader *loader_open(const LoaderConfig *cfg);
+/* Lists and scans the shards as loader_open() does, ending the process on the same errors, and
+ * returns the records of the subset over all ranks; reads no payload and starts no thread. A check
+ * of shards that a run will read later (validation-* before training). */
+size_t loader_scan(const LoaderConfig *cfg);
 /* Records in the subset over all ranks. */
 size_t loader_num_records(const Loader *l);
 /* Records this rank reads per epoch. */
@@ -58,8 +64,9 @@ size_t loader_skipped(const Loader *l);
 void loader_close(Loader *l);
 
 /* Lists <dir>/<subset>-* sorted; returns the count (0 if none), *paths malloc'd. Dies if dir is
- * missing or not a directory (exit 2), or if the files are not one set of shards (exit 4: two
- * sets, a missing shard, a stray file among the shards; see shards.h). */
+ * missing or not a directory, or if an entry <subset>-* is a symbolic link to nothing, a FIFO, a
+ * socket or a device, or a directory named as a shard (exit 2), or if the files are not one set of
+ * shards (exit 4: two sets, a missing shard, a stray file among the shards; see shards.h). */
 int loader_list_shards(const char *dir, const char *subset, char ***paths);
 /* 1 if <dir>/<subset>-* files exist; dies as loader_list_shards() if they are not one set. */
 int loader_has_subset(const char *dir, const char *subset);
