@@ -20,11 +20,21 @@ static void (*die_hook)(void);
 void util_set_program(const char *name) { program = name; }
 void util_set_die_hook(void (*hook)(void)) { die_hook = hook; }
 
+/* The whole line is formatted first and written with one call: stderr is unbuffered, and a line
+ * written in pieces can be split by another thread's output (a decode worker's error in the middle
+ * of the main thread's header). */
 static void vmsg(const char *kind, const char *fmt, va_list ap) {
+    char line[8192];
+    int n = snprintf(line, sizeof line, "%s: %s: ", program, kind);
+    if (n < 0) n = 0;
+    if ((size_t)n < sizeof line) {
+        int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+        n = m < 0 ? n : n + m;
+    }
+    if ((size_t)n >= sizeof line - 1) n = (int)sizeof line - 2; /* cut: still one line */
+    line[n++] = '\n';
     fflush(stdout);
-    fprintf(stderr, "%s: %s: ", program, kind);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    fwrite(line, 1, (size_t)n, stderr);
     fflush(stderr);
 }
 
