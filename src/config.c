@@ -263,14 +263,17 @@ static long parse_long(const char *flag, const char *v, long lo, long hi) {
     return x;
 }
 
-static double parse_double(const char *flag, const char *v, double lo, double hi, int lo_open) {
-    char *end;
+/* A number in [lo, hi], or (lo, hi] with lo_open; `alt` names what else the flag takes ("" none). */
+static double parse_double(const char *flag, const char *v, double lo, double hi, int lo_open, const char *alt) {
+    char *end, why[128];
     errno = 0;
     double x = strtod(v, &end);
-    if (errno || end == v || *end || !*v || !isfinite(x)) bad_value(flag, v, "not a number");
+    if (errno || end == v || *end || !*v || !isfinite(x)) {
+        snprintf(why, sizeof why, "not a number%s", alt);
+        bad_value(flag, v, why);
+    }
     if (x < lo || x > hi || (lo_open && x == lo)) {
-        char why[96];
-        snprintf(why, sizeof why, "must be %s %g%s", lo_open ? ">" : ">=", lo, hi < 1e300 ? " and in range" : "");
+        snprintf(why, sizeof why, "must be in %c%.15g, %.15g]%s", lo_open ? '(' : '[', lo, hi, alt);
         bad_value(flag, v, why);
     }
     return x;
@@ -309,7 +312,7 @@ static void parse_int(Config *cfg, const Flag *f, const char *v) {
 }
 
 static void parse_num(Config *cfg, const Flag *f, const char *v) {
-    *(double *)field_of(cfg, f) = parse_double(f->name, v, f->dlo, f->dhi, f->lo_open);
+    *(double *)field_of(cfg, f) = parse_double(f->name, v, f->dlo, f->dhi, f->lo_open, "");
 }
 
 static void parse_choice(Config *cfg, const Flag *f, const char *v) {
@@ -323,7 +326,7 @@ static void parse_set(Config *cfg, const Flag *f, const char *v) {
 
 static void parse_loss_scale(Config *cfg, const Flag *f, const char *v) {
     cfg->dynamic_loss_scale = strcmp(v, "dynamic") == 0;
-    cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 0, 1e30, 1);
+    cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 0, 1e30, 1, " or dynamic");
 }
 
 static void parse_help(Config *cfg, const Flag *f, const char *v) {

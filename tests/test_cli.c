@@ -85,6 +85,31 @@ TEST(cli_bad_values_exit_2_with_one_line) {
     }
 }
 
+/* A number out of range: the line gives the interval, its open and closed ends as the flag takes them. */
+TEST(cli_range_errors_give_the_interval) {
+    const char *cases[][2] = {
+        {"--learning_rate=1e20", "--learning_rate=1e20: must be in (0, 1000000000]"},
+        {"--learning_rate=0", "--learning_rate=0: must be in (0, 1000000000]"},
+        {"--momentum=1.5", "--momentum=1.5: must be in [0, 1]"},
+        {"--momentum=-0.1", "--momentum=-0.1: must be in [0, 1]"},
+        {"--lr_decay_rate=1.5", "--lr_decay_rate=1.5: must be in (0, 1]"},
+        {"--crop_area_min=1.5", "--crop_area_min=1.5: must be in (0, 1]"},
+        {"--target_top1=101", "--target_top1=101: must be in (0, 100]"},
+        {"--loss_scale=1e38", "--loss_scale=1e38: must be in (0, 1e+30] or dynamic"},
+        {"--loss_scale=big", "--loss_scale=big: not a number or dynamic"},
+        {"--cudnn_workspace_mb=-1", "--cudnn_workspace_mb=-1: must be in [0, 16777216]"},
+        {"--num_classes=0", "--num_classes=0: must be in [1, 16777216]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256], want[256], *o;
+        snprintf(args, sizeof args, "--model=lenet --batch_size=8 --device=cpu %s", cases[i][0]);
+        snprintf(want, sizeof want, "nvcnn: error: %s\n", cases[i][1]);
+        int rc = nv(args, &o);
+        CHECK_MSG(rc == 2 && o && strcmp(o, want) == 0, "'%s': exit %d: %s", cases[i][0], rc, o);
+        free(o);
+    }
+}
+
 TEST(cli_help_lists_every_flag_and_model) {
     char *o;
     CHECK(nv("--help", &o) == 0);
