@@ -239,6 +239,20 @@ int config_given(const Config *cfg, const void *field) {
     return 0;
 }
 
+const char *config_given_as(const Config *cfg, const void *field, char *buf, size_t n) {
+    for (int i = cfg->nargs - 1; i >= 0; i--) {
+        const ConfigArg *a = &cfg->args[i];
+        const Flag *f = &flags[a->flag];
+        if (!f->off || (const char *)cfg + f->off != (const char *)field) continue;
+        if (a->value)
+            snprintf(buf, n, "--%s=%s", f->name, a->value);
+        else
+            snprintf(buf, n, "--%s", f->name);
+        return buf;
+    }
+    return NULL;
+}
+
 /* ---- parsers ----------------------------------------------------------------------------- */
 
 static void *field_of(Config *cfg, const Flag *f) { return (char *)cfg + f->off; }
@@ -391,6 +405,7 @@ static void refuse_flag(int c, char **argv) {
 
 /* The checks between flags, once all are read. */
 static void check_config(const Config *cfg) {
+    char as[256];
     if (!cfg->model) die_code(EXIT_USAGE, "--model is required; one of: %s", model_names());
     if (!model_find(cfg->model))
         die_code(EXIT_USAGE, "--model=%s: unknown model; valid models: %s", cfg->model, model_names());
@@ -399,9 +414,10 @@ static void check_config(const Config *cfg) {
                  cfg->num_epochs);
     if (cfg->eval && !cfg->data_dir) die_code(EXIT_USAGE, "--eval needs --data_dir with validation-* shards");
     if (cfg->eval && !cfg->log_dir) die_code(EXIT_USAGE, "--eval needs --log_dir holding a checkpoint");
-    if ((cfg->eval_every_epochs > 0 || cfg->target_top1 > 0) && !cfg->data_dir)
-        die_code(EXIT_USAGE, "--%s needs --data_dir with validation-* shards",
-                 cfg->eval_every_epochs > 0 ? "eval_every_epochs" : "target_top1");
+    if ((cfg->eval_every_epochs > 0 || cfg->target_top1 > 0) && !cfg->data_dir) {
+        const void *by = config_given(cfg, &cfg->eval_every_epochs) ? (const void *)&cfg->eval_every_epochs : &cfg->target_top1;
+        die_code(EXIT_USAGE, "%s needs --data_dir with validation-* shards", config_given_as(cfg, by, as, sizeof as));
+    }
     if (cfg->export_onnx && (cfg->eval || cfg->forward_only))
         die_code(EXIT_USAGE, "--export_onnx with --%s: it exports a trained model (alone with --log_dir: its newest checkpoint)",
                  cfg->eval ? "eval" : "forward_only");

@@ -75,9 +75,10 @@ static void choose_device(Run *r) {
                  "%s); use --precision=fp32 or --device=gpu",
                  isa);
     }
+    char as[256];
     if (r->cfg.precision != PREC_FP32)
-        die_code(EXIT_USAGE, "--precision=%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32",
-                 precision_name(r->cfg.precision));
+        die_code(EXIT_USAGE, "%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32",
+                 config_given_as(&r->cfg, &r->cfg.precision, as, sizeof as));
     if (r->cfg.data_format == DATA_FORMAT_NHWC)
         die_code(EXIT_USAGE, "--data_format=NHWC needs the GPU backend (--device=gpu); the CPU backend computes in NCHW");
     if (r->cfg.device == DEVICE_AUTO) {

@@ -338,13 +338,32 @@ TEST(cli_short_runs_print_no_meaningless_figures) {
     free(o);
 }
 
-/* --precision=fp16 on the CPU: one error line, nothing before it */
+/* --precision=fp16 on the CPU: one error line, nothing before it, naming the flag as given */
 TEST(cli_half_precision_on_cpu_is_one_line) {
-    const char *cases[] = {"--model=lenet --precision=fp16 --num_batches=1", "--model=lenet --fp16 --device=cpu"};
+    const char *cases[][2] = {{"--model=lenet --precision=fp16 --num_batches=1", "nvcnn: error: --precision=fp16 needs the GPU backend"},
+                              {"--model=lenet --fp16 --device=cpu", "nvcnn: error: --fp16 needs the GPU backend"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *o;
-        CHECK(nv(cases[i], &o) == 2);
-        CHECK_MSG(count_lines_with(o, "\n") == 1 && strncmp(o, "nvcnn: error: --precision=fp16", 30) == 0, "%s", o);
+        CHECK(nv(cases[i][0], &o) == 2);
+        CHECK_MSG(count_lines_with(o, "\n") == 1 && strncmp(o, cases[i][1], strlen(cases[i][1])) == 0, "%s", o);
+        free(o);
+    }
+}
+
+/* A flag that implies another (--target_top1 sets --eval_every_epochs=1): an error about it names
+ * the flag the user gave. */
+TEST(cli_errors_name_the_flag_given_not_the_one_it_implies) {
+    const char *cases[][2] = {
+        {"--num_batches=3 --target_top1=50", "nvcnn: error: --target_top1=50 needs --data_dir with validation-* shards\n"},
+        {"--num_batches=3 --eval_every_epochs=2", "nvcnn: error: --eval_every_epochs=2 needs --data_dir with validation-* shards\n"},
+        {"--num_batches=3 --target_top1=50 --eval_every_epochs=2",
+         "nvcnn: error: --eval_every_epochs=2 needs --data_dir with validation-* shards\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256], *o;
+        snprintf(args, sizeof args, "--model=lenet --batch_size=8 --device=cpu %s", cases[i][0]);
+        int rc = nv(args, &o);
+        CHECK_MSG(rc == 2 && o && strcmp(o, cases[i][1]) == 0, "'%s': exit %d: %s", cases[i][0], rc, o);
         free(o);
     }
 }
