@@ -387,12 +387,56 @@ static void refuse_num_gpus(int n, int argc, char **argv) {
     die_code(EXIT_USAGE, "--num_gpus=%d: nvcnn runs one process per GPU; run: %s", n, cmd);
 }
 
+/* The row of the long flag named by the first len characters of name, exactly or by an unambiguous
+ * prefix as getopt_long takes it; -1: none or ambiguous. */
+static int long_row(const char *name, size_t len) {
+    int row = -1, prefixes = 0;
+    for (int i = 0; i < NFLAGS; i++) {
+        if (strncmp(flags[i].name, name, len) != 0) continue;
+        if (strlen(flags[i].name) == len) return i;
+        row = i;
+        prefixes++;
+    }
+    return prefixes == 1 ? row : -1;
+}
+
+/* Before getopt_long, which would read -batch_size=4 as -b with the value "atch_size=4" and -b=4
+ * as -b with "=4": a long flag with one dash, or a one-letter flag with '=', is exit 2 with the
+ * spelling to use. Values given as separate words are skipped. */
+static void check_dashes(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) return;
+        if (a[0] != '-' || !a[1]) continue;
+        if (a[1] == '-') {
+            const int row = long_row(a + 2, strcspn(a + 2, "="));
+            if (row >= 0 && flags[row].has_arg == 1 && !strchr(a, '=')) i++; /* its value */
+            continue;
+        }
+        const size_t len = strcspn(a + 1, "=");
+        const int row = len > 1 ? long_row(a + 1, len) : -1;
+        if (row >= 0)
+            die_code(EXIT_USAGE, "%s: unknown flag (long flags take two dashes: --%s%s)", a, flags[row].name, a + 1 + len);
+        const Flag *f = NULL;
+        for (int k = 0; k < NFLAGS && !f; k++)
+            if (flags[k].short_name && flags[k].short_name == a[1]) f = &flags[k];
+        if (!f) continue;
+        if (a[2] == '=' && f->has_arg == 1)
+            die_code(EXIT_USAGE, "%s: a one-letter flag takes no '=': -%c %s, -%c%s or --%s=%s", a, a[1], a + 3, a[1], a + 3,
+                     f->name, a + 3);
+        if (a[2] == '=')
+            die_code(EXIT_USAGE, "%s: -%c takes no value (--%s%s)", a, a[1], f->name, f->has_arg == 2 ? a + 2 : "");
+        if (f->has_arg == 1 && !a[2]) i++; /* its value */
+    }
+}
+
 /* getopt_long's view of a flag it refused: exit 2 with one line. */
 static void refuse_flag(int c, char **argv) {
     if (c == ':') die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value)", argv[optind - 1]);
+    /* a one-letter flag (optopt: its letter; getopt_long leaves argv[optind - 1] at the word before
+     * when the letter is not the last of its word) */
+    if (optopt && optopt < 256) die_code(EXIT_USAGE, "unknown flag -%c (see --help)", optopt);
     const char *bad = argv[optind - 1];
-    if (optopt && optopt < 256 && bad && bad[0] == '-' && bad[1] != '-')
-        die_code(EXIT_USAGE, "unknown flag -%c (see --help)", optopt);
     if (!bad) die_code(EXIT_USAGE, "unknown flag (see --help)");
     const char *eq = strchr(bad, '=');
     size_t len = eq ? (size_t)(eq - bad) : strlen(bad);
@@ -460,6 +504,7 @@ void config_parse(Config *cfg, int argc, char **argv) {
     }
     memset(&longopts[NFLAGS], 0, sizeof longopts[NFLAGS]);
 
+    check_dashes(argc, argv);
     opterr = 0;
     optind = 1;
     int c;

@@ -473,6 +473,35 @@ TEST(cli_nvcnn_spellings) {
     }
 }
 
+/* A long flag with one dash, which getopt_long reads as a one-letter flag and its value
+ * (-batch_size=4 as -b "atch_size=4"), and a one-letter flag with '=' (-b=4 as -b "=4"): one line
+ * with the spelling to use, for every one-letter flag. A value that starts with a dash, given as
+ * the next word, is still a value. */
+TEST(cli_one_dash_long_flags_and_one_letter_flags_with_equals) {
+    const char *cases[][2] = {
+        {"--model=lenet -batch_size=4", "-batch_size=4: unknown flag (long flags take two dashes: --batch_size=4)"},
+        {"--model=lenet -num_batches=3", "-num_batches=3: unknown flag (long flags take two dashes: --num_batches=3)"},
+        {"--model=lenet -batch 4", "-batch: unknown flag (long flags take two dashes: --batch_size)"},
+        {"-model=lenet", "-model=lenet: unknown flag (long flags take two dashes: --model=lenet)"},
+        {"--model=lenet -help", "-help: unknown flag (long flags take two dashes: --help)"},
+        {"--model=lenet -b=4", "-b=4: a one-letter flag takes no '=': -b 4, -b4 or --batch_size=4"},
+        {"-m=lenet", "-m=lenet: a one-letter flag takes no '=': -m lenet, -mlenet or --model=lenet"},
+        {"--model=lenet -g=1", "-g=1: a one-letter flag takes no '=': -g 1, -g1 or --num_gpus=1"},
+        {"--model=lenet -h=markdown", "-h=markdown: -h takes no value (--help=markdown)"},
+        {"-m lenet -xy", "unknown flag -x (see --help)"},
+        {"--model lenet --data_dir -batch_size=4", "data directory -batch_size=4: "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[256], *o;
+        snprintf(want, sizeof want, "nvcnn: error: %s", cases[i][1]);
+        int rc = nv(cases[i][0], &o);
+        const char *e = o ? strstr(o, "nvcnn: error: ") : NULL;
+        CHECK_MSG(rc == 2 && e && strncmp(e, want, strlen(want)) == 0 && count_lines_with(e, "\n") == 1, "'%s': exit %d: %s",
+                  cases[i][0], rc, o);
+        free(o);
+    }
+}
+
 /* -g N > 1: one line with the equivalent mpirun command (one process per GPU) */
 TEST(cli_num_gpus_above_one_names_the_mpirun_command) {
     char *o;
