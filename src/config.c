@@ -465,6 +465,15 @@ static void check_config(const Config *cfg) {
     if (cfg->export_onnx && (cfg->eval || cfg->forward_only))
         die_code(EXIT_USAGE, "--export_onnx with --%s: it exports a trained model (alone with --log_dir: its newest checkpoint)",
                  cfg->eval ? "eval" : "forward_only");
+    if (cfg->given_larc_mode && cfg->larc_eta <= 0)
+        die_code(EXIT_USAGE, "%s needs --larc_eta (LARC is off without it)", config_given_as(cfg, &cfg->larc_mode, as, sizeof as));
+    /* the learning-rate policy's own settings: poly's power, step's interval and factor */
+    if (cfg->lr_decay_policy == LR_STEP) {
+        if (config_given_as(cfg, &cfg->lr_poly_power, as, sizeof as))
+            die_code(EXIT_USAGE, "%s is a setting of --lr_decay_policy=poly: the step policy does not use it", as);
+    } else if (config_given_as(cfg, &cfg->lr_decay_epochs, as, sizeof as) || config_given_as(cfg, &cfg->lr_decay_rate, as, sizeof as)) {
+        die_code(EXIT_USAGE, "%s is a setting of --lr_decay_policy=step: the poly policy does not use it", as);
+    }
     if (config_given(cfg, &cfg->profile_first) && !cfg->profile)
         die_code(EXIT_USAGE, "--profile_steps needs --profile=FILE");
     if (cfg->profile && cfg->eval) die_code(EXIT_USAGE, "--profile profiles training steps: not with --eval");

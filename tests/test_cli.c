@@ -403,6 +403,41 @@ TEST(cli_unsupported_flags_are_refused_not_ignored) {
     free(o);
 }
 
+/* Refusals, one line each: exit 2 and the line, or (want NULL) a run of one step. */
+static void refusals(const char *const cases[][2], size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char args[1200], want[600], *o;
+        snprintf(args, sizeof args, "--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0 %s", cases[i][0]);
+        int rc = nv(args, &o);
+        if (cases[i][1]) {
+            snprintf(want, sizeof want, "nvcnn: error: %s\n", cases[i][1]);
+            CHECK_MSG(rc == 2 && o && strcmp(o, want) == 0, "'%s': exit %d: %s", cases[i][0], rc, o);
+        } else {
+            CHECK_MSG(rc == 0 && o && !strstr(o, "nvcnn: "), "'%s': exit %d: %s", cases[i][0], rc, o);
+        }
+        free(o);
+    }
+}
+
+/* Settings of a feature that is off, or of a learning-rate policy that is not in use, are refused
+ * when given; their defaults are not in the way. */
+TEST(cli_settings_of_what_is_off_are_refused) {
+    const char *const cases[][2] = {
+        {"--larc_mode=scale", "--larc_mode=scale needs --larc_eta (LARC is off without it)"},
+        {"--larc_mode=clip", "--larc_mode=clip needs --larc_eta (LARC is off without it)"},
+        {"--larc_mode=scale --larc_eta=0.002", NULL},
+        {"--lr_decay_epochs=10", "--lr_decay_epochs=10 is a setting of --lr_decay_policy=step: the poly policy does not use it"},
+        {"--lr_decay_rate=0.5", "--lr_decay_rate=0.5 is a setting of --lr_decay_policy=step: the poly policy does not use it"},
+        {"--lr_decay_policy=poly --lr_decay_rate=0.5",
+         "--lr_decay_rate=0.5 is a setting of --lr_decay_policy=step: the poly policy does not use it"},
+        {"--lr_decay_policy=step --lr_poly_power=1",
+         "--lr_poly_power=1 is a setting of --lr_decay_policy=poly: the step policy does not use it"},
+        {"--lr_poly_power=1", NULL},
+        {"--lr_decay_policy=poly --lr_poly_power=3", NULL},
+    };
+    refusals(cases, sizeof cases / sizeof cases[0]);
+}
+
 /* The README's flag table is --help=markdown: the two cannot drift apart. */
 TEST(cli_readme_flag_table_is_the_help) {
     char *o = NULL;
