@@ -458,6 +458,15 @@ static void check_config(const Config *cfg) {
                  cfg->num_epochs);
     if (cfg->eval && !cfg->data_dir) die_code(EXIT_USAGE, "--eval needs --data_dir with validation-* shards");
     if (cfg->eval && !cfg->log_dir) die_code(EXIT_USAGE, "--eval needs --log_dir holding a checkpoint");
+    /* the run's length and its evaluations while training: nothing to do with --eval, nor (the
+     * evaluations) with --forward_only */
+    const void *training[] = {&cfg->num_batches, &cfg->num_epochs, &cfg->eval_every_epochs, &cfg->target_top1, &cfg->forward_only};
+    for (int i = 0; i < 5 && cfg->eval; i++)
+        if (config_given_as(cfg, training[i], as, sizeof as))
+            die_code(EXIT_USAGE, "%s with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing", as);
+    for (int i = 2; i < 4 && cfg->forward_only; i++)
+        if (config_given_as(cfg, training[i], as, sizeof as))
+            die_code(EXIT_USAGE, "%s with --forward_only: an inference benchmark trains nothing to evaluate", as);
     if ((cfg->eval_every_epochs > 0 || cfg->target_top1 > 0) && !cfg->data_dir) {
         const void *by = config_given(cfg, &cfg->eval_every_epochs) ? (const void *)&cfg->eval_every_epochs : &cfg->target_top1;
         die_code(EXIT_USAGE, "%s needs --data_dir with validation-* shards", config_given_as(cfg, by, as, sizeof as));
@@ -474,6 +483,13 @@ static void check_config(const Config *cfg) {
     } else if (config_given_as(cfg, &cfg->lr_decay_epochs, as, sizeof as) || config_given_as(cfg, &cfg->lr_decay_rate, as, sizeof as)) {
         die_code(EXIT_USAGE, "%s is a setting of --lr_decay_policy=step: the poly policy does not use it", as);
     }
+    /* synthetic data: "one epoch" would be the whole run */
+    const void *in_epochs[] = {&cfg->warmup_epochs, &cfg->lr_decay_epochs};
+    for (int i = 0; i < 2 && !cfg->data_dir; i++)
+        if (config_given_as(cfg, in_epochs[i], as, sizeof as))
+            die_code(EXIT_USAGE, "%s needs --data_dir (synthetic data has no epochs)", as);
+    if (cfg->lr_decay_policy == LR_STEP && !cfg->data_dir)
+        die_code(EXIT_USAGE, "--lr_decay_policy=step needs --data_dir (synthetic data has no epochs to decay at)");
     if (config_given(cfg, &cfg->profile_first) && !cfg->profile)
         die_code(EXIT_USAGE, "--profile_steps needs --profile=FILE");
     if (cfg->profile && cfg->eval) die_code(EXIT_USAGE, "--profile profiles training steps: not with --eval");

@@ -403,11 +403,12 @@ TEST(cli_unsupported_flags_are_refused_not_ignored) {
     free(o);
 }
 
-/* Refusals, one line each: exit 2 and the line, or (want NULL) a run of one step. */
-static void refusals(const char *const cases[][2], size_t n) {
+/* Refusals, one line each: exit 2 and the line, or (want NULL) a run that exits 0 and says
+ * nothing of nvcnn's; each case after the flags in common. */
+static void refusals(const char *common, const char *const cases[][2], size_t n) {
     for (size_t i = 0; i < n; i++) {
         char args[1200], want[600], *o;
-        snprintf(args, sizeof args, "--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0 %s", cases[i][0]);
+        snprintf(args, sizeof args, "%s %s", common, cases[i][0]);
         int rc = nv(args, &o);
         if (cases[i][1]) {
             snprintf(want, sizeof want, "nvcnn: error: %s\n", cases[i][1]);
@@ -435,7 +436,49 @@ TEST(cli_settings_of_what_is_off_are_refused) {
         {"--lr_poly_power=1", NULL},
         {"--lr_decay_policy=poly --lr_poly_power=3", NULL},
     };
-    refusals(cases, sizeof cases / sizeof cases[0]);
+    refusals("--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0", cases, sizeof cases / sizeof cases[0]);
+}
+
+/* --eval trains nothing: the run's length and the evaluations while training are refused with
+ * it (as --profile and --export_onnx are), the evaluations while training with --forward_only. */
+TEST(cli_training_flags_with_eval_or_forward_only_are_refused) {
+    const char *const with_eval[][2] = {
+        {"--num_batches=3", "--num_batches=3 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--num_iter=3", "--num_iter=3 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--num_epochs=2", "--num_epochs=2 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--eval_every_epochs=1",
+         "--eval_every_epochs=1 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--target_top1=90", "--target_top1=90 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--forward_only", "--forward_only with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+    };
+    refusals("--model=lenet --data_dir=. --log_dir=. --eval", with_eval, sizeof with_eval / sizeof with_eval[0]);
+    const char *const with_forward_only[][2] = {
+        {"--eval_every_epochs=1", "--eval_every_epochs=1 with --forward_only: an inference benchmark trains nothing to evaluate"},
+        {"--target_top1=90", "--target_top1=90 with --forward_only: an inference benchmark trains nothing to evaluate"},
+    };
+    refusals("--model=lenet --data_dir=. --forward_only", with_forward_only, sizeof with_forward_only / sizeof with_forward_only[0]);
+}
+
+/* Synthetic data has no epochs (one would be the whole run): the flags counted in epochs need
+ * --data_dir, as --num_epochs does; with it they run. */
+TEST(cli_epoch_flags_need_data_dir) {
+    const char *const cases[][2] = {
+        {"--num_epochs=1", "--num_epochs=1 needs --data_dir (synthetic data has no epochs; use --num_batches)"},
+        {"--warmup_epochs=1", "--warmup_epochs=1 needs --data_dir (synthetic data has no epochs)"},
+        {"--warmup_epochs=0", "--warmup_epochs=0 needs --data_dir (synthetic data has no epochs)"},
+        {"--lr_decay_policy=step --lr_decay_epochs=1", "--lr_decay_epochs=1 needs --data_dir (synthetic data has no epochs)"},
+        {"--lr_decay_policy=step --lr_decay_rate=0.5",
+         "--lr_decay_policy=step needs --data_dir (synthetic data has no epochs to decay at)"},
+        {"--lr_decay_policy=step", "--lr_decay_policy=step needs --data_dir (synthetic data has no epochs to decay at)"},
+    };
+    refusals("--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0", cases, sizeof cases / sizeof cases[0]);
+    char dir[600], common[800];
+    CHECK(tu_band_set(dir, sizeof dir, "cli-epochs", 40, 10, 10) == 0);
+    snprintf(common, sizeof common, "--model=lenet --num_classes=10 --batch_size=10 --num_batches=2 --nstep_burnin=0 --data_dir=%s", dir);
+    const char *const with_data[][2] = {
+        {"--warmup_epochs=0.25 --lr_decay_policy=step --lr_decay_epochs=0.25 --lr_decay_rate=0.5", NULL},
+    };
+    refusals(common, with_data, sizeof with_data / sizeof with_data[0]);
 }
 
 /* The README's flag table is --help=markdown: the two cannot drift apart. */
