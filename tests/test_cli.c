@@ -481,6 +481,26 @@ TEST(cli_epoch_flags_need_data_dir) {
     refusals(common, with_data, sizeof with_data / sizeof with_data[0]);
 }
 
+/* The GPU backend's own settings on the CPU backend (asked for, or chosen without --device), and
+ * the CPU backend's with --device=gpu: one line, before the line that says which backend runs, as
+ * --data_format=NHWC. */
+TEST(cli_one_backends_flags_on_the_other_are_refused) {
+    const char *const cases[][2] = {
+        {"--fuse=off", "--fuse=off needs the GPU backend (--device=gpu); it sets the GPU backend's fusion of batch norm with the ReLU and the add"},
+        {"--device=cpu --fuse=on",
+         "--fuse=on needs the GPU backend (--device=gpu); it sets the GPU backend's fusion of batch norm with the ReLU and the add"},
+        {"--cuda_graph=off", "--cuda_graph=off needs the GPU backend (--device=gpu); the CPU backend runs no CUDA Graphs"},
+        {"--device=cpu --cudnn_workspace_mb=4096",
+         "--cudnn_workspace_mb=4096 needs the GPU backend (--device=gpu); the CPU backend does not use cuDNN"},
+        {"--deterministic",
+         "--deterministic needs the GPU backend (--device=gpu); it chooses among cuDNN's algorithms, which the CPU backend does not use"},
+        {"--data_format=NHWC", "--data_format=NHWC needs the GPU backend (--device=gpu); the CPU backend computes in NCHW"},
+        {"--device=gpu --cpu_impl=reference", "--cpu_impl=reference needs the CPU backend; --device=gpu uses the GPU backend"},
+        {"--device=cpu --cpu_impl=reference --data_format=NCHW", NULL},
+    };
+    refusals("--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0", cases, sizeof cases / sizeof cases[0]);
+}
+
 /* The README's flag table is --help=markdown: the two cannot drift apart. */
 TEST(cli_readme_flag_table_is_the_help) {
     char *o = NULL;
