@@ -447,6 +447,36 @@ static void refuse_flag(int c, char **argv) {
     die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)len, bad);
 }
 
+/* The last flag given, which sets a field that a flag before it set too (the same flag or an
+ * alias): the last one wins, as in nvcnn.py, with a warning when it changes what the earlier one
+ * set (`before`: the settings before it). */
+static void warn_twice(const Config *cfg, const Config *before) {
+    const ConfigArg *now = &cfg->args[cfg->nargs - 1];
+    const size_t off = flags[now->flag].off, settings = offsetof(Config, model);
+    const ConfigArg *was = NULL;
+    for (int i = cfg->nargs - 2; i >= 0 && off && !was; i--)
+        if (flags[cfg->args[i].flag].off == off) was = &cfg->args[i];
+    if (!was) return;
+    const Flag *first = &flags[now->flag];
+    const int text = first->parse == parse_str || first->parse == parse_path; /* a string: compared by its characters */
+    if (text ? strcmp(*(const char *const *)((const char *)before + off), *(const char *const *)((const char *)cfg + off)) == 0
+             : memcmp((const char *)before + settings, (const char *)cfg + settings, sizeof *cfg - settings) == 0)
+        return;
+    for (int i = 0; i < NFLAGS; i++) /* the field's own flag, where an alias set it */
+        if (flags[i].off == off) {
+            first = &flags[i];
+            break;
+        }
+    if (was->flag == now->flag && was->value && now->value) {
+        warn("--%s given twice (%s, then %s): using %s", first->name, was->value, now->value, now->value);
+        return;
+    }
+    char a[256], b[256];
+    snprintf(a, sizeof a, was->value ? "--%s=%s" : "--%s", flags[was->flag].name, was->value);
+    snprintf(b, sizeof b, now->value ? "--%s=%s" : "--%s", flags[now->flag].name, now->value);
+    warn("--%s given twice (%s, then %s): using %s", first->name, a, b, now->value ? now->value : b);
+}
+
 /* The checks between flags, once all are read. */
 static void check_config(const Config *cfg) {
     char as[256];
@@ -538,8 +568,11 @@ void config_parse(Config *cfg, int argc, char **argv) {
         for (int i = 0; i < NFLAGS && row < 0; i++) /* a one-letter flag */
             if (c == flags[i].short_name) row = i;
         if (row < 0) refuse_flag(c, argv);
+        Config before;
+        memcpy(&before, cfg, sizeof before);
         cfg->args[cfg->nargs++] = (ConfigArg){row, optarg};
         flags[row].parse(cfg, &flags[row], optarg);
+        warn_twice(cfg, &before);
     }
     if (optind < argc) die_code(EXIT_USAGE, "unexpected argument '%s' (flags are --flag=value; see --help)", argv[optind]);
     cfg->given_learning_rate = config_given(cfg, &cfg->learning_rate);

@@ -600,6 +600,33 @@ TEST(cli_one_dash_long_flags_and_one_letter_flags_with_equals) {
     }
 }
 
+/* A flag given twice, or with its alias: the last one wins (wrapper scripts append their caller's
+ * flags to their own), with one warning line first where the two differ; none where they agree. */
+TEST(cli_a_flag_given_twice_warns_when_the_values_differ) {
+    const char *cases[][3] = {
+        {"--num_batches=2 --model=lenet --model=trivial", "nvcnn: warning: --model given twice (lenet, then trivial): using trivial\n", "Model:       trivial\n"},
+        {"-m lenet --model=trivial --num_batches=3 --num_iter=2",
+         "nvcnn: warning: --model given twice (lenet, then trivial): using trivial\n"
+         "nvcnn: warning: --num_batches given twice (--num_batches=3, then --num_iter=2): using 2\n",
+         "\n     2     1 "},
+        {"--num_batches=2 --model=trivial --learning_rate=0.1 --learning_rate=0.5",
+         "nvcnn: warning: --learning_rate given twice (0.1, then 0.5): using 0.5\n", "Learning rate: 0.5 (given)\n"},
+        {"--num_batches=2 --model=trivial --nesterov --nonesterov", "nvcnn: warning: --nesterov given twice (--nesterov, then --nonesterov): using --nonesterov\n",
+         "Cmd line args:"},
+        {"--num_batches=2 --model=trivial --loss_scale=dynamic --loss_scale=65536",
+         "nvcnn: warning: --loss_scale given twice (dynamic, then 65536): using 65536\n", "Loss scale:  65536\n"},
+        {"--model=trivial -mtrivial --num_batches=2 --num_iter=2 --batch_size=2 -b 02 --precision=fp32 --nofp16", "", "Model:       trivial\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[512], *o;
+        snprintf(args, sizeof args, "--batch_size=2 --nstep_burnin=0 %s", cases[i][0]);
+        const int rc = nv(args, &o);
+        const char *rest = o && strncmp(o, cases[i][1], strlen(cases[i][1])) == 0 ? o + strlen(cases[i][1]) : NULL;
+        CHECK_MSG(rc == 0 && rest && !strstr(rest, "nvcnn: ") && strstr(rest, cases[i][2]), "'%s': exit %d: %s", cases[i][0], rc, o);
+        free(o);
+    }
+}
+
 /* -g N > 1: one line with the equivalent mpirun command (one process per GPU) */
 TEST(cli_num_gpus_above_one_names_the_mpirun_command) {
     char *o;
