@@ -239,16 +239,19 @@ int config_given(const Config *cfg, const void *field) {
     return 0;
 }
 
+/* A flag as given, under its long name: "--name=value", or "--name" for one without a value. */
+static const char *arg_text(const ConfigArg *a, char *buf, size_t n) {
+    if (a->value)
+        snprintf(buf, n, "--%s=%s", flags[a->flag].name, a->value);
+    else
+        snprintf(buf, n, "--%s", flags[a->flag].name);
+    return buf;
+}
+
 const char *config_given_as(const Config *cfg, const void *field, char *buf, size_t n) {
     for (int i = cfg->nargs - 1; i >= 0; i--) {
-        const ConfigArg *a = &cfg->args[i];
-        const Flag *f = &flags[a->flag];
-        if (!f->off || (const char *)cfg + f->off != (const char *)field) continue;
-        if (a->value)
-            snprintf(buf, n, "--%s=%s", f->name, a->value);
-        else
-            snprintf(buf, n, "--%s", f->name);
-        return buf;
+        const Flag *f = &flags[cfg->args[i].flag];
+        if (f->off && (const char *)cfg + f->off == (const char *)field) return arg_text(&cfg->args[i], buf, n);
     }
     return NULL;
 }
@@ -472,8 +475,8 @@ static void warn_twice(const Config *cfg, const Config *before) {
         return;
     }
     char a[256], b[256];
-    snprintf(a, sizeof a, was->value ? "--%s=%s" : "--%s", flags[was->flag].name, was->value);
-    snprintf(b, sizeof b, now->value ? "--%s=%s" : "--%s", flags[now->flag].name, now->value);
+    arg_text(was, a, sizeof a);
+    arg_text(now, b, sizeof b);
     warn("--%s given twice (%s, then %s): using %s", first->name, a, b, now->value ? now->value : b);
 }
 
@@ -488,14 +491,15 @@ static void check_config(const Config *cfg) {
                  cfg->num_epochs);
     if (cfg->eval && !cfg->data_dir) die_code(EXIT_USAGE, "--eval needs --data_dir with validation-* shards");
     if (cfg->eval && !cfg->log_dir) die_code(EXIT_USAGE, "--eval needs --log_dir holding a checkpoint");
-    /* the run's length and its evaluations while training: nothing to do with --eval, nor (the
+    /* the run's length and the evaluations while training: nothing to do with --eval, nor (the
      * evaluations) with --forward_only */
-    const void *training[] = {&cfg->num_batches, &cfg->num_epochs, &cfg->eval_every_epochs, &cfg->target_top1, &cfg->forward_only};
-    for (int i = 0; i < 5 && cfg->eval; i++)
-        if (config_given_as(cfg, training[i], as, sizeof as))
+    const void *not_with_eval[] = {&cfg->num_batches, &cfg->num_epochs, &cfg->eval_every_epochs, &cfg->target_top1, &cfg->forward_only};
+    const void *not_with_forward_only[] = {&cfg->eval_every_epochs, &cfg->target_top1};
+    for (size_t i = 0; i < sizeof not_with_eval / sizeof *not_with_eval && cfg->eval; i++)
+        if (config_given_as(cfg, not_with_eval[i], as, sizeof as))
             die_code(EXIT_USAGE, "%s with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing", as);
-    for (int i = 2; i < 4 && cfg->forward_only; i++)
-        if (config_given_as(cfg, training[i], as, sizeof as))
+    for (size_t i = 0; i < sizeof not_with_forward_only / sizeof *not_with_forward_only && cfg->forward_only; i++)
+        if (config_given_as(cfg, not_with_forward_only[i], as, sizeof as))
             die_code(EXIT_USAGE, "%s with --forward_only: an inference benchmark trains nothing to evaluate", as);
     if ((cfg->eval_every_epochs > 0 || cfg->target_top1 > 0) && !cfg->data_dir) {
         const void *by = config_given(cfg, &cfg->eval_every_epochs) ? (const void *)&cfg->eval_every_epochs : &cfg->target_top1;
@@ -515,7 +519,7 @@ static void check_config(const Config *cfg) {
     }
     /* synthetic data: "one epoch" would be the whole run */
     const void *in_epochs[] = {&cfg->warmup_epochs, &cfg->lr_decay_epochs};
-    for (int i = 0; i < 2 && !cfg->data_dir; i++)
+    for (size_t i = 0; i < sizeof in_epochs / sizeof *in_epochs && !cfg->data_dir; i++)
         if (config_given_as(cfg, in_epochs[i], as, sizeof as))
             die_code(EXIT_USAGE, "%s needs --data_dir (synthetic data has no epochs)", as);
     if (cfg->lr_decay_policy == LR_STEP && !cfg->data_dir)
