@@ -40,6 +40,15 @@ not_given() {
 }
 args=("$@")
 not_given recipe
+# the recipe's --lr_poly_power is the poly policy's (nvcnn refuses it with another): dropped when
+# the caller asks for --lr_decay_policy=step
+for i in "${!args[@]}"; do
+  if [ "${args[$i]}" = --lr_decay_policy=step ] || { [ "${args[$i]}" = --lr_decay_policy ] && [ "${args[$((i + 1))]:-}" = step ]; }; then
+    kept=()
+    for f in "${recipe[@]}"; do [[ $f == --lr_poly_power=* ]] || kept+=("$f"); done
+    recipe=("${kept[@]}")
+  fi
+done
 # the recipe's flags, one a line (scripts/bench_tta.sh gives the same ones to the PyTorch peer)
 if [ -n "${PRINT_RECIPE:-}" ]; then
   printf '%s\n' "${recipe[@]}" --num_epochs="$epochs"

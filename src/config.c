@@ -239,6 +239,23 @@ int config_given(const Config *cfg, const void *field) {
     return 0;
 }
 
+/* A flag as given, under its long name: "--name=value", or "--name" for one without a value. */
+static const char *arg_text(const ConfigArg *a, char *buf, size_t n) {
+    if (a->value)
+        snprintf(buf, n, "--%s=%s", flags[a->flag].name, a->value);
+    else
+        snprintf(buf, n, "--%s", flags[a->flag].name);
+    return buf;
+}
+
+const char *config_given_as(const Config *cfg, const void *field, char *buf, size_t n) {
+    for (int i = cfg->nargs - 1; i >= 0; i--) {
+        const Flag *f = &flags[cfg->args[i].flag];
+        if (f->off && (const char *)cfg + f->off == (const char *)field) return arg_text(&cfg->args[i], buf, n);
+    }
+    return NULL;
+}
+
 /* ---- parsers ----------------------------------------------------------------------------- */
 
 static void *field_of(Config *cfg, const Flag *f) { return (char *)cfg + f->off; }
@@ -263,14 +280,17 @@ static long parse_long(const char *flag, const char *v, long lo, long hi) {
     return x;
 }
 
-static double parse_double(const char *flag, const char *v, double lo, double hi, int lo_open) {
-    char *end;
+/* A number in [lo, hi], or (lo, hi] with lo_open; `alt` names what else the flag takes ("" none). */
+static double parse_double(const char *flag, const char *v, double lo, double hi, int lo_open, const char *alt) {
+    char *end, why[128];
     errno = 0;
     double x = strtod(v, &end);
-    if (errno || end == v || *end || !*v || !isfinite(x)) bad_value(flag, v, "not a number");
+    if (errno || end == v || *end || !*v || !isfinite(x)) {
+        snprintf(why, sizeof why, "not a number%s", alt);
+        bad_value(flag, v, why);
+    }
     if (x < lo || x > hi || (lo_open && x == lo)) {
-        char why[96];
-        snprintf(why, sizeof why, "must be %s %g%s", lo_open ? ">" : ">=", lo, hi < 1e300 ? " and in range" : "");
+        snprintf(why, sizeof why, "must be in %c%.15g, %.15g]%s", lo_open ? '(' : '[', lo, hi, alt);
         bad_value(flag, v, why);
     }
     return x;
@@ -309,7 +329,7 @@ static void parse_int(Config *cfg, const Flag *f, const char *v) {
 }
 
 static void parse_num(Config *cfg, const Flag *f, const char *v) {
-    *(double *)field_of(cfg, f) = parse_double(f->name, v, f->dlo, f->dhi, f->lo_open);
+    *(double *)field_of(cfg, f) = parse_double(f->name, v, f->dlo, f->dhi, f->lo_open, "");
 }
 
 static void parse_choice(Config *cfg, const Flag *f, const char *v) {
@@ -323,7 +343,7 @@ static void parse_set(Config *cfg, const Flag *f, const char *v) {
 
 static void parse_loss_scale(Config *cfg, const Flag *f, const char *v) {
     cfg->dynamic_loss_scale = strcmp(v, "dynamic") == 0;
-    cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 0, 1e30, 1);
+    cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 0, 1e30, 1, " or dynamic");
 }
 
 static void parse_help(Config *cfg, const Flag *f, const char *v) {
@@ -370,12 +390,56 @@ static void refuse_num_gpus(int n, int argc, char **argv) {
     die_code(EXIT_USAGE, "--num_gpus=%d: nvcnn runs one process per GPU; run: %s", n, cmd);
 }
 
+/* The row of the long flag named by the first len characters of name, exactly or by an unambiguous
+ * prefix as getopt_long takes it; -1: none or ambiguous. */
+static int long_row(const char *name, size_t len) {
+    int row = -1, prefixes = 0;
+    for (int i = 0; i < NFLAGS; i++) {
+        if (strncmp(flags[i].name, name, len) != 0) continue;
+        if (strlen(flags[i].name) == len) return i;
+        row = i;
+        prefixes++;
+    }
+    return prefixes == 1 ? row : -1;
+}
+
+/* Before getopt_long, which would read -batch_size=4 as -b with the value "atch_size=4" and -b=4
+ * as -b with "=4": a long flag with one dash, or a one-letter flag with '=', is exit 2 with the
+ * spelling to use. Values given as separate words are skipped. */
+static void check_dashes(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) return;
+        if (a[0] != '-' || !a[1]) continue;
+        if (a[1] == '-') {
+            const int row = long_row(a + 2, strcspn(a + 2, "="));
+            if (row >= 0 && flags[row].has_arg == 1 && !strchr(a, '=')) i++; /* its value */
+            continue;
+        }
+        const size_t len = strcspn(a + 1, "=");
+        const int row = len > 1 ? long_row(a + 1, len) : -1;
+        if (row >= 0)
+            die_code(EXIT_USAGE, "%s: unknown flag (long flags take two dashes: --%s%s)", a, flags[row].name, a + 1 + len);
+        const Flag *f = NULL;
+        for (int k = 0; k < NFLAGS && !f; k++)
+            if (flags[k].short_name && flags[k].short_name == a[1]) f = &flags[k];
+        if (!f) continue;
+        if (a[2] == '=' && f->has_arg == 1)
+            die_code(EXIT_USAGE, "%s: a one-letter flag takes no '=': -%c %s, -%c%s or --%s=%s", a, a[1], a + 3, a[1], a + 3,
+                     f->name, a + 3);
+        if (a[2] == '=')
+            die_code(EXIT_USAGE, "%s: -%c takes no value (--%s%s)", a, a[1], f->name, f->has_arg == 2 ? a + 2 : "");
+        if (f->has_arg == 1 && !a[2]) i++; /* its value */
+    }
+}
+
 /* getopt_long's view of a flag it refused: exit 2 with one line. */
 static void refuse_flag(int c, char **argv) {
     if (c == ':') die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value)", argv[optind - 1]);
+    /* a one-letter flag (optopt: its letter; getopt_long leaves argv[optind - 1] at the word before
+     * when the letter is not the last of its word) */
+    if (optopt && optopt < 256) die_code(EXIT_USAGE, "unknown flag -%c (see --help)", optopt);
     const char *bad = argv[optind - 1];
-    if (optopt && optopt < 256 && bad && bad[0] == '-' && bad[1] != '-')
-        die_code(EXIT_USAGE, "unknown flag -%c (see --help)", optopt);
     if (!bad) die_code(EXIT_USAGE, "unknown flag (see --help)");
     const char *eq = strchr(bad, '=');
     size_t len = eq ? (size_t)(eq - bad) : strlen(bad);
@@ -386,8 +450,39 @@ static void refuse_flag(int c, char **argv) {
     die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)len, bad);
 }
 
+/* The last flag given, which sets a field that a flag before it set too (the same flag or an
+ * alias): the last one wins, as in nvcnn.py, with a warning when it changes what the earlier one
+ * set (`before`: the settings before it). */
+static void warn_twice(const Config *cfg, const Config *before) {
+    const ConfigArg *now = &cfg->args[cfg->nargs - 1];
+    const size_t off = flags[now->flag].off, settings = offsetof(Config, model);
+    const ConfigArg *was = NULL;
+    for (int i = cfg->nargs - 2; i >= 0 && off && !was; i--)
+        if (flags[cfg->args[i].flag].off == off) was = &cfg->args[i];
+    if (!was) return;
+    const Flag *first = &flags[now->flag];
+    const int text = first->parse == parse_str || first->parse == parse_path; /* a string: compared by its characters */
+    if (text ? strcmp(*(const char *const *)((const char *)before + off), *(const char *const *)((const char *)cfg + off)) == 0
+             : memcmp((const char *)before + settings, (const char *)cfg + settings, sizeof *cfg - settings) == 0)
+        return;
+    for (int i = 0; i < NFLAGS; i++) /* the field's own flag, where an alias set it */
+        if (flags[i].off == off) {
+            first = &flags[i];
+            break;
+        }
+    if (was->flag == now->flag && was->value && now->value) {
+        warn("--%s given twice (%s, then %s): using %s", first->name, was->value, now->value, now->value);
+        return;
+    }
+    char a[256], b[256];
+    arg_text(was, a, sizeof a);
+    arg_text(now, b, sizeof b);
+    warn("--%s given twice (%s, then %s): using %s", first->name, a, b, now->value ? now->value : b);
+}
+
 /* The checks between flags, once all are read. */
 static void check_config(const Config *cfg) {
+    char as[256];
     if (!cfg->model) die_code(EXIT_USAGE, "--model is required; one of: %s", model_names());
     if (!model_find(cfg->model))
         die_code(EXIT_USAGE, "--model=%s: unknown model; valid models: %s", cfg->model, model_names());
@@ -396,12 +491,39 @@ static void check_config(const Config *cfg) {
                  cfg->num_epochs);
     if (cfg->eval && !cfg->data_dir) die_code(EXIT_USAGE, "--eval needs --data_dir with validation-* shards");
     if (cfg->eval && !cfg->log_dir) die_code(EXIT_USAGE, "--eval needs --log_dir holding a checkpoint");
-    if ((cfg->eval_every_epochs > 0 || cfg->target_top1 > 0) && !cfg->data_dir)
-        die_code(EXIT_USAGE, "--%s needs --data_dir with validation-* shards",
-                 cfg->eval_every_epochs > 0 ? "eval_every_epochs" : "target_top1");
+    /* the run's length and the evaluations while training: nothing to do with --eval, nor (the
+     * evaluations) with --forward_only */
+    const void *not_with_eval[] = {&cfg->num_batches, &cfg->num_epochs, &cfg->eval_every_epochs, &cfg->target_top1, &cfg->forward_only};
+    const void *not_with_forward_only[] = {&cfg->eval_every_epochs, &cfg->target_top1};
+    for (size_t i = 0; i < sizeof not_with_eval / sizeof *not_with_eval && cfg->eval; i++)
+        if (config_given_as(cfg, not_with_eval[i], as, sizeof as))
+            die_code(EXIT_USAGE, "%s with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing", as);
+    for (size_t i = 0; i < sizeof not_with_forward_only / sizeof *not_with_forward_only && cfg->forward_only; i++)
+        if (config_given_as(cfg, not_with_forward_only[i], as, sizeof as))
+            die_code(EXIT_USAGE, "%s with --forward_only: an inference benchmark trains nothing to evaluate", as);
+    if ((cfg->eval_every_epochs > 0 || cfg->target_top1 > 0) && !cfg->data_dir) {
+        const void *by = config_given(cfg, &cfg->eval_every_epochs) ? (const void *)&cfg->eval_every_epochs : &cfg->target_top1;
+        die_code(EXIT_USAGE, "%s needs --data_dir with validation-* shards", config_given_as(cfg, by, as, sizeof as));
+    }
     if (cfg->export_onnx && (cfg->eval || cfg->forward_only))
         die_code(EXIT_USAGE, "--export_onnx with --%s: it exports a trained model (alone with --log_dir: its newest checkpoint)",
                  cfg->eval ? "eval" : "forward_only");
+    if (cfg->given_larc_mode && cfg->larc_eta <= 0)
+        die_code(EXIT_USAGE, "%s needs --larc_eta (LARC is off without it)", config_given_as(cfg, &cfg->larc_mode, as, sizeof as));
+    /* the learning-rate policy's own settings: poly's power, step's interval and factor */
+    if (cfg->lr_decay_policy == LR_STEP) {
+        if (config_given_as(cfg, &cfg->lr_poly_power, as, sizeof as))
+            die_code(EXIT_USAGE, "%s is a setting of --lr_decay_policy=poly: the step policy does not use it", as);
+    } else if (config_given_as(cfg, &cfg->lr_decay_epochs, as, sizeof as) || config_given_as(cfg, &cfg->lr_decay_rate, as, sizeof as)) {
+        die_code(EXIT_USAGE, "%s is a setting of --lr_decay_policy=step: the poly policy does not use it", as);
+    }
+    /* synthetic data: "one epoch" would be the whole run */
+    const void *in_epochs[] = {&cfg->warmup_epochs, &cfg->lr_decay_epochs};
+    for (size_t i = 0; i < sizeof in_epochs / sizeof *in_epochs && !cfg->data_dir; i++)
+        if (config_given_as(cfg, in_epochs[i], as, sizeof as))
+            die_code(EXIT_USAGE, "%s needs --data_dir (synthetic data has no epochs)", as);
+    if (cfg->lr_decay_policy == LR_STEP && !cfg->data_dir)
+        die_code(EXIT_USAGE, "--lr_decay_policy=step needs --data_dir (synthetic data has no epochs to decay at)");
     if (config_given(cfg, &cfg->profile_first) && !cfg->profile)
         die_code(EXIT_USAGE, "--profile_steps needs --profile=FILE");
     if (cfg->profile && cfg->eval) die_code(EXIT_USAGE, "--profile profiles training steps: not with --eval");
@@ -441,6 +563,7 @@ void config_parse(Config *cfg, int argc, char **argv) {
     }
     memset(&longopts[NFLAGS], 0, sizeof longopts[NFLAGS]);
 
+    check_dashes(argc, argv);
     opterr = 0;
     optind = 1;
     int c;
@@ -449,8 +572,11 @@ void config_parse(Config *cfg, int argc, char **argv) {
         for (int i = 0; i < NFLAGS && row < 0; i++) /* a one-letter flag */
             if (c == flags[i].short_name) row = i;
         if (row < 0) refuse_flag(c, argv);
+        Config before;
+        memcpy(&before, cfg, sizeof before);
         cfg->args[cfg->nargs++] = (ConfigArg){row, optarg};
         flags[row].parse(cfg, &flags[row], optarg);
+        warn_twice(cfg, &before);
     }
     if (optind < argc) die_code(EXIT_USAGE, "unexpected argument '%s' (flags are --flag=value; see --help)", argv[optind]);
     cfg->given_learning_rate = config_given(cfg, &cfg->learning_rate);

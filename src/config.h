@@ -95,6 +95,9 @@ void config_print_markdown(FILE *f);
 void config_print_args(const Config *cfg, FILE *f);
 /* 1 when a flag that sets `field` (a member of cfg, e.g. &cfg->display_every) was given. */
 int config_given(const Config *cfg, const void *field);
+/* The flag that set `field` last, as given and under its long name ("--fp16", "--precision=fp16",
+ * -m lenet as "--model=lenet"), written into buf; NULL when no flag given sets it. */
+const char *config_given_as(const Config *cfg, const void *field, char *buf, size_t n);
 const char *precision_name(Precision p);
 
 #endif

@@ -38,9 +38,11 @@ extern void openblas_set_num_threads(int);
  * backend is used, with one line saying so: the GPU backend has not yet passed its parity tests
  * on a GPU, so it is only used when asked for. */
 static void choose_device(Run *r) {
-    char why[256] = "";
+    char why[256] = "", as[256];
     int ngpu = gpu_count(why, sizeof why);
     if (r->cfg.device == DEVICE_GPU) {
+        if (config_given_as(&r->cfg, &r->cfg.cpu_impl, as, sizeof as))
+            die_code(EXIT_USAGE, "%s needs the CPU backend; --device=gpu uses the GPU backend", as);
         if (ngpu == 0) {
             char drv[512];
             die_code(EXIT_USAGE, "--device=gpu: no usable GPU: %s", gpu_driver_problem(drv, sizeof drv) ? drv : why);
@@ -76,10 +78,20 @@ static void choose_device(Run *r) {
                  isa);
     }
     if (r->cfg.precision != PREC_FP32)
-        die_code(EXIT_USAGE, "--precision=%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32",
-                 precision_name(r->cfg.precision));
+        die_code(EXIT_USAGE, "%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32",
+                 config_given_as(&r->cfg, &r->cfg.precision, as, sizeof as));
     if (r->cfg.data_format == DATA_FORMAT_NHWC)
         die_code(EXIT_USAGE, "--data_format=NHWC needs the GPU backend (--device=gpu); the CPU backend computes in NCHW");
+    const struct {
+        const void *field;
+        const char *why;
+    } gpu_only[] = {{&r->cfg.fuse, "it sets the GPU backend's fusion of batch norm with the ReLU and the add"},
+                    {&r->cfg.cuda_graph, "the CPU backend runs no CUDA Graphs"},
+                    {&r->cfg.cudnn_workspace_mb, "the CPU backend does not use cuDNN"},
+                    {&r->cfg.deterministic, "it chooses among cuDNN's algorithms, which the CPU backend does not use"}};
+    for (size_t i = 0; i < sizeof gpu_only / sizeof gpu_only[0]; i++)
+        if (config_given_as(&r->cfg, gpu_only[i].field, as, sizeof as))
+            die_code(EXIT_USAGE, "%s needs the GPU backend (--device=gpu); %s", as, gpu_only[i].why);
     if (r->cfg.device == DEVICE_AUTO) {
         char drv[512];
         if (ngpu == 0 && gpu_driver_problem(drv, sizeof drv))

@@ -85,6 +85,31 @@ TEST(cli_bad_values_exit_2_with_one_line) {
     }
 }
 
+/* A number out of range: the line gives the interval, its open and closed ends as the flag takes them. */
+TEST(cli_range_errors_give_the_interval) {
+    const char *cases[][2] = {
+        {"--learning_rate=1e20", "--learning_rate=1e20: must be in (0, 1000000000]"},
+        {"--learning_rate=0", "--learning_rate=0: must be in (0, 1000000000]"},
+        {"--momentum=1.5", "--momentum=1.5: must be in [0, 1]"},
+        {"--momentum=-0.1", "--momentum=-0.1: must be in [0, 1]"},
+        {"--lr_decay_rate=1.5", "--lr_decay_rate=1.5: must be in (0, 1]"},
+        {"--crop_area_min=1.5", "--crop_area_min=1.5: must be in (0, 1]"},
+        {"--target_top1=101", "--target_top1=101: must be in (0, 100]"},
+        {"--loss_scale=1e38", "--loss_scale=1e38: must be in (0, 1e+30] or dynamic"},
+        {"--loss_scale=big", "--loss_scale=big: not a number or dynamic"},
+        {"--cudnn_workspace_mb=-1", "--cudnn_workspace_mb=-1: must be in [0, 16777216]"},
+        {"--num_classes=0", "--num_classes=0: must be in [1, 16777216]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256], want[256], *o;
+        snprintf(args, sizeof args, "--model=lenet --batch_size=8 --device=cpu %s", cases[i][0]);
+        snprintf(want, sizeof want, "nvcnn: error: %s\n", cases[i][1]);
+        int rc = nv(args, &o);
+        CHECK_MSG(rc == 2 && o && strcmp(o, want) == 0, "'%s': exit %d: %s", cases[i][0], rc, o);
+        free(o);
+    }
+}
+
 TEST(cli_help_lists_every_flag_and_model) {
     char *o;
     CHECK(nv("--help", &o) == 0);
@@ -313,13 +338,32 @@ TEST(cli_short_runs_print_no_meaningless_figures) {
     free(o);
 }
 
-/* --precision=fp16 on the CPU: one error line, nothing before it */
+/* --precision=fp16 on the CPU: one error line, nothing before it, naming the flag as given */
 TEST(cli_half_precision_on_cpu_is_one_line) {
-    const char *cases[] = {"--model=lenet --precision=fp16 --num_batches=1", "--model=lenet --fp16 --device=cpu"};
+    const char *cases[][2] = {{"--model=lenet --precision=fp16 --num_batches=1", "nvcnn: error: --precision=fp16 needs the GPU backend"},
+                              {"--model=lenet --fp16 --device=cpu", "nvcnn: error: --fp16 needs the GPU backend"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *o;
-        CHECK(nv(cases[i], &o) == 2);
-        CHECK_MSG(count_lines_with(o, "\n") == 1 && strncmp(o, "nvcnn: error: --precision=fp16", 30) == 0, "%s", o);
+        CHECK(nv(cases[i][0], &o) == 2);
+        CHECK_MSG(count_lines_with(o, "\n") == 1 && strncmp(o, cases[i][1], strlen(cases[i][1])) == 0, "%s", o);
+        free(o);
+    }
+}
+
+/* A flag that implies another (--target_top1 sets --eval_every_epochs=1): an error about it names
+ * the flag the user gave. */
+TEST(cli_errors_name_the_flag_given_not_the_one_it_implies) {
+    const char *cases[][2] = {
+        {"--num_batches=3 --target_top1=50", "nvcnn: error: --target_top1=50 needs --data_dir with validation-* shards\n"},
+        {"--num_batches=3 --eval_every_epochs=2", "nvcnn: error: --eval_every_epochs=2 needs --data_dir with validation-* shards\n"},
+        {"--num_batches=3 --target_top1=50 --eval_every_epochs=2",
+         "nvcnn: error: --eval_every_epochs=2 needs --data_dir with validation-* shards\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256], *o;
+        snprintf(args, sizeof args, "--model=lenet --batch_size=8 --device=cpu %s", cases[i][0]);
+        int rc = nv(args, &o);
+        CHECK_MSG(rc == 2 && o && strcmp(o, cases[i][1]) == 0, "'%s': exit %d: %s", cases[i][0], rc, o);
         free(o);
     }
 }
@@ -357,6 +401,104 @@ TEST(cli_unsupported_flags_are_refused_not_ignored) {
     CHECK(nv("--model=lenet --allreduce=nccl --device=cpu --num_batches=1", &o) == 2);
     CHECK_MSG(strstr(o, "--allreduce=nccl needs the GPU backend") != NULL, "%s", o);
     free(o);
+}
+
+/* Refusals, one line each: exit 2 and the line, or (want NULL) a run that exits 0 and says
+ * nothing of nvcnn's; each case after the flags in common. */
+static void refusals(const char *common, const char *const cases[][2], size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char args[1200], want[600], *o;
+        snprintf(args, sizeof args, "%s %s", common, cases[i][0]);
+        int rc = nv(args, &o);
+        if (cases[i][1]) {
+            snprintf(want, sizeof want, "nvcnn: error: %s\n", cases[i][1]);
+            CHECK_MSG(rc == 2 && o && strcmp(o, want) == 0, "'%s': exit %d: %s", cases[i][0], rc, o);
+        } else {
+            CHECK_MSG(rc == 0 && o && !strstr(o, "nvcnn: "), "'%s': exit %d: %s", cases[i][0], rc, o);
+        }
+        free(o);
+    }
+}
+
+/* Settings of a feature that is off, or of a learning-rate policy that is not in use, are refused
+ * when given; their defaults are not in the way. */
+TEST(cli_settings_of_what_is_off_are_refused) {
+    const char *const cases[][2] = {
+        {"--larc_mode=scale", "--larc_mode=scale needs --larc_eta (LARC is off without it)"},
+        {"--larc_mode=clip", "--larc_mode=clip needs --larc_eta (LARC is off without it)"},
+        {"--larc_mode=scale --larc_eta=0.002", NULL},
+        {"--lr_decay_epochs=10", "--lr_decay_epochs=10 is a setting of --lr_decay_policy=step: the poly policy does not use it"},
+        {"--lr_decay_rate=0.5", "--lr_decay_rate=0.5 is a setting of --lr_decay_policy=step: the poly policy does not use it"},
+        {"--lr_decay_policy=poly --lr_decay_rate=0.5",
+         "--lr_decay_rate=0.5 is a setting of --lr_decay_policy=step: the poly policy does not use it"},
+        {"--lr_decay_policy=step --lr_poly_power=1",
+         "--lr_poly_power=1 is a setting of --lr_decay_policy=poly: the step policy does not use it"},
+        {"--lr_poly_power=1", NULL},
+        {"--lr_decay_policy=poly --lr_poly_power=3", NULL},
+    };
+    refusals("--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0", cases, sizeof cases / sizeof cases[0]);
+}
+
+/* --eval trains nothing: the run's length and the evaluations while training are refused with
+ * it (as --profile and --export_onnx are), the evaluations while training with --forward_only. */
+TEST(cli_training_flags_with_eval_or_forward_only_are_refused) {
+    const char *const with_eval[][2] = {
+        {"--num_batches=3", "--num_batches=3 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--num_iter=3", "--num_iter=3 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--num_epochs=2", "--num_epochs=2 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--eval_every_epochs=1",
+         "--eval_every_epochs=1 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--target_top1=90", "--target_top1=90 with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+        {"--forward_only", "--forward_only with --eval: --eval evaluates the newest checkpoint of --log_dir and trains nothing"},
+    };
+    refusals("--model=lenet --data_dir=. --log_dir=. --eval", with_eval, sizeof with_eval / sizeof with_eval[0]);
+    const char *const with_forward_only[][2] = {
+        {"--eval_every_epochs=1", "--eval_every_epochs=1 with --forward_only: an inference benchmark trains nothing to evaluate"},
+        {"--target_top1=90", "--target_top1=90 with --forward_only: an inference benchmark trains nothing to evaluate"},
+    };
+    refusals("--model=lenet --data_dir=. --forward_only", with_forward_only, sizeof with_forward_only / sizeof with_forward_only[0]);
+}
+
+/* Synthetic data has no epochs (one would be the whole run): the flags counted in epochs need
+ * --data_dir, as --num_epochs does; with it they run. */
+TEST(cli_epoch_flags_need_data_dir) {
+    const char *const cases[][2] = {
+        {"--num_epochs=1", "--num_epochs=1 needs --data_dir (synthetic data has no epochs; use --num_batches)"},
+        {"--warmup_epochs=1", "--warmup_epochs=1 needs --data_dir (synthetic data has no epochs)"},
+        {"--warmup_epochs=0", "--warmup_epochs=0 needs --data_dir (synthetic data has no epochs)"},
+        {"--lr_decay_policy=step --lr_decay_epochs=1", "--lr_decay_epochs=1 needs --data_dir (synthetic data has no epochs)"},
+        {"--lr_decay_policy=step --lr_decay_rate=0.5",
+         "--lr_decay_policy=step needs --data_dir (synthetic data has no epochs to decay at)"},
+        {"--lr_decay_policy=step", "--lr_decay_policy=step needs --data_dir (synthetic data has no epochs to decay at)"},
+    };
+    refusals("--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0", cases, sizeof cases / sizeof cases[0]);
+    char dir[600], common[800];
+    CHECK(tu_band_set(dir, sizeof dir, "cli-epochs", 40, 10, 10) == 0);
+    snprintf(common, sizeof common, "--model=lenet --num_classes=10 --batch_size=10 --num_batches=2 --nstep_burnin=0 --data_dir=%s", dir);
+    const char *const with_data[][2] = {
+        {"--warmup_epochs=0.25 --lr_decay_policy=step --lr_decay_epochs=0.25 --lr_decay_rate=0.5", NULL},
+    };
+    refusals(common, with_data, sizeof with_data / sizeof with_data[0]);
+}
+
+/* The GPU backend's own settings on the CPU backend (asked for, or chosen without --device), and
+ * the CPU backend's with --device=gpu: one line, before the line that says which backend runs, as
+ * --data_format=NHWC. */
+TEST(cli_one_backends_flags_on_the_other_are_refused) {
+    const char *const cases[][2] = {
+        {"--fuse=off", "--fuse=off needs the GPU backend (--device=gpu); it sets the GPU backend's fusion of batch norm with the ReLU and the add"},
+        {"--device=cpu --fuse=on",
+         "--fuse=on needs the GPU backend (--device=gpu); it sets the GPU backend's fusion of batch norm with the ReLU and the add"},
+        {"--cuda_graph=off", "--cuda_graph=off needs the GPU backend (--device=gpu); the CPU backend runs no CUDA Graphs"},
+        {"--device=cpu --cudnn_workspace_mb=4096",
+         "--cudnn_workspace_mb=4096 needs the GPU backend (--device=gpu); the CPU backend does not use cuDNN"},
+        {"--deterministic",
+         "--deterministic needs the GPU backend (--device=gpu); it chooses among cuDNN's algorithms, which the CPU backend does not use"},
+        {"--data_format=NHWC", "--data_format=NHWC needs the GPU backend (--device=gpu); the CPU backend computes in NCHW"},
+        {"--device=gpu --cpu_impl=reference", "--cpu_impl=reference needs the CPU backend; --device=gpu uses the GPU backend"},
+        {"--device=cpu --cpu_impl=reference --data_format=NCHW", NULL},
+    };
+    refusals("--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0", cases, sizeof cases / sizeof cases[0]);
 }
 
 /* The README's flag table is --help=markdown: the two cannot drift apart. */
@@ -425,6 +567,62 @@ TEST(cli_nvcnn_spellings) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rc = nv(bad[i][0], &o);
         CHECK_MSG(rc == 2 && strstr(o, bad[i][1]) && count_lines_with(o, "\n") == 1, "'%s': exit %d: %s", bad[i][0], rc, o);
+        free(o);
+    }
+}
+
+/* A long flag with one dash, which getopt_long reads as a one-letter flag and its value
+ * (-batch_size=4 as -b "atch_size=4"), and a one-letter flag with '=' (-b=4 as -b "=4"): one line
+ * with the spelling to use, for every one-letter flag. A value that starts with a dash, given as
+ * the next word, is still a value. */
+TEST(cli_one_dash_long_flags_and_one_letter_flags_with_equals) {
+    const char *cases[][2] = {
+        {"--model=lenet -batch_size=4", "-batch_size=4: unknown flag (long flags take two dashes: --batch_size=4)"},
+        {"--model=lenet -num_batches=3", "-num_batches=3: unknown flag (long flags take two dashes: --num_batches=3)"},
+        {"--model=lenet -batch 4", "-batch: unknown flag (long flags take two dashes: --batch_size)"},
+        {"-model=lenet", "-model=lenet: unknown flag (long flags take two dashes: --model=lenet)"},
+        {"--model=lenet -help", "-help: unknown flag (long flags take two dashes: --help)"},
+        {"--model=lenet -b=4", "-b=4: a one-letter flag takes no '=': -b 4, -b4 or --batch_size=4"},
+        {"-m=lenet", "-m=lenet: a one-letter flag takes no '=': -m lenet, -mlenet or --model=lenet"},
+        {"--model=lenet -g=1", "-g=1: a one-letter flag takes no '=': -g 1, -g1 or --num_gpus=1"},
+        {"--model=lenet -h=markdown", "-h=markdown: -h takes no value (--help=markdown)"},
+        {"-m lenet -xy", "unknown flag -x (see --help)"},
+        {"--model lenet --data_dir -batch_size=4", "data directory -batch_size=4: "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[256], *o;
+        snprintf(want, sizeof want, "nvcnn: error: %s", cases[i][1]);
+        int rc = nv(cases[i][0], &o);
+        const char *e = o ? strstr(o, "nvcnn: error: ") : NULL;
+        CHECK_MSG(rc == 2 && e && strncmp(e, want, strlen(want)) == 0 && count_lines_with(e, "\n") == 1, "'%s': exit %d: %s",
+                  cases[i][0], rc, o);
+        free(o);
+    }
+}
+
+/* A flag given twice, or with its alias: the last one wins (wrapper scripts append their caller's
+ * flags to their own), with one warning line first where the two differ; none where they agree. */
+TEST(cli_a_flag_given_twice_warns_when_the_values_differ) {
+    const char *cases[][3] = {
+        {"--num_batches=2 --model=lenet --model=trivial", "nvcnn: warning: --model given twice (lenet, then trivial): using trivial\n", "Model:       trivial\n"},
+        {"-m lenet --model=trivial --num_batches=3 --num_iter=2",
+         "nvcnn: warning: --model given twice (lenet, then trivial): using trivial\n"
+         "nvcnn: warning: --num_batches given twice (--num_batches=3, then --num_iter=2): using 2\n",
+         "\n     2     1 "},
+        {"--num_batches=2 --model=trivial --learning_rate=0.1 --learning_rate=0.5",
+         "nvcnn: warning: --learning_rate given twice (0.1, then 0.5): using 0.5\n", "Learning rate: 0.5 (given)\n"},
+        {"--num_batches=2 --model=trivial --nesterov --nonesterov", "nvcnn: warning: --nesterov given twice (--nesterov, then --nonesterov): using --nonesterov\n",
+         "Cmd line args:"},
+        {"--num_batches=2 --model=trivial --loss_scale=dynamic --loss_scale=65536",
+         "nvcnn: warning: --loss_scale given twice (dynamic, then 65536): using 65536\n", "Loss scale:  65536\n"},
+        {"--model=trivial -mtrivial --num_batches=2 --num_iter=2 --batch_size=2 -b 02 --precision=fp32 --nofp16", "", "Model:       trivial\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[512], *o;
+        snprintf(args, sizeof args, "--batch_size=2 --nstep_burnin=0 %s", cases[i][0]);
+        const int rc = nv(args, &o);
+        const char *rest = o && strncmp(o, cases[i][1], strlen(cases[i][1])) == 0 ? o + strlen(cases[i][1]) : NULL;
+        CHECK_MSG(rc == 0 && rest && !strstr(rest, "nvcnn: ") && strstr(rest, cases[i][2]), "'%s': exit %d: %s", cases[i][0], rc, o);
         free(o);
     }
 }
