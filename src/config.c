@@ -453,6 +453,8 @@ static void refuse_flag(int c, char **argv) {
 /* The last flag given, which sets a field that a flag before it set too (the same flag or an
  * alias): the last one wins, as in nvcnn.py, with a warning when it changes what the earlier one
  * set (`before`: the settings before it). */
+static int warnings_on = 1; /* config_set_warnings */
+
 static void warn_twice(const Config *cfg, const Config *before) {
     const ConfigArg *now = &cfg->args[cfg->nargs - 1];
     const size_t off = flags[now->flag].off, settings = offsetof(Config, model);
@@ -470,6 +472,7 @@ static void warn_twice(const Config *cfg, const Config *before) {
             first = &flags[i];
             break;
         }
+    if (!warnings_on) return;
     if (was->flag == now->flag && was->value && now->value) {
         warn("--%s given twice (%s, then %s): using %s", first->name, was->value, now->value, now->value);
         return;
@@ -538,6 +541,8 @@ static void check_config(const Config *cfg) {
             die_code(EXIT_USAGE, "--image_size=%d: %s's smallest input is %dx%d", cfg->image_size, m->name, lo, lo);
     }
 }
+
+void config_set_warnings(int on) { warnings_on = on; }
 
 void config_parse(Config *cfg, int argc, char **argv) {
     memset(cfg, 0, sizeof *cfg);

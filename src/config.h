@@ -87,6 +87,9 @@ typedef struct Config {
  * its parser, its field, its default and its help -- is one row of the flag table in config.c:
  * parsing, --help, --help=markdown and config_print_args all read that table. */
 void config_parse(Config *cfg, int argc, char **argv);
+/* Whether config_parse prints its warnings (a flag given twice with two values): on, and off on
+ * every rank but rank 0 (every rank parses the same command line; one warning is enough). */
+void config_set_warnings(int on);
 void config_print_usage(FILE *f);
 /* The flag table of the README (markdown), from the same list as --help. */
 void config_print_markdown(FILE *f);

@@ -475,6 +475,7 @@ int main(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     setvbuf(stdout, NULL, _IOLBF, 0);
     dist_init(&r.dist, &argc, &argv);
+    config_set_warnings(r.dist.rank == 0);
     config_parse(&r.cfg, argc, argv);
     report_clock(); /* an invalid NVCNN_TEST_CLOCK_SCALE stops the run here, before any output */
     watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */

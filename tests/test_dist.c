@@ -125,9 +125,15 @@ TEST_CORES(dist_nvcnn_under_mpirun_prints_once, 2) {
         th_skip("no MPI in this build or no mpirun");
         return;
     }
-    snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=3 --nstep_burnin=0 --num_classes=10", mr);
+    /* (a flag given twice: its warning once, from rank 0) */
+    snprintf(cmd, sizeof cmd,
+             "%s ./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=3 --nstep_burnin=0 --num_classes=10 --seed=1 "
+             "--seed=2",
+             mr);
     int rc = th_run(cmd, &o);
     CHECK_MSG(rc == 0, "exit %d\n%s", rc, o);
+    const char *w = o ? strstr(o, "nvcnn: warning: --seed given twice (1, then 2): using 2\n") : NULL;
+    CHECK_MSG(w && !strstr(strstr(w, "given twice") + 1, "given twice"), "%s", o);
     CHECK(o && strstr(o, "Num ranks:   2\n"));
     CHECK(o && strstr(o, "             8 total\n"));
     /* only rank 0 prints: one header, one summary */
