@@ -87,8 +87,7 @@ static void choose_device(Run *r) {
         const char *why;
     } gpu_only[] = {{&r->cfg.fuse, "it sets the GPU backend's fusion of batch norm with the ReLU and the add"},
                     {&r->cfg.cuda_graph, "the CPU backend runs no CUDA Graphs"},
-                    {&r->cfg.cudnn_workspace_mb, "the CPU backend does not use cuDNN"},
-                    {&r->cfg.deterministic, "it chooses among cuDNN's algorithms, which the CPU backend does not use"}};
+                    {&r->cfg.cudnn_workspace_mb, "the CPU backend does not use cuDNN"}};
     for (size_t i = 0; i < sizeof gpu_only / sizeof gpu_only[0]; i++)
         if (config_given_as(&r->cfg, gpu_only[i].field, as, sizeof as))
             die_code(EXIT_USAGE, "%s needs the GPU backend (--device=gpu); %s", as, gpu_only[i].why);

@@ -45,6 +45,9 @@ void report_header(const Run *r, const Net *net) {
     if (r->gpu)
         printf(c->deterministic ? "Deterministic: yes (--deterministic: cuDNN's deterministic algorithms, by its heuristics)\n"
                                 : "Deterministic: no (cuDNN's fastest measured algorithms: bits may differ between runs; --deterministic)\n");
+    else if (c->deterministic) /* what the CPU backend gives anyway: said, as the flag asks for it */
+        printf("Deterministic: yes (the CPU backend: the same bits with the same flags, ranks and threads, with or without "
+               "--deterministic)\n");
     printf("Data format: %s\n", r->nhwc ? "NHWC (activations and their gradients; filters KRSC)" : "NCHW");
     printf("Data type:   %s\n", precision_name(c->precision));
     if (c->forward_only)

@@ -492,13 +492,16 @@ TEST(cli_one_backends_flags_on_the_other_are_refused) {
         {"--cuda_graph=off", "--cuda_graph=off needs the GPU backend (--device=gpu); the CPU backend runs no CUDA Graphs"},
         {"--device=cpu --cudnn_workspace_mb=4096",
          "--cudnn_workspace_mb=4096 needs the GPU backend (--device=gpu); the CPU backend does not use cuDNN"},
-        {"--deterministic",
-         "--deterministic needs the GPU backend (--device=gpu); it chooses among cuDNN's algorithms, which the CPU backend does not use"},
         {"--data_format=NHWC", "--data_format=NHWC needs the GPU backend (--device=gpu); the CPU backend computes in NCHW"},
         {"--device=gpu --cpu_impl=reference", "--cpu_impl=reference needs the CPU backend; --device=gpu uses the GPU backend"},
         {"--device=cpu --cpu_impl=reference --data_format=NCHW", NULL},
     };
     refusals("--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0", cases, sizeof cases / sizeof cases[0]);
+    /* --deterministic asks for what the CPU backend gives anyway: accepted, and the header says so */
+    char *o = NULL;
+    CHECK(nv("--model=lenet --device=cpu --batch_size=8 --num_batches=1 --nstep_burnin=0 --deterministic", &o) == 0);
+    CHECK_MSG(o && strstr(o, "\nDeterministic: yes (the CPU backend: the same bits with the same flags, ranks and threads"), "%s", o);
+    free(o);
 }
 
 /* The README's flag table is --help=markdown: the two cannot drift apart. */
