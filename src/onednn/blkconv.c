@@ -16,9 +16,9 @@
  * value is broadcast once and multiplied into all 3 of them: per column 1 vector load, 4
  * broadcasts and 12 fused multiply-adds, in 12 sums + 3 window + 1 broadcast = 16 ymm registers.
  * Products of padded positions are never formed. The same scheme for 5 columns (2 input channels
- * at a time) and for 1x1 filters (8 at a time: 9 loads for 8 multiply-adds) measured no faster than
- * oneDNN's kernels (5x5 at googlenet's shapes 0.7-1.1x, 1x1 at resnet50's 0.4-0.7x), so those stay
- * oneDNN's. Needs no oneDNN: the tests run it against the definition in any build. */
+ * at a time) measured no faster than oneDNN's kernel at googlenet's 5x5 shapes (0.7-1.1x), and 1x1
+ * filters as 3 output blocks by 4 input channels a pixel (7 loads for 12 multiply-adds) at 0.65-1.1x
+ * of oneDNN's jit_1x1 kernel at resnet50's shapes, so those stay oneDNN's. Needs no oneDNN: the tests run it against the definition in any build. */
 #include <stddef.h>
 #include <string.h>
 
