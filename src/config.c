@@ -447,6 +447,16 @@ static void refuse_flag(int c, char **argv) {
     for (int i = 0; i < NFLAGS && eq && bad[0] == '-' && bad[1] == '-'; i++)
         if (!flags[i].has_arg && strlen(flags[i].name) == len - 2 && strncmp(flags[i].name, bad + 2, len - 2) == 0)
             die_code(EXIT_USAGE, "flag --%s takes no value (see --help)", flags[i].name);
+    /* an abbreviation of several flags (getopt_long takes one that begins only one) */
+    char which[1024] = "";
+    size_t w = 0;
+    int n = 0;
+    for (int i = 0; i < NFLAGS && bad[0] == '-' && bad[1] == '-' && len > 2; i++)
+        if (strncmp(flags[i].name, bad + 2, len - 2) == 0 && w < sizeof which) {
+            w += (size_t)snprintf(which + w, sizeof which - w, "%s--%s", n ? ", " : "", flags[i].name);
+            n++;
+        }
+    if (n > 1) die_code(EXIT_USAGE, "%.*s is ambiguous: it begins %s (see --help)", (int)len, bad, which);
     die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)len, bad);
 }
 

@@ -62,6 +62,8 @@ TEST(cli_bad_values_exit_2_with_one_line) {
         {"--model=lenet --precision=fp17", "--precision=fp17"},
         {"--model=lenet --device=tpu", "--device=tpu"},
         {"--model=lenet --bogus_flag=1", "unknown flag --bogus_flag"},
+        /* an abbreviation that begins several flags: named with them (one that begins one is that flag) */
+        {"--model=lenet --lr_decay=2", "--lr_decay is ambiguous: it begins --lr_decay_policy, --lr_decay_epochs, --lr_decay_rate"},
         {"--model=lenet --display_every=0", "--display_every=0"},
         {"--model=lenet --lr_decay_policy=cosine", "--lr_decay_policy=cosine"},
         {"--model=lenet --learning_rate=-1", "--learning_rate=-1"},
