@@ -337,11 +337,14 @@ static void length_flag(const Run *r, long steps, char *buf, size_t n) {
 static void warn_untimed(const Run *r, long step0) {
     const long steps = r->nstep - step0, burnin = r->cfg.nstep_burnin;
     if (steps > burnin) return;
-    char longer[96];
+    char longer[96], as[256];
     length_flag(r, step0 + burnin + 10, longer, sizeof longer);
-    printf("Note: this run makes %ld step%s and --nstep_burnin=%ld leaves the first %ld untimed: no speed figure "
-           "(pass %s or more, or --nstep_burnin=%ld or less)\n",
-           steps, steps == 1 ? "" : "s", burnin, burnin, longer, steps > 1 ? steps - 1 : 0);
+    /* the burn-in's flag as the user spelled it (--num_warmup_batches is its alias) */
+    const char *name = config_given_as(&r->cfg, &r->cfg.nstep_burnin, as, sizeof as) ? as : "--nstep_burnin";
+    const int nlen = (int)strcspn(name, "=");
+    printf("Note: this run makes %ld step%s and %.*s=%ld leaves the first %ld untimed: no speed figure "
+           "(pass %s or more, or %.*s=%ld or less)\n",
+           steps, steps == 1 ? "" : "s", nlen, name, burnin, burnin, longer, nlen, name, steps > 1 ? steps - 1 : 0);
 }
 
 /* --eval_every_epochs: after a step that completes a multiple of N epochs, the validation

@@ -269,6 +269,12 @@ TEST(cli_a_run_inside_the_burn_in_is_told_before_training) {
     CHECK(nv("--model=trivial --batch_size=2 --num_batches=21", &o) == 0);
     CHECK_MSG(o && !strstr(o, "Note: ") && strstr(o, "Images/sec: "), "%s", o);
     free(o);
+    /* the burn-in's alias, named as given */
+    CHECK(nv("--model=trivial --batch_size=2 --num_batches=3 --num_warmup_batches=5", &o) == 0);
+    CHECK_MSG(o && strstr(o, "Note: this run makes 3 steps and --num_warmup_batches=5 leaves the first 5 untimed: no speed figure "
+                             "(pass --num_batches=15 or more, or --num_warmup_batches=2 or less)\n"),
+              "%s", o);
+    free(o);
 }
 
 /* With --num_epochs (which overrides --num_batches) the advice is in epochs, and following it
