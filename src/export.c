@@ -17,17 +17,12 @@ int export_only_run(const Run *r) {
 
 void export_check_path(const Run *r, int before_log_dir) {
     const Config *c = &r->cfg;
-    char err[512];
     if (before_log_dir && c->profile && export_only_run(r))
         die_code(EXIT_USAGE, "--profile: --export_onnx alone (without --num_batches or --num_epochs) trains no step to profile");
     if (!c->export_onnx || r->dist.rank != 0) return;
-    if (before_log_dir && c->log_dir && path_in_folder(c->export_onnx, c->log_dir)) return; /* once --log_dir is made */
-    if (onnx_check_path(c->export_onnx, err, sizeof err) != 0) die_code(EXIT_USAGE, "%s", err);
+    if (lifecycle_check_output(c, "export_onnx", c->export_onnx, before_log_dir, "the model")) return;
     if (c->profile && same_output_path(c->export_onnx, c->profile))
         die_code(EXIT_USAGE, "--export_onnx=%s and --profile=%s name one file: give them two", c->export_onnx, c->profile);
-    if (c->log_dir && log_dir_owns(c->log_dir, c->export_onnx))
-        die_code(EXIT_USAGE, "--export_onnx=%s: a file of --log_dir=%s's own (checkpoints, metrics.csv, events, the lock): "
-                             "write the model elsewhere", c->export_onnx, c->log_dir);
 }
 
 static void write_onnx(const Run *r, const Net *net, long step, const char *source) {

@@ -59,7 +59,9 @@ void lifecycle_lock_log_dir(const char *dir) {
     gethostname(host, sizeof host - 1);
     char line[160];
     int len = snprintf(line, sizeof line, "pid %d on %s\n", (int)getpid(), host);
-    if (ftruncate(fd, 0) == 0 && pwrite(fd, line, (size_t)len, 0) < 0) { /* the holder's name is a courtesy */
+    if (ftruncate(fd, 0) == 0) { /* the holder's name is a courtesy: a failed write changes nothing */
+        const ssize_t wrote = pwrite(fd, line, (size_t)len, 0);
+        (void)wrote;
     }
     /* held, open, until the process ends */
 }
@@ -70,6 +72,16 @@ int log_dir_owns(const char *dir, const char *path) {
     size_t n = strlen(name);
     return (strncmp(name, "ckpt-", 5) == 0 && n > 11 && strcmp(name + n - 6, ".nvcnn") == 0) ||
            strcmp(name, "metrics.csv") == 0 || strncmp(name, "events.out.tfevents.", 20) == 0 || strcmp(name, LOCK_NAME) == 0;
+}
+
+int lifecycle_check_output(const Config *c, const char *flag, const char *path, int before_log_dir, const char *what) {
+    if (before_log_dir && c->log_dir && path_in_folder(path, c->log_dir)) return 1; /* once --log_dir is made */
+    char err[4600];
+    if (check_output_path(flag, path, err, sizeof err) != 0) die_code(EXIT_USAGE, "%s", err);
+    if (c->log_dir && log_dir_owns(c->log_dir, path))
+        die_code(EXIT_USAGE, "--%s=%s: a file of --log_dir=%s's own (checkpoints, metrics.csv, events, the lock): write %s "
+                             "elsewhere", flag, path, c->log_dir, what);
+    return 0;
 }
 
 /* Rank 0 writes a checkpoint of the state after `step` steps. Returns 0 on success, or -1 with the
@@ -130,9 +142,11 @@ long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen) {
     const Shape in = net->node[net->input].shape;
     if (r->cfg.log_dir && r->dist.rank == 0 && ckpt_latest(r->cfg.log_dir, path, plen)) {
         step = -2;
-        /* a whole checkpoint of this net (a corrupt one is refused by lifecycle_restore) */
+        /* a checkpoint of this net; one that says the run is finished must be whole too, for
+         * nothing else reads it then (a corrupt one is refused by lifecycle_restore) */
         if (ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) == 0 &&
-            m.num_classes == r->cfg.num_classes && m.in_c == in.c && ckpt_verify(path, err, sizeof err) == 0)
+            m.num_classes == r->cfg.num_classes && m.in_c == in.c &&
+            (m.step < r->nstep || ckpt_verify(path, err, sizeof err) == 0))
             step = (double)m.step;
     }
     dist_bcast(&r->dist, &step, sizeof step);

@@ -22,6 +22,11 @@ typedef struct Lifecycle {
  * same folder, which would overwrite this one's checkpoints, metrics and events, exits 2 naming
  * the holder. The lock is the file .nvcnn.lock, held until the process ends. */
 void lifecycle_lock_log_dir(const char *dir);
+/* Checks the file path that output flag `flag` (without its dashes) will write: exit 2 naming
+ * it when it cannot be written there (check_output_path) or is one of --log_dir's own files (`what`
+ * names the output in the message). With before_log_dir, a path inside a --log_dir that is not
+ * made yet is left for the call after it is made: returns 1 then, else 0. */
+int lifecycle_check_output(const Config *c, const char *flag, const char *path, int before_log_dir, const char *what);
 /* Whether path names one of the files a run writes in --log_dir dir (checkpoints, metrics.csv,
  * TensorBoard events, the lock): another output flag must not overwrite them. */
 int log_dir_owns(const char *dir, const char *path);

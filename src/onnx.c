@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,17 +327,10 @@ static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
     if (!fb->bad && len && fwrite(data, 1, len, fb->f) != len) fb->bad = errno ? errno : EIO;
 }
 
-static int tmp_name(const char *path, char *tmp, size_t n) {
-    /* beside the file, hidden: dir/.name.tmp.PID */
-    const char *slash = strrchr(path, '/');
-    int len = slash ? (int)(slash - path + 1) : 0;
-    return snprintf(tmp, n, "%.*s.%s.tmp.%d", len, path, slash ? slash + 1 : path, (int)getpid()) >= (int)n ? -1 : 0;
-}
-
 /* 0, -1 (the path is unusable), or -2 (writing failed: an I/O error) */
 static int write_model(const Onnx__ModelProto *m, const char *path, char *err, size_t errlen) {
     char tmp[4200];
-    if (tmp_name(path, tmp, sizeof tmp) != 0) {
+    if (tmp_path_beside(path, tmp, sizeof tmp) != 0) {
         snprintf(err, errlen, "--export_onnx=%s: the path is too long", path);
         return -1;
     }
@@ -366,10 +358,6 @@ static int write_model(const Onnx__ModelProto *m, const char *path, char *err, s
         return -2;
     }
     return 0;
-}
-
-int onnx_check_path(const char *path, char *err, size_t errlen) {
-    return check_output_path("export_onnx", path, err, errlen);
 }
 
 static Onnx__StringStringEntryProto *meta(G *g, const char *key, const char *value) {

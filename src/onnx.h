@@ -31,8 +31,5 @@ typedef struct OnnxInfo {
  * cannot be used), or -2 (writing failed: an I/O error such as a full disk): nothing is then left
  * at path or beside it. */
 int onnx_export(const Net *net, const OnnxInfo *info, const char *path, char *err, size_t errlen);
-/* Whether a file can be written at path (its folder exists and takes a new file; path is not a
- * directory or another non-regular file): 0, or -1 with a reason. Leaves nothing behind. */
-int onnx_check_path(const char *path, char *err, size_t errlen);
 
 #endif

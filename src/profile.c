@@ -230,14 +230,19 @@ static void event(FILE *f, const Profiler *p, const Span *s, char ph, double t, 
     *first = 0;
 }
 
+/* This rank's trace file: FILE, or FILE.rankN with several ranks. */
+static void trace_path(const Run *r, char *path, size_t n) {
+    if (r->dist.size > 1)
+        snprintf(path, n, "%s.rank%d", r->cfg.profile, r->dist.rank);
+    else
+        snprintf(path, n, "%s", r->cfg.profile);
+}
+
 static void write_trace(Profiler *p) {
     const Run *r = p->r;
     const Config *c = &r->cfg;
     char path[4200];
-    if (r->dist.size > 1)
-        snprintf(path, sizeof path, "%s.rank%d", c->profile, r->dist.rank);
-    else
-        snprintf(path, sizeof path, "%s", c->profile);
+    trace_path(r, path, sizeof path);
     FILE *f = fopen(path, "w");
     if (!f) {
         snprintf(p->why, sizeof p->why, "cannot write %s: %s", path, strerror(errno));
@@ -384,16 +389,8 @@ int profile_close(Profiler *p) {
 }
 
 void profile_check_path(const Run *r, int before_log_dir) {
-    const Config *c = &r->cfg;
-    if (!c->profile) return;
-    char path[4200], err[4600];
-    if (r->dist.size > 1)
-        snprintf(path, sizeof path, "%s.rank%d", c->profile, r->dist.rank);
-    else
-        snprintf(path, sizeof path, "%s", c->profile);
-    if (before_log_dir && c->log_dir && path_in_folder(path, c->log_dir)) return; /* once --log_dir is made */
-    if (check_output_path("profile", path, err, sizeof err) != 0) die_code(EXIT_USAGE, "%s", err);
-    if (c->log_dir && log_dir_owns(c->log_dir, path))
-        die_code(EXIT_USAGE, "--profile=%s: a file of --log_dir=%s's own (checkpoints, metrics.csv, events, the lock): write "
-                             "the trace elsewhere", c->profile, c->log_dir);
+    if (!r->cfg.profile) return;
+    char path[4200];
+    trace_path(r, path, sizeof path);
+    lifecycle_check_output(&r->cfg, "profile", path, before_log_dir, "the trace");
 }

@@ -125,6 +125,12 @@ FILE *xfopen(const char *path, const char *mode) {
     return f;
 }
 
+int tmp_path_beside(const char *path, char *tmp, size_t n) {
+    const char *slash = strrchr(path, '/');
+    const int len = slash ? (int)(slash - path + 1) : 0;
+    return snprintf(tmp, n, "%.*s.%s.tmp.%d", len, path, slash ? slash + 1 : path, (int)getpid()) >= (int)n ? -1 : 0;
+}
+
 int check_output_path(const char *flag, const char *path, char *err, size_t errlen) {
     struct stat st;
     if (!path[0] || path[strlen(path) - 1] == '/') {
@@ -136,10 +142,8 @@ int check_output_path(const char *flag, const char *path, char *err, size_t errl
         return -1;
     }
     /* a new file beside it, removed at once: the folder exists and takes files */
-    const char *slash = strrchr(path, '/');
-    const int len = slash ? (int)(slash - path + 1) : 0;
     char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%.*s.%s.tmp.%d", len, path, slash ? slash + 1 : path, (int)getpid()) >= (int)sizeof tmp) {
+    if (tmp_path_beside(path, tmp, sizeof tmp) != 0) {
         snprintf(err, errlen, "--%s=%s: the path is too long", flag, path);
         return -1;
     }

@@ -46,6 +46,9 @@ void *xmalloc_aligned(size_t n);
 /* fopen that dies with the file name and strerror on failure. */
 FILE *xfopen(const char *path, const char *mode);
 
+/* The temporary name under which a file for path is written before it is renamed into place:
+ * beside it, hidden, dir/.name.tmp.PID. 0, or -1 when it does not fit in n bytes. */
+int tmp_path_beside(const char *path, char *tmp, size_t n);
 /* Whether flag's output file can be written at path: a file name (no trailing slash) that is not
  * a directory or another non-regular file, in a folder that exists and takes new files. 0, or -1
  * with "--<flag>=<path>: <reason>" in err. Leaves nothing behind. */
