@@ -36,7 +36,9 @@ def check(d, name):
     x = np.fromfile(os.path.join(d, name + ".input"), dtype=np.float32).reshape(n, c, h, w)
     want = np.fromfile(os.path.join(d, name + ".expected"), dtype=np.float32).reshape(2, n, k)
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 2
+    # the cores the caller gives (the test runner sets OMP_NUM_THREADS to a test's share), else 2
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    opts.intra_op_num_threads = int(threads) if threads.isdigit() and int(threads) > 0 else 2
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     ins = sess.get_inputs()
     if len(ins) != 1 or ins[0].name != "images" or ins[0].shape[1:] != [c, h, w] or isinstance(ins[0].shape[0], int):

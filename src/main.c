@@ -430,6 +430,7 @@ static int train(Run *r) {
         /* row, TensorBoard, CSV; the GPU's steps are timed on the device (a host clock sees
          * only how long queueing took while the device is behind) */
         report_step(&rep, step, loss, lr, tr.lazy ? NAN : t1 - t0);
+        report_test_pause();                                   /* NVCNN_TEST_STEP_PAUSE_MS */
         if (lifecycle_poll(&life, step)) break;                /* signals, periodic checkpoint */
         if ((target = eval_while_training(r, &tr, &in, &rep, step))) break; /* --eval_every_epochs */
     }
@@ -480,6 +481,7 @@ int main(int argc, char **argv) {
     config_set_warnings(r.dist.rank == 0);
     config_parse(&r.cfg, argc, argv);
     report_clock(); /* an invalid NVCNN_TEST_CLOCK_SCALE stops the run here, before any output */
+    report_test_pause_ms(); /* likewise an invalid NVCNN_TEST_STEP_PAUSE_MS */
     watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */
     if (r.dist.rank != 0 && !r.cfg.verbose) {
         if (!freopen("/dev/null", "w", stdout)) die("cannot silence rank %d's output", r.dist.rank);

@@ -1,10 +1,12 @@
 /* report.c: see report.h. */
 #include "report.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu.h"
 #include "util.h"
@@ -82,6 +84,29 @@ static double clock_scale(void) {
 }
 
 double report_clock(void) { return now_seconds() * clock_scale(); }
+
+long report_test_pause_ms(void) {
+    static long ms = -1;
+    if (ms < 0) {
+        const char *v = getenv("NVCNN_TEST_STEP_PAUSE_MS");
+        ms = 0;
+        if (v) {
+            char *end;
+            errno = 0;
+            ms = strtol(v, &end, 10);
+            if (end == v || *end || errno || ms < 0 || ms > 600000)
+                die_code(EXIT_USAGE, "NVCNN_TEST_STEP_PAUSE_MS=%s: expected milliseconds from 0 to 600000", v);
+        }
+    }
+    return ms;
+}
+
+void report_test_pause(void) {
+    const long ms = report_test_pause_ms();
+    struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
+    while (ms > 0 && nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+}
 
 void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     memset(rep, 0, sizeof *rep);

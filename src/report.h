@@ -78,5 +78,12 @@ void report_eta_text(char *buf, size_t n, long done, long nstep, double per_step
  * every step, ETA lines); the speed figures, the Planning: line and the summaries' interval keep
  * the real clock. An invalid K is an error (exit 2). */
 double report_clock(void);
+/* Where the environment sets NVCNN_TEST_STEP_PAUSE_MS=M, sleeps M milliseconds (once per training
+ * step, after its row; the Images/sec of such a run count the pauses): the tests' way to give a run the wall-clock pace of
+ * long steps without their CPU time (the Slurm scenarios that stop a job mid-way, beside other
+ * tests). Unset: nothing. report_test_pause_ms() gives M (0 when unset); an invalid M is an error
+ * (exit 2), which main() meets before any output. */
+long report_test_pause_ms(void);
+void report_test_pause(void);
 
 #endif

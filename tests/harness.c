@@ -48,6 +48,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -259,6 +260,7 @@ typedef struct Slot {
     int out, res;        /* read ends of its output and verdict pipes */
     int eof, exited, status;
     double t0, run_t0;   /* when the test started; when this run of it started */
+    double cpu;          /* CPU seconds of its processes (and the programs they waited for) */
     double limit;
     char *buf;           /* its output so far (held until it ends) */
     size_t len, cap;
@@ -266,6 +268,7 @@ typedef struct Slot {
 } Slot;
 
 static Slot *th_slots;
+static double th_run_t0; /* when th_run_all began */
 static int th_nslots;
 
 /* The runner's end on SIGINT/SIGTERM: the running tests' processes go with it. */
@@ -404,12 +407,21 @@ static void th_collect(Slot *s) {
     }
 }
 
+/* Waits (flags: WNOHANG or 0) for slot s's process; 1 when it has ended: its status kept, its CPU
+ * time (with that of the programs it waited for) added to the slot's. */
+static int th_reap(Slot *s, int flags) {
+    struct rusage ru;
+    if (wait4(s->pid, &s->status, flags, &ru) != s->pid) return 0;
+    s->cpu += (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    return 1;
+}
+
 /* Ends slot s's run (its process has exited, or is killed here when `timed_out`): its verdict,
  * with how a child that gave none ended in `why`. */
 static int th_finish_run(Slot *s, int timed_out, char *why, size_t whylen) {
     if (timed_out) {
         kill(-s->pid, SIGKILL);
-        waitpid(s->pid, &s->status, 0);
+        th_reap(s, 0);
     }
     th_collect(s);
     kill(-s->pid, SIGKILL); /* anything the test left running */
@@ -457,6 +469,14 @@ static void th_report(Slot *s, int v, const char *why, int *counts) {
     }
     fflush(stdout);
     counts[v]++;
+    /* NVCNN_TEST_TIMES=FILE: a line a test, "START END CPU CORES NAME" (seconds from the run's
+     * start; CPU seconds; the cores it was given), for scripts/test_times.sh */
+    const char *tf = getenv("NVCNN_TEST_TIMES");
+    FILE *f = tf && *tf ? fopen(tf, "a") : NULL;
+    if (f) {
+        fprintf(f, "%.2f %.2f %.2f %d %s%s\n", s->t0 - th_run_t0, th_now() - th_run_t0, s->cpu, s->share, name, s->emulated ? "@emu" : "");
+        fclose(f);
+    }
 }
 
 /* Whether a test of test i's group is running. */
@@ -470,6 +490,7 @@ static int th_group_running(int i) {
 
 /* Runs the selected tests (order[0..n-1]), up to th_jobs at once; counts[TH_PASS...] their verdicts. */
 static void th_run_all(const int *order, int n, double limit, int *counts) {
+    th_run_t0 = th_now();
     th_nslots = n; /* at most th_jobs tests that keep a core busy, and those that mostly wait */
     th_slots = calloc((size_t)th_nslots + 1, sizeof *th_slots);
     for (int k = 0; k < th_nslots; k++) th_slots[k].test = -1;
@@ -505,6 +526,7 @@ static void th_run_all(const int *order, int n, double limit, int *counts) {
             s->test = i;
             s->share = share;
             s->t0 = th_now();
+            s->cpu = 0;
             s->limit = th_tests[i].limit > 0 ? th_tests[i].limit : limit;
             s->len = 0;
             s->emulated = 0;
@@ -542,7 +564,7 @@ static void th_run_all(const int *order, int n, double limit, int *counts) {
             if (s->test < 0) continue;
             th_collect(s);
             int timed_out = 0;
-            if (waitpid(s->pid, &s->status, WNOHANG) == s->pid)
+            if (th_reap(s, WNOHANG))
                 s->exited = 1;
             else if (th_now() - s->run_t0 > s->limit)
                 timed_out = 1;

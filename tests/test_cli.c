@@ -209,6 +209,27 @@ TEST(cli_rows_follow_the_pace_without_display_every) {
     free(o);
 }
 
+/* NVCNN_TEST_STEP_PAUSE_MS (the Slurm scenarios' slow steps without their CPU time): 4 steps with
+ * 150 ms pauses take at least 0.6 s of wall clock; an invalid value exits 2
+ * with one line before any output. */
+TEST(cli_test_step_pause) {
+    char *o = NULL;
+    const double t0 = now_seconds();
+    int rc = th_run("NVCNN_TEST_STEP_PAUSE_MS=150 ./nvcnn --model=trivial --batch_size=2 --num_batches=4 --nstep_burnin=0", &o);
+    const double dt = now_seconds() - t0;
+    CHECK_MSG(rc == 0 && dt >= 0.6, "exit %d after %.2f s:\n%s", rc, dt, o);
+    free(o);
+    const char *bad[] = {"x", "-1", "600001", "5ms"};
+    for (int k = 0; k < 4; k++) {
+        char cmd[256], want[128];
+        snprintf(cmd, sizeof cmd, "NVCNN_TEST_STEP_PAUSE_MS=%s ./nvcnn --model=trivial --num_batches=2 2>&1", bad[k]);
+        snprintf(want, sizeof want, "nvcnn: error: NVCNN_TEST_STEP_PAUSE_MS=%s: expected milliseconds from 0 to 600000\n", bad[k]);
+        rc = th_run(cmd, &o);
+        CHECK_MSG(rc == 2 && o && strcmp(o, want) == 0, "%s: exit %d: %s", cmd, rc, o);
+        free(o);
+    }
+}
+
 /* The ETA line: its text from the steps done, the run's steps and the seconds a step (worked by
  * hand), and a run whose steps look long (NVCNN_TEST_CLOCK_SCALE: its clock a million times
  * faster, so each step takes well over a minute) prints one under every row but the last, with

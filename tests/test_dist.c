@@ -15,7 +15,10 @@
 #include "testutil.h"
 #include "util.h"
 
-/* "timeout 180 mpirun -np N [--oversubscribe] [--allow-run-as-root] " or NULL (skip). */
+/* The tests of two ranks that check what the ranks compute, not how fast, take 1 core: a whole run
+ * measured 0.5-0.9 CPU seconds per second of each (mpirun's start and the ranks' waits), so
+ * beside another test their 2 ranks share the cores without slowing either much.
+ * "timeout 180 mpirun -np N [--oversubscribe] [--allow-run-as-root] " or NULL (skip). */
 static const char *mpirun(int np, char *buf, size_t n) {
 #ifndef NVCNN_MPI
     (void)np;
@@ -63,7 +66,7 @@ TEST_SERIAL(dist_bucketed_average_of_known_values_is_exact) {
     }
 }
 
-TEST_CORES(dist_two_ranks_stay_identical_and_equal_one_process, 2) {
+TEST_CORES(dist_two_ranks_stay_identical_and_equal_one_process, 1) {
     const char *bucket[] = {"0.02", "25"};
     for (int k = 0; k < 2; k++) {
         char mr[200], cmd[600], *o = NULL;
@@ -119,7 +122,7 @@ TEST(dist_nvcnn_on_its_own_runs_without_mpi) {
 #endif
 }
 
-TEST_CORES(dist_nvcnn_under_mpirun_prints_once, 2) {
+TEST_CORES(dist_nvcnn_under_mpirun_prints_once, 1) {
     char mr[200], cmd[600], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
         th_skip("no MPI in this build or no mpirun");
@@ -150,7 +153,7 @@ TEST_CORES(dist_nvcnn_under_mpirun_prints_once, 2) {
     free(o);
 }
 
-TEST_CORES(dist_checkpoint_resumes_with_a_different_number_of_ranks, 2) {
+TEST_CORES(dist_checkpoint_resumes_with_a_different_number_of_ranks, 1) {
     char mr[200], cmd[1200], dir[600], path[700], want[800], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
         th_skip("no MPI in this build or no mpirun");
@@ -187,7 +190,7 @@ TEST_CORES(dist_checkpoint_resumes_with_a_different_number_of_ranks, 2) {
  * backward, which needs two GPUs: with one, the MPI half runs and the test is skipped, saying so.
  * Parameters must stay bitwise identical on every rank and follow the one-process CPU run within
  * fp32's cross-backend tolerance. */
-TEST_CORES(dist_gpu_ranks_stay_identical_mpi_and_nccl, 2) {
+TEST_CORES(dist_gpu_ranks_stay_identical_mpi_and_nccl, 1) {
     int ngpu = tu_gpus();
     if (ngpu == 0) return;
     char mr[200], cmd[600], *o = NULL;
@@ -219,7 +222,7 @@ TEST_CORES(dist_gpu_ranks_stay_identical_mpi_and_nccl, 2) {
 /* Two ranks on one GPU: refused with exit 2 and one line naming the node, the GPU count and the
  * task count, by default and with --allreduce=nccl; an explicit --allreduce=mpi shares the GPU on
  * purpose and averages through the host. */
-TEST_CORES(dist_ranks_sharing_a_gpu_need_allreduce_mpi, 2) {
+TEST_CORES(dist_ranks_sharing_a_gpu_need_allreduce_mpi, 1) {
     if (tu_gpus() == 0) return;
     char mr[200], cmd[800], want[512], host[256] = "", *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
@@ -247,7 +250,7 @@ TEST_CORES(dist_ranks_sharing_a_gpu_need_allreduce_mpi, 2) {
 }
 
 /* scripts/mpirun-example.sh where LD_LIBRARY_PATH is not set: no warning from mpirun about it */
-TEST_CORES(dist_mpirun_example_script_runs_without_warnings, 2) {
+TEST_CORES(dist_mpirun_example_script_runs_without_warnings, 1) {
     char mr[200], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {
         th_skip("no MPI in this build or no mpirun");
@@ -322,7 +325,7 @@ static int count_of(const char *s, const char *what) {
  * non-deterministic ones (atomics) change the bits from call to call; on the emulated device the
  * runs have seeds of their own (NVCNN_EMU_SEED: Find's timings, the atomics' orders), as two runs
  * on a GPU do. */
-TEST_CORES(dist_gpu_nvcnn_nccl_equals_mpi_and_one_process, 2) {
+TEST_CORES(dist_gpu_nvcnn_nccl_equals_mpi_and_one_process, 1) {
     if (!tu_need_gpus(2, "NCCL needs one GPU per rank")) return;
     char mr[200], cmd[2600], dir[600], common[1000], path[3][800], *o = NULL;
     if (!mpirun(2, mr, sizeof mr)) {

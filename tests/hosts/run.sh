@@ -129,8 +129,12 @@ case $scenario in
     job_wait "$jid" cpt1
     ;;
   nodeloss)
-    # one CPU per task (1 thread per rank), the reference alike; a checkpoint every second
-    common=("${NV[@]}" --batch_size=256 --num_batches=16 --display_every=1 --save_interval=1)
+    # one CPU per task (1 thread per rank), the reference alike; a checkpoint every second. Steps
+    # of about 0.33 s, 0.3 of it a pause (NVCNN_TEST_STEP_PAUSE_MS), the pace that batch 256
+    # gave at a fraction of its CPU time: the crash, once the first checkpoint is out, comes with
+    # 12 steps still to run
+    export NVCNN_TEST_STEP_PAUSE_MS=300
+    common=("${NV[@]}" --batch_size=32 --num_batches=16 --display_every=1 --save_interval=1)
     run ref hosts_run 0 mpirun -np 2 --bind-to none ./nvcnn "${common[@]}" --log_dir="$out/ref"
     slurm_start
     JOB_SHAPE=(--nodes=2 --ntasks-per-node=1 --cpus-per-task=1)

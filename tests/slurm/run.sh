@@ -50,10 +50,12 @@ case $scenario in
     set -e
     ;;
   preempt)
-    # 0.3-0.7 s a step (the reference layers at batch 256, a task a core): the signal, sent once
-    # step 2's row is out, has come within step 3 in every run so far, 7 steps before the end
-    # (tests/test_slurm.c: PREEMPT_STEPS). Each step is two cores' work: the fewer, the better.
-    common=("${NV[@]}" --cpu_impl=reference --batch_size=256 --num_batches=10 --display_every=1)
+    # 0.5 s a step, nearly all of it a pause (NVCNN_TEST_STEP_PAUSE_MS: lenet at batch 8 computes
+    # for a few ms): the signal, sent once step 2's row is out, has come within step 3 in every run
+    # so far, 7 steps before the end (tests/test_slurm.c: PREEMPT_STEPS). With steps of the
+    # reference layers at batch 256 for that pace the scenario took about 70 CPU seconds.
+    export NVCNN_TEST_STEP_PAUSE_MS=500
+    common=("${NV[@]}" --batch_size=8 --num_batches=10 --display_every=1)
     jid=$(submit ref "${common[@]}" --log_dir="$out/ref")
     job_wait "$jid" ref
     for how in scancel requeue preempt; do
