@@ -88,6 +88,12 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
         *top1 = 100.0 * total[0] / total[2];
         *top5 = 100.0 * total[1] / total[2];
     }
+    size_t skipped = loader_skipped(ld);
+    double sk = (double)skipped;
+    dist_allreduce_sum_d(&r->dist, &sk, 1); /* every rank has the same n and sk: all end here alike */
+    if (n == 0 && sk > 0)
+        die_code(EXIT_DATA, "%s/validation-*: every image was corrupt and skipped (--skip_corrupt): %.0f records, none evaluated",
+                 c->data_dir, sk);
     if (verbose) { /* the last step's row, then the error and jitter from the per-step figures, as nvcnn.py */
         if (n > 0 && shown != (long)n) printf("%6zu %5.1f%% %5.1f%%\n", n, t1[n - 1], t5[n - 1]);
         printf("----------------------------------------------------------------\n");
@@ -100,9 +106,6 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
         }
         printf("----------------------------------------------------------------\n");
     }
-    size_t skipped = loader_skipped(ld);
-    double sk = (double)skipped;
-    dist_allreduce_sum_d(&r->dist, &sk, 1);
     if (sk > 0) printf("Skipped corrupt validation records: %.0f\n", sk);
     free(t1);
     free(t5);

@@ -36,6 +36,10 @@
  *               or NVCNN_TEST_TIMEOUT
  *   --verdict-fd=N NAME   runs the one test NAME in this process and writes its verdict to file
  *               descriptor N, printing nothing of its own (how a runner hands a test to another)
+ * NVCNN_TEST_TIMES=FILE appends a line per test to FILE: "START END CPU CORES NAME", the seconds
+ * from the run's start, the CPU seconds of its processes and of the programs they waited for
+ * (daemons, such as Slurm's, not counted), the cores it was given, its name ("@emu" added for the
+ * emulated device's run). Runners that tests start write there too, with their own START.
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "harness.h"
@@ -469,8 +473,7 @@ static void th_report(Slot *s, int v, const char *why, int *counts) {
     }
     fflush(stdout);
     counts[v]++;
-    /* NVCNN_TEST_TIMES=FILE: a line a test, "START END CPU CORES NAME" (seconds from the run's
-     * start; CPU seconds; the cores it was given), for scripts/test_times.sh */
+    /* NVCNN_TEST_TIMES (the usage above) */
     const char *tf = getenv("NVCNN_TEST_TIMES");
     FILE *f = tf && *tf ? fopen(tf, "a") : NULL;
     if (f) {

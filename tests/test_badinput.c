@@ -294,7 +294,7 @@ TEST(badinput_skip_corrupt_every_record) {
     size_t len;
     uint8_t *jpg = small_jpeg(&len);
     char *d = mkdir_case("all-corrupt");
-    char path[700], arg[700], want[900];
+    char path[700], arg[1200], want[900];
     for (int k = 0; k < 2; k++) {
         snprintf(path, sizeof path, "%s/train-%05d-of-00002", d, k);
         FILE *f = fopen(path, "w");
@@ -321,6 +321,22 @@ TEST(badinput_skip_corrupt_every_record) {
              "validation-00000-of-00001\n",
              d);
     expect(arg, 4, want);
+
+    /* validation records whose framing is sound but whose every image is undecodable: found at
+     * evaluation, after training (its checkpoint written), and said so with exit 4, not "No
+     * validation images" and exit 0 */
+    d = mkdir_case("all-undecodable-validation");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    uint8_t junk[64];
+    memcpy(junk, "\xff\xd8\xff\xe0", 4);
+    memset(junk + 4, 0x5a, sizeof junk - 4);
+    write_shard(d, "validation-00000-of-00001", 3, junk, sizeof junk, 1);
+    snprintf(arg, sizeof arg, "--data_dir=%s --skip_corrupt --log_dir=%s/log", d, d);
+    snprintf(want, sizeof want,
+             "nvcnn: error: %s/validation-*: every image was corrupt and skipped (--skip_corrupt): 3 records, none evaluated\n", d);
+    expect(arg, 4, want);
+    snprintf(path, sizeof path, "%s/log/ckpt-2.nvcnn", d);
+    CHECK_MSG(access(path, R_OK) == 0, "no checkpoint %s before the evaluation's error", path);
     free(jpg);
 }
 
