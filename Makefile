@@ -4,8 +4,8 @@
 #   make test       installs missing packages, builds, runs every test
 #   make data       converts Debian's dataset-fashion-mnist into data/fashion-mnist/
 # Switches: CUDA=0 / CUDA=1, MPI=0 / MPI=1, DNNL=0 / DNNL=1 (default: detected), BUILD=dir, DEBUG=1,
-#           ARCH=sm_90 (the GPU architectures: see the CUDA section), CUDA_UNITY=1 (the .cu files as one
-#           nvcc translation unit: see LIB_OBJ),
+#           ARCH=sm_90 (the GPU architectures: see the CUDA section), CUDA_UNITY=0 / 1 (the .cu files as one
+#           nvcc translation unit; default 1 on up to 4 CPUs: see LIB_OBJ),
 #           GPU_EMU=1 (the emulated CUDA device, a test instrument: see below and docs/gpu-emulation.md).
 
 # GPU_EMU=1 builds everything again in a folder of its own (build-emu, or build-emu-debug with
@@ -145,11 +145,13 @@ LIB_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard src/layers/*.
 # instead of compiling them again (no C file of the library depends on GPU_EMU: only src/cuda/
 # and the tests do); make test does this.
 C_OBJ_DIR := $(if $(and $(filter 1,$(GPU_EMU)),$(EMU_C_FROM)),$(EMU_C_FROM),$(BUILD))
-# CUDA_UNITY=1 (make test sets it; not with GPU_EMU=1): the GPU backend's .cu files compiled by nvcc
-# as one translation unit that includes them all. nvcc spends about 2 s of its own on every file
-# (the CUDA headers read for the host and the device, its front end): on 2 cores the 18 files took
-# 57 CPU seconds one by one and take 22 as one. A change to one file then recompiles them all, so
-# the default stays a file at a time.
+# CUDA_UNITY=1 (not with GPU_EMU=1): the GPU backend's .cu files compiled by nvcc as one
+# translation unit that includes them all. nvcc spends about 2 s of its own on every file (the CUDA
+# headers read for the host and the device, its front end): on 2 cores the 18 files took 57 CPU
+# seconds one by one and take 22 as one. On many cores the files compiled side by side finish
+# sooner, and a change to one file recompiles only that one: the default is 1 on machines of up to
+# 4 CPUs, 0 on larger ones (the same for `make` and `make test`, which share the objects).
+CUDA_UNITY ?= $(if $(filter-out 1 2 3 4,$(shell nproc 2>/dev/null || echo 2)),0,1)
 CU_UNITY_OBJ := $(BUILD)/src/cuda/unity.cu.o
 CU_OBJ := $(if $(and $(filter 1,$(CUDA_UNITY)),$(if $(filter 1,$(GPU_EMU)),,real),$(CU_SRC)),$(CU_UNITY_OBJ),$(CU_SRC:%.cu=$(BUILD)/%.cu.o))
 LIB_OBJ := $(LIB_SRC:%.c=$(C_OBJ_DIR)/%.o) $(CU_OBJ) $(EMU_OBJ)
@@ -291,7 +293,7 @@ EMU_DEBUG_BUILD ?= build-emu-debug
 SANITIZER_TEST_FILES := tests/test_gpu.c tests/test_onednn.c tests/test_pool.c
 .PHONY: test-build test-emu test-emu-debug test-data
 test-build: deps-system
-	@$(MAKE) --no-print-directory CUDA_UNITY=1 all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN)
+	@$(MAKE) --no-print-directory all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN)
 # the data's conversion (one core, about 15 s) beside the emulated build's compiles
 test-data: test-build
 	@bash scripts/make-data.sh
