@@ -40,8 +40,10 @@ int onednn_plan(Net *net, char *err, size_t errlen);
 /* Layers of the planned net that run on oneDNN (0 without a plan). */
 int onednn_layers(const Net *net);
 /* Convolutions of the planned net whose weight gradient src/onednn/blkconv.c computes (stride 1,
- * 3 filter columns, whole blocks of 8 channels, nChw8c tensors: on AVX2), not oneDNN's primitive;
- * NVCNN_ONEDNN_WGRAD=onednn in the environment at the plan leaves them all to oneDNN. */
+ * 3 filter columns, whole blocks of 8 channels, nChw8c tensors: on AVX2) or src/onednn/firstconv.c
+ * (stride 1, 1 to 4 input channels from the plain input, filters up to 7x7, an nChw8c output
+ * gradient: a net's first convolution on AVX2), not oneDNN's primitive; NVCNN_ONEDNN_WGRAD=onednn
+ * in the environment at the plan leaves them all to oneDNN. */
 int onednn_blkconv_layers(const Net *net);
 /* Copies node `id`'s data (grad = 0) or gradient (grad = 1) into out[n][c][h][w], whatever the
  * layout the plan gave the node (a plain copy without a plan). */

@@ -322,3 +322,93 @@ TEST(conv_blocked_weight_gradient_matches_definition) {
     no[4].kw = 1;
     for (int k = 0; k < 5; k++) CHECK_MSG(!dn_blkconv_dw_ok(&no[k]), "geometry refusal %d accepted", k);
 }
+
+/* ---- the weight gradient of a net's first convolution in the oneDNN plan (src/onednn/firstconv.c):
+ * few input channels, the plain input [n][cin][h][w], the output gradient nChw8c ----
+ * Against the definition summed in double, element by element, relative to the sum of the terms'
+ * magnitudes, as above: fp32 products added in a fixed order with fused multiply-adds (up to 784
+ * terms a sum here, the batch's parts added at the end); 1.3e-7 at most measured on this machine,
+ * the bound 1e-6. Geometries: 1 to 4 input channels; 8, 16 and 32 output channels; filters 1x1 to
+ * 7x7 and rectangular ones (3 to 4 filter rows a pass for 1-3 columns, 2 for 4-5, 1 for 6-7, and
+ * the last pass shorter); SAME (padding 0 to 3) and VALID; sizes that are multiples of nothing;
+ * batch 1 and 3 (with one output block: 3 parts of the batch, added at the end). */
+TEST(conv_first_weight_gradient_matches_definition) {
+    static const DnBlkConv geo[] = {
+        /* n cin cout  h   w  oh  ow kh kw pt pl */
+        {3, 3, 32, 28, 28, 28, 28, 5, 5, 2, 2}, /* lenet's first */
+        {1, 1, 8, 13, 11, 13, 11, 5, 5, 2, 2},  {3, 1, 16, 9, 10, 9, 10, 3, 3, 1, 1}, {3, 3, 8, 7, 9, 7, 9, 7, 7, 3, 3},
+        {1, 3, 16, 11, 7, 5, 1, 7, 7, 0, 0},   {3, 1, 32, 6, 5, 6, 5, 1, 1, 0, 0},   {1, 2, 24, 10, 9, 8, 7, 3, 3, 0, 0},
+        {3, 4, 8, 5, 12, 5, 12, 3, 5, 1, 2},   {1, 3, 16, 9, 9, 5, 5, 5, 5, 0, 0},   {3, 1, 8, 17, 3, 17, 3, 1, 7, 0, 3},
+        {1, 3, 32, 4, 15, 4, 15, 7, 1, 3, 0},  {3, 2, 16, 8, 8, 8, 8, 4, 4, 1, 1},   {1, 1, 8, 6, 6, 6, 6, 2, 6, 0, 2},
+        {3, 3, 16, 3, 3, 3, 3, 5, 5, 2, 2}, /* rows and columns shorter than the filter */
+    };
+    if (!dn_firstconv_ok(&geo[0])) {
+        th_skip("this CPU has no AVX2 and FMA: the oneDNN plan keeps oneDNN's weight gradients");
+        return;
+    }
+    double worst = 0;
+    for (size_t k = 0; k < sizeof geo / sizeof geo[0]; k++) {
+        const DnBlkConv *g = &geo[k];
+        CHECK_MSG(dn_firstconv_ok(g), "geometry %zu refused", k);
+        const size_t nx = (size_t)g->n * g->cin * g->h * g->w, nd = (size_t)g->n * g->cout * g->oh * g->ow;
+        const size_t nw = (size_t)g->cout * g->cin * g->kh * g->kw;
+        float *x = malloc(nx * sizeof(float)), *dy = malloc(nd * sizeof(float)), *dw = malloc(nw * sizeof(float)),
+              *db = malloc((size_t)g->cout * sizeof(float));
+        Rng r;
+        rng_seed(&r, 4300 + k);
+        tu_fill_uniform(x, nx, -1, 1, &r); /* plain: [n][cin][h][w] */
+        tu_fill_uniform(dy, nd, -1, 1, &r); /* blocked: [n][cout / 8][oh][ow][8] */
+        for (size_t i = 0; i < nw; i++) dw[i] = NAN; /* every element must be written */
+        for (int o = 0; o < g->cout; o++) db[o] = NAN;
+        dn_firstconv_dw(g, x, dy, dw, k % 2 ? db : NULL); /* half of them without a bias */
+        const int hw = g->h * g->w, ohw = g->oh * g->ow;
+        for (int o = 0; o < g->cout; o++) {
+            if (k % 2) {
+                double sb = 0, ab = 0;
+                for (int n = 0; n < g->n; n++)
+                    for (int p = 0; p < ohw; p++) {
+                        double v = dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + p) * 8 + o % 8];
+                        sb += v;
+                        ab += fabs(v);
+                    }
+                double eb = fabs(sb - db[o]) / ab;
+                CHECK_MSG(eb <= 1e-6, "geometry %zu: bias gradient %d: %.9g, defined %.9g", k, o, db[o], sb);
+            } else {
+                CHECK_MSG(isnan(db[o]), "geometry %zu: bias gradient %d written without a bias", k, o);
+            }
+            for (int i = 0; i < g->cin; i++)
+                for (int a = 0; a < g->kh; a++)
+                    for (int b = 0; b < g->kw; b++) {
+                        double s = 0, m = 1e-30;
+                        for (int n = 0; n < g->n; n++)
+                            for (int oh = 0; oh < g->oh; oh++)
+                                for (int ow = 0; ow < g->ow; ow++) {
+                                    int ih = oh + a - g->pt, iw = ow + b - g->pl;
+                                    if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) continue;
+                                    double v = (double)x[((size_t)n * g->cin + i) * hw + (size_t)ih * g->w + iw] *
+                                               dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + (size_t)oh * g->ow + ow) * 8 + o % 8];
+                                    s += v;
+                                    m += fabs(v);
+                                }
+                        float got = dw[(((size_t)o * g->cin + i) * g->kh + a) * g->kw + b];
+                        double e = fabs(got - s) / m;
+                        CHECK_MSG(e <= 1e-6, "geometry %zu: dw[%d][%d][%d][%d] = %.9g, defined %.9g", k, o, i, a, b, got, s);
+                        if (e > worst) worst = e;
+                    }
+        }
+        free(x);
+        free(dy);
+        free(dw);
+        free(db);
+    }
+    printf("    %zu geometries: worst relative error %.2g (bound 1e-6)\n", sizeof geo / sizeof geo[0], worst);
+    /* what it leaves to oneDNN (or to blkconv.c) */
+    DnBlkConv no[6] = {geo[0], geo[0], geo[0], geo[0], geo[0], geo[0]};
+    no[0].cin = 5;
+    no[1].cout = 20;
+    no[2].kh = 8;
+    no[3].kw = 9;
+    no[4].pt = 5; /* padding beyond the filter */
+    no[5].pl = -1;
+    for (int k = 0; k < 6; k++) CHECK_MSG(!dn_firstconv_ok(&no[k]), "geometry refusal %d accepted", k);
+}

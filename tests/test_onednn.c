@@ -32,14 +32,16 @@ static int have_onednn(void) {
 }
 
 /* Whether the net has a 3x3 stride-1 ungrouped convolution of whole blocks of 8 channels (one
- * whose weight gradient blkconv.c computes on nChw8c tensors). */
-static int net_has_3x3_s1_whole_blocks(const Net *net) {
+ * whose weight gradient blkconv.c computes on nChw8c tensors), or a stride-1 convolution of the
+ * net's input of 1 to 4 channels into whole blocks of 8 with a filter up to 7x7 (firstconv.c's). */
+static int net_has_own_weight_gradient_shape(const Net *net) {
     for (int i = 0; i < net->nlayer; i++) {
         const Layer *l = &net->layer[i];
         if (strcmp(l->ops->type, "conv") != 0) continue;
         const Conv *c = l->priv;
-        if (c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 && c->groups <= 1 && c->cin % 8 == 0 && c->cout % 8 == 0)
-            return 1;
+        if (c->sh != 1 || c->sw != 1 || c->groups > 1 || c->cout % 8 != 0) continue;
+        if (c->kh == 3 && c->kw == 3 && c->cin % 8 == 0) return 1;
+        if (l->in[0] == net->input && c->cin <= 4 && c->kh <= 7 && c->kw <= 7) return 1;
     }
     return 0;
 }
@@ -128,7 +130,7 @@ static void parity(const char *what, int n, int c, int h, int w, int pre, MakeLa
     const double tol[5] = {5e-5, 2e-4, 2e-4, 1e-5, 1e-5};
     for (int k = 0; k < 5; k++) CHECK_MSG(e[k] <= tol[k], "%s: %s relative error %.3g > %.3g", what, names[k], e[k], tol[k]);
     printf("    %-44s out %.1e  dx %.1e  dparams %.1e  stats %.1e  (%d of %d layers on oneDNN%s)\n", what, e[0], e[1],
-           e[2], e[3], onednn_layers(net[1]), net[1]->nlayer, onednn_blkconv_layers(net[1]) ? ", dW by blkconv.c" : "");
+           e[2], e[3], onednn_layers(net[1]), net[1]->nlayer, onednn_blkconv_layers(net[1]) ? ", dW by own kernel" : "");
     worst_fwd = fmax(worst_fwd, fmax(e[0], fmax(e[3], e[4])));
     worst_bwd = fmax(worst_bwd, fmax(e[1], e[2]));
     free(oy);
@@ -144,6 +146,8 @@ static const ConvCase conv_cases[] = {
     /* channel counts of whole blocks (the output stays blocked) and of partial ones */
     {2, 16, 8, 8, 32, 3, 3, 1, 1, PAD_SAME, 1, 0},        {2, 16, 9, 9, 24, 3, 3, 2, 2, PAD_SAME, 0, 0},
     {2, 32, 6, 6, 64, 1, 1, 1, 1, PAD_SAME, 0, 0},        {2, 8, 7, 7, 12, 5, 5, 1, 1, PAD_SAME, 1, 0},
+    /* few input channels into whole blocks, stride 1 (the weight gradient by firstconv.c on AVX2) */
+    {2, 3, 10, 9, 16, 5, 5, 1, 1, PAD_SAME, 1, 0},        {3, 1, 9, 11, 8, 3, 3, 1, 1, PAD_VALID, 0, 0},
     /* grouped (ResNeXt's 3x3s: 32 groups of 4 channels; and fewer, wider groups) */
     {2, 8, 9, 9, 8, 3, 3, 1, 1, PAD_SAME, 1, 4},       {2, 16, 8, 8, 32, 3, 3, 1, 1, PAD_SAME, 0, 8},
     {2, 128, 7, 7, 128, 3, 3, 2, 2, PAD_SAME_RESNET, 0, 32}, {2, 64, 6, 6, 64, 3, 3, 1, 1, PAD_SAME, 0, 32},
@@ -362,16 +366,18 @@ static void train_parity(const char *what, Body body, int n, int s, int steps, d
     trainer_eval(&tr[0], labels, n, &t0, &t5);
     trainer_eval(&tr[1], labels, n, &o1, &o5);
     CHECK_MSG(o1 == t0 && o5 == t5, "%s: eval top-1 %d, top-5 %d (oneDNN) vs %d, %d", what, o1, o5, t0, t5);
-    printf("    %s, %d steps (%d of %d layers on oneDNN, %d weight gradients by blkconv.c):\n      first gradients %.1e "
+    printf("    %s, %d steps (%d of %d layers on oneDNN, %d weight gradients by own kernels):\n      first gradients %.1e "
            "(l2) %.1e (max); loss %.1e; parameters %.1e (l2) %.1e (max); statistics %.1e\n",
            what, steps, onednn_layers(net[1]), net[1]->nlayer, onednn_blkconv_layers(net[1]), w[0], w[1], w_loss, w[2],
            w[3], es);
     /* where oneDNN's kernels are AVX2 ones (nChw8c), the 3x3 stride-1 convolutions' weight
-     * gradients are blkconv.c's: this test then trains through them */
+     * gradients are blkconv.c's, and those of a first convolution of few channels firstconv.c's
+     * (unless NVCNN_ONEDNN_WGRAD=onednn): this test then trains through them */
     char isa[64];
     onednn_bf16_capable(isa, sizeof isa);
-    if (strcmp(isa, "avx2") == 0 && net_has_3x3_s1_whole_blocks(net[1]))
-        CHECK_MSG(onednn_blkconv_layers(net[1]) > 0, "%s: on avx2 no weight gradient is blkconv.c's", what);
+    const char *wg = getenv("NVCNN_ONEDNN_WGRAD");
+    if (strcmp(isa, "avx2") == 0 && net_has_own_weight_gradient_shape(net[1]) && !(wg && strcmp(wg, "onednn") == 0))
+        CHECK_MSG(onednn_blkconv_layers(net[1]) > 0, "%s: on avx2 no weight gradient is an own kernel's", what);
     for (int k = 0; k < 2; k++) {
         trainer_free(&tr[k]);
         net_free(net[k]);
@@ -394,6 +400,39 @@ static const TrainTol train_tol = {1e-2, 2e-2, 1e-3, 5e-3, 2e-2, 1e-3};
 TEST(onednn_training_steps_match_reference_lenet) {
     if (!have_onednn()) return;
     train_parity("lenet 28x28, batch 16", model_lenet, 16, 28, 8, 0.05, train_tol);
+}
+
+/* lenet's first convolution (3 -> 32 channels, 5x5) is the one convolution of lenet whose weight
+ * gradient an own kernel computes (firstconv.c; conv1's 5 filter columns are not blkconv.c's) on
+ * AVX2, and NVCNN_ONEDNN_WGRAD=onednn gives it back to oneDNN; the same steps match the reference
+ * either way. */
+TEST(onednn_first_conv_weight_gradient_switch) {
+    if (!have_onednn()) return;
+    char isa[64];
+    onednn_bf16_capable(isa, sizeof isa);
+    const int avx2 = strcmp(isa, "avx2") == 0;
+    const char *was = getenv("NVCNN_ONEDNN_WGRAD");
+    char *keep = was ? xstrdup(was) : NULL;
+    for (int off = 0; off < 2; off++) {
+        if (off)
+            setenv("NVCNN_ONEDNN_WGRAD", "onednn", 1);
+        else
+            unsetenv("NVCNN_ONEDNN_WGRAD");
+        Net *net = build_model(model_lenet, 4, 28, 10);
+        net_finalize(net, 3);
+        char err[256];
+        CHECK_MSG(onednn_plan(net, err, sizeof err) == 0, "%s", err);
+        const int want = off || !avx2 ? 0 : 1;
+        CHECK_MSG(onednn_blkconv_layers(net) == want, "NVCNN_ONEDNN_WGRAD %s, %s: %d own weight gradients, want %d",
+                  off ? "onednn" : "unset", isa, onednn_blkconv_layers(net), want);
+        net_free(net);
+        if (off) train_parity("lenet 28x28, batch 16, oneDNN's weight gradients", model_lenet, 16, 28, 8, 0.05, train_tol);
+    }
+    if (keep)
+        setenv("NVCNN_ONEDNN_WGRAD", keep, 1);
+    else
+        unsetenv("NVCNN_ONEDNN_WGRAD");
+    free(keep);
 }
 
 /* resnet18's structure at a quarter of its widths (16, 32, 64, 128) on 32x32 images: the stem

@@ -33,6 +33,8 @@ typedef struct DnConv {
     DnPrim relu_bwd;
     dnnl_memory_t relu_y, relu_dy, relu_dx;
     int blk_dw;             /* the weight and bias gradients by blkconv.c, not bwd_w */
+    int first;              /* ... by firstconv.c, from the plain input x */
+    const float *x;
     DnBlkConv bc;
     float *dW, *dB;
 } DnConv;
@@ -82,13 +84,16 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
         dpd = dn_pd(dn, &bdd, fpd);
     }
     /* the weight gradient by blkconv.c where it computes this shape and the input and the output
-     * gradient are nChw8c (oneDNN's choice on AVX2) */
+     * gradient are nChw8c (oneDNN's choice on AVX2); by firstconv.c where it computes this shape
+     * (few input channels), the input node is plain and the output gradient nChw8c */
     DnBlkConv bc = {N, c->cin, c->cout, c->h, c->w, c->oh, c->ow, c->kh, c->kw, c->pt, c->pl};
-    int blk_dw = dn->blk_dw && G == 1 && c->sh == 1 && c->sw == 1 && dn_blkconv_dw_ok(&bc);
+    int blk_dw = dn->blk_dw && G == 1 && c->sh == 1 && c->sw == 1, first = 0;
     if (blk_dw) {
         Md s8 = dn_md_dims(4, sd, dnnl_aBcd8b), d8 = dn_md_dims(4, dd, dnnl_aBcd8b);
-        blk_dw = dn_md_eq(dn_query(fpd, dnnl_query_src_md), &s8) && dn_md_eq(dn_query(fpd, dnnl_query_dst_md), &d8) &&
-                 (!dpd || dn_md_eq(dn_query(dpd, dnnl_query_diff_dst_md), &d8));
+        const int d8_dy = dn_md_eq(dn_query(fpd, dnnl_query_dst_md), &d8) &&
+                          (!dpd || dn_md_eq(dn_query(dpd, dnnl_query_diff_dst_md), &d8));
+        first = d8_dy && dn_firstconv_ok(&bc) && dn_is_nchw(&dn->md[l->in[0]], in->shape);
+        blk_dw = first || (d8_dy && dn_blkconv_dw_ok(&bc) && dn_md_eq(dn_query(fpd, dnnl_query_src_md), &s8));
     }
     wpd = NULL;
     if (!blk_dw) {
@@ -153,6 +158,8 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
     /* backward weights */
     if (blk_dw) {
         k->blk_dw = 1;
+        k->first = first;
+        k->x = in->data;
         k->bc = bc;
         k->dW = dW;
         k->dB = has_bias ? net_grad(net, c->pb) : NULL;
@@ -207,7 +214,10 @@ static void conv_backward(Dn *dn, Layer *l, int li, void *st) {
         void *x, *dy;
         DN_CHECK(dnnl_memory_get_data_handle(k->src_w.mem, &x));
         DN_CHECK(dnnl_memory_get_data_handle(k->ddst_w.mem, &dy));
-        dn_blkconv_dw(&k->bc, x, dy, k->dW, k->dB);
+        if (k->first)
+            dn_firstconv_dw(&k->bc, k->x, dy, k->dW, k->dB);
+        else
+            dn_blkconv_dw(&k->bc, x, dy, k->dW, k->dB);
     } else {
         dnnl_exec_arg_t w[4] = {{DNNL_ARG_SRC, k->src_w.mem}, {DNNL_ARG_DIFF_DST, k->ddst_w.mem},
                                 {DNNL_ARG_DIFF_WEIGHTS, k->dw.mem}, {DNNL_ARG_DIFF_BIAS, k->db}};

@@ -86,8 +86,8 @@ struct Dn {
     char *zero;                     /* [nnode] 1: zero the gradient before backward */
     char *writes;                   /* [nlayer] 1: backward writes the layer's parameter gradients */
     int nlayers;                    /* layers on oneDNN */
-    int blk_dw;                     /* 1: convolutions' weight gradients by blkconv.c where it can */
-    int nblk_dw;                    /* convolutions whose weight gradient blkconv.c computes */
+    int blk_dw;                     /* 1: convolutions' weight gradients by blkconv.c, firstconv.c where they can */
+    int nblk_dw;                    /* convolutions whose weight gradient blkconv.c or firstconv.c computes */
     /* what the plan owns, released by dn_destroy */
     dnnl_primitive_t *prims;
     int nprims, cap_prims;
