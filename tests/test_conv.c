@@ -241,6 +241,49 @@ TEST(conv_grouped_rejects_groups_not_dividing_channels) {
     }
 }
 
+/* Checks a weight gradient dw[cout][cin][kh][kw] (and the bias gradient db[cout] unless NULL)
+ * against the definition summed in double, element by element, relative to the sum of the terms'
+ * magnitudes (bound 1e-6); x is blocked [n][cin / 8][h][w][8] (x_blocked) or plain [n][cin][h][w],
+ * dy blocked [n][cout / 8][oh][ow][8]. k names the geometry in messages; *worst keeps the largest
+ * error seen. */
+static void check_dw_definition(const DnBlkConv *g, size_t k, const float *x, int x_blocked, const float *dy, const float *dw,
+                                const float *db, double *worst) {
+    const int hw = g->h * g->w, ohw = g->oh * g->ow;
+    for (int o = 0; o < g->cout; o++) {
+        if (db) {
+            double sb = 0, ab = 0;
+            for (int n = 0; n < g->n; n++)
+                for (int p = 0; p < ohw; p++) {
+                    double v = dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + p) * 8 + o % 8];
+                    sb += v;
+                    ab += fabs(v);
+                }
+            double eb = fabs(sb - db[o]) / ab;
+            CHECK_MSG(eb <= 1e-6, "geometry %zu: bias gradient %d: %.9g, defined %.9g", k, o, db[o], sb);
+        }
+        for (int i = 0; i < g->cin; i++)
+            for (int a = 0; a < g->kh; a++)
+                for (int b = 0; b < g->kw; b++) {
+                    double s = 0, m = 1e-30;
+                    for (int n = 0; n < g->n; n++)
+                        for (int oh = 0; oh < g->oh; oh++)
+                            for (int ow = 0; ow < g->ow; ow++) {
+                                int ih = oh + a - g->pt, iw = ow + b - g->pl;
+                                if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) continue;
+                                const size_t xi = x_blocked ? (((size_t)n * (g->cin / 8) + i / 8) * hw + (size_t)ih * g->w + iw) * 8 + i % 8
+                                                            : ((size_t)n * g->cin + i) * hw + (size_t)ih * g->w + iw;
+                                double v = (double)x[xi] * dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + (size_t)oh * g->ow + ow) * 8 + o % 8];
+                                s += v;
+                                m += fabs(v);
+                            }
+                    float got = dw[(((size_t)o * g->cin + i) * g->kh + a) * g->kw + b];
+                    double e = fabs(got - s) / m;
+                    CHECK_MSG(e <= 1e-6, "geometry %zu: dw[%d][%d][%d][%d] = %.9g, defined %.9g", k, o, i, a, b, got, s);
+                    if (e > *worst) *worst = e;
+                }
+    }
+}
+
 /* ---- the weight gradient of the oneDNN plan's blocked convolutions (src/onednn/blkconv.c) ----
  * Against the definition summed in double, element by element, relative to the sum of the
  * terms' magnitudes: the loops add the same fp32 products in a fixed order with fused
@@ -276,37 +319,7 @@ TEST(conv_blocked_weight_gradient_matches_definition) {
         tu_fill_uniform(dy, nd, -1, 1, &r);
         for (size_t i = 0; i < nw; i++) dw[i] = NAN; /* every element must be written */
         dn_blkconv_dw(g, x, dy, dw, db);
-        const int hw = g->h * g->w, ohw = g->oh * g->ow;
-        for (int o = 0; o < g->cout; o++) {
-            double sb = 0, ab = 0;
-            for (int n = 0; n < g->n; n++)
-                for (int p = 0; p < ohw; p++) {
-                    double v = dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + p) * 8 + o % 8];
-                    sb += v;
-                    ab += fabs(v);
-                }
-            double eb = fabs(sb - db[o]) / ab;
-            CHECK_MSG(eb <= 1e-6, "geometry %zu: bias gradient %d: %.9g, defined %.9g", k, o, db[o], sb);
-            for (int i = 0; i < g->cin; i++)
-                for (int a = 0; a < g->kh; a++)
-                    for (int b = 0; b < g->kw; b++) {
-                        double s = 0, m = 1e-30;
-                        for (int n = 0; n < g->n; n++)
-                            for (int oh = 0; oh < g->oh; oh++)
-                                for (int ow = 0; ow < g->ow; ow++) {
-                                    int ih = oh + a - g->pt, iw = ow + b - g->pl;
-                                    if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) continue;
-                                    double v = (double)x[(((size_t)n * (g->cin / 8) + i / 8) * hw + (size_t)ih * g->w + iw) * 8 + i % 8] *
-                                               dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + (size_t)oh * g->ow + ow) * 8 + o % 8];
-                                    s += v;
-                                    m += fabs(v);
-                                }
-                        float got = dw[(((size_t)o * g->cin + i) * g->kh + a) * g->kw + b];
-                        double e = fabs(got - s) / m;
-                        CHECK_MSG(e <= 1e-6, "geometry %zu: dw[%d][%d][%d][%d] = %.9g, defined %.9g", k, o, i, a, b, got, s);
-                        if (e > worst) worst = e;
-                    }
-        }
+        check_dw_definition(g, k, x, 1, dy, dw, db, &worst);
         free(x);
         free(dy);
         free(dw);
@@ -361,41 +374,9 @@ TEST(conv_first_weight_gradient_matches_definition) {
         for (size_t i = 0; i < nw; i++) dw[i] = NAN; /* every element must be written */
         for (int o = 0; o < g->cout; o++) db[o] = NAN;
         dn_firstconv_dw(g, x, dy, dw, k % 2 ? db : NULL); /* half of them without a bias */
-        const int hw = g->h * g->w, ohw = g->oh * g->ow;
-        for (int o = 0; o < g->cout; o++) {
-            if (k % 2) {
-                double sb = 0, ab = 0;
-                for (int n = 0; n < g->n; n++)
-                    for (int p = 0; p < ohw; p++) {
-                        double v = dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + p) * 8 + o % 8];
-                        sb += v;
-                        ab += fabs(v);
-                    }
-                double eb = fabs(sb - db[o]) / ab;
-                CHECK_MSG(eb <= 1e-6, "geometry %zu: bias gradient %d: %.9g, defined %.9g", k, o, db[o], sb);
-            } else {
-                CHECK_MSG(isnan(db[o]), "geometry %zu: bias gradient %d written without a bias", k, o);
-            }
-            for (int i = 0; i < g->cin; i++)
-                for (int a = 0; a < g->kh; a++)
-                    for (int b = 0; b < g->kw; b++) {
-                        double s = 0, m = 1e-30;
-                        for (int n = 0; n < g->n; n++)
-                            for (int oh = 0; oh < g->oh; oh++)
-                                for (int ow = 0; ow < g->ow; ow++) {
-                                    int ih = oh + a - g->pt, iw = ow + b - g->pl;
-                                    if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) continue;
-                                    double v = (double)x[((size_t)n * g->cin + i) * hw + (size_t)ih * g->w + iw] *
-                                               dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + (size_t)oh * g->ow + ow) * 8 + o % 8];
-                                    s += v;
-                                    m += fabs(v);
-                                }
-                        float got = dw[(((size_t)o * g->cin + i) * g->kh + a) * g->kw + b];
-                        double e = fabs(got - s) / m;
-                        CHECK_MSG(e <= 1e-6, "geometry %zu: dw[%d][%d][%d][%d] = %.9g, defined %.9g", k, o, i, a, b, got, s);
-                        if (e > worst) worst = e;
-                    }
-        }
+        check_dw_definition(g, k, x, 0, dy, dw, k % 2 ? db : NULL, &worst);
+        for (int o = 0; o < g->cout && !(k % 2); o++)
+            CHECK_MSG(isnan(db[o]), "geometry %zu: bias gradient %d written without a bias", k, o);
         free(x);
         free(dy);
         free(dw);
