@@ -80,13 +80,24 @@ TEST(badinput_no_train_files) {
     free(jpg);
 }
 
+/* junk: a JPEG start, then nothing decodable (a record's framing is sound, its image is not) */
+static void undecodable_jpeg(uint8_t junk[64]) {
+    memcpy(junk, "\xff\xd8\xff\xe0", 4);
+    memset(junk + 4, 0x5a, 60);
+}
+
+/* A text file at path: named as a shard, not a TFRecord file */
+static void write_text_shard(const char *path) {
+    FILE *f = fopen(path, "w");
+    fputs("this is a text file, not a TFRecord shard\n", f);
+    fclose(f);
+}
+
 TEST(badinput_files_that_are_not_tfrecords) {
     char *d = mkdir_case("not-tfrecords");
     char path[600];
     snprintf(path, sizeof path, "%s/train-00000-of-00001", d);
-    FILE *f = fopen(path, "w");
-    fputs("this is a text file, not a TFRecord shard\n", f);
-    fclose(f);
+    write_text_shard(path);
     char arg[600];
     snprintf(arg, sizeof arg, "--data_dir=%s", d);
     expect(arg, 4, "train-00000-of-00001");
@@ -123,8 +134,7 @@ TEST(badinput_undecodable_jpeg_and_skip_corrupt) {
     uint8_t *jpg = small_jpeg(&len);
     write_shard(d, "train-00000-of-00002", 8, jpg, len, 2);
     uint8_t junk[64];
-    memcpy(junk, "\xff\xd8\xff\xe0", 4); /* a JPEG start, then nothing decodable */
-    memset(junk + 4, 0x5a, sizeof junk - 4);
+    undecodable_jpeg(junk);
     write_shard(d, "train-00001-of-00002", 1, junk, sizeof junk, 3);
     char arg[700];
     snprintf(arg, sizeof arg, "--data_dir=%s --shuffle_buffer=0", d);
@@ -297,9 +307,7 @@ TEST(badinput_skip_corrupt_every_record) {
     char path[700], arg[1200], want[900];
     for (int k = 0; k < 2; k++) {
         snprintf(path, sizeof path, "%s/train-%05d-of-00002", d, k);
-        FILE *f = fopen(path, "w");
-        fputs("this is a text file, not a TFRecord shard\n", f);
-        fclose(f);
+        write_text_shard(path);
     }
     snprintf(arg, sizeof arg, "--data_dir=%s --skip_corrupt", d);
     snprintf(want, sizeof want,
@@ -312,9 +320,7 @@ TEST(badinput_skip_corrupt_every_record) {
     d = mkdir_case("all-corrupt-validation");
     write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
     snprintf(path, sizeof path, "%s/validation-00000-of-00001", d);
-    FILE *f = fopen(path, "w");
-    fputs("this is a text file, not a TFRecord shard\n", f);
-    fclose(f);
+    write_text_shard(path);
     snprintf(arg, sizeof arg, "--data_dir=%s --skip_corrupt", d);
     snprintf(want, sizeof want,
              "nvcnn: error: %s/validation-*: every record was corrupt and skipped (--skip_corrupt): 1 in "
@@ -328,8 +334,7 @@ TEST(badinput_skip_corrupt_every_record) {
     d = mkdir_case("all-undecodable-validation");
     write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
     uint8_t junk[64];
-    memcpy(junk, "\xff\xd8\xff\xe0", 4);
-    memset(junk + 4, 0x5a, sizeof junk - 4);
+    undecodable_jpeg(junk);
     write_shard(d, "validation-00000-of-00001", 3, junk, sizeof junk, 1);
     snprintf(arg, sizeof arg, "--data_dir=%s --skip_corrupt --log_dir=%s/log", d, d);
     snprintf(want, sizeof want,
