@@ -45,6 +45,11 @@ int onednn_layers(const Net *net);
  * gradient: a net's first convolution on AVX2), not oneDNN's primitive; NVCNN_ONEDNN_WGRAD=onednn
  * in the environment at the plan leaves them all to oneDNN. */
 int onednn_blkconv_layers(const Net *net);
+/* Convolutions of the planned net whose forward and backward data src/onednn/wino.c computes by
+ * Winograd's F(4x4, 3x3) (3x3, stride 1, whole blocks of 8 channels, nChw8c tensors: on AVX2), not
+ * oneDNN's primitives; NVCNN_ONEDNN_WINOGRAD=off in the environment at the plan leaves them to
+ * oneDNN. */
+int onednn_winograd_layers(const Net *net);
 /* Copies node `id`'s data (grad = 0) or gradient (grad = 1) into out[n][c][h][w], whatever the
  * layout the plan gave the node (a plain copy without a plan). */
 void onednn_node_nchw(const Net *net, int id, int grad, float *out);

@@ -1,7 +1,8 @@
 /* test_conv.c: convolution forward against a direct 7-loop reference (double accumulation),
  * backward against finite differences, output sizes against TensorFlow's padding rules; grouped
  * convolutions against the same reference and against their groups run as separate
- * convolutions and concatenated. */
+ * convolutions and concatenated; the oneDNN plan's own kernels (weight gradients, Winograd) against
+ * the definition. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "layer_death.h"
 #include "layers/layers.h"
 #include "onednn/blkconv.h"
+#include "onednn/wino.h"
 #include "testutil.h"
 
 static int groups_of(const ConvCase *cc) { return cc->groups > 1 ? cc->groups : 1; }
@@ -392,4 +394,113 @@ TEST(conv_first_weight_gradient_matches_definition) {
     no[4].pt = 5; /* padding beyond the filter */
     no[5].pl = -1;
     for (int k = 0; k < 6; k++) CHECK_MSG(!dn_firstconv_ok(&no[k]), "geometry refusal %d accepted", k);
+}
+
+/* ---- the forward and backward data of 3x3 stride-1 convolutions by Winograd's F(4x4, 3x3) on
+ * blocked tensors (src/onednn/wino.c) ----
+ * Against the definition summed in double, element by element, relative to the sum of the terms'
+ * magnitudes. The transforms scale the data by up to 100 (B: entries up to 5; A: up to 8) and
+ * round G's sixths, twelfths and twenty-fourths, so the error is larger than a direct sum's
+ * (1e-7 here): 3.1e-6 at most measured on this machine (the same operations in the same order on
+ * any AVX2 CPU: the kernels are written in intrinsics with fused multiply-adds, and no sum depends
+ * on the threads), the bound 1e-5. Geometries: SAME with sizes that are multiples of nothing,
+ * VALID, padding 2 (an output larger than the input) and uneven padding, a 1x1 image, 40 and 24
+ * output channels (half a block of 16 left over), more input channels than one panel (136 = 128 +
+ * 8), filters too large to transform whole (512 x 232: the panels path, both ways), and more tiles
+ * than one pass takes (4 x 112 x 112). */
+static size_t blk_at(int c, int h, int w, int n, int ch, int y, int x) {
+    return ((((size_t)n * (c / 8) + ch / 8) * h + y) * w + x) * 8 + ch % 8;
+}
+
+TEST(conv_winograd_matches_definition) {
+    static const DnWino geo[] = {
+        /* n cin cout  h    w   oh   ow pt pl */
+        {2, 8, 16, 7, 8, 7, 8, 1, 1},       {1, 16, 8, 6, 6, 4, 4, 0, 0},      {1, 8, 8, 5, 5, 7, 7, 2, 2},
+        {3, 24, 40, 9, 10, 9, 10, 1, 1},    {2, 8, 24, 1, 1, 1, 1, 1, 1},      {1, 136, 24, 9, 11, 9, 11, 1, 1},
+        {1, 8, 8, 12, 2, 12, 1, 1, 0},      {1, 512, 232, 3, 5, 3, 5, 1, 1},   {4, 8, 16, 112, 112, 112, 112, 1, 1},
+    };
+    if (!dn_wino_ok(&geo[0])) {
+        th_skip("this CPU has no AVX2 and FMA: the oneDNN plan keeps oneDNN's 3x3 convolutions");
+        return;
+    }
+    double worst[2] = {0, 0};
+    for (size_t k = 0; k < sizeof geo / sizeof geo[0]; k++) {
+        const DnWino *g = &geo[k];
+        CHECK_MSG(dn_wino_ok(g), "geometry %zu refused", k);
+        const size_t nx = (size_t)g->n * g->cin * g->h * g->w, ny = (size_t)g->n * g->cout * g->oh * g->ow;
+        const size_t nw = (size_t)g->cout * g->cin * 9, sf = dn_wino_scratch_floats(g, 2);
+        float *x = malloc(nx * sizeof(float)), *y = malloc(ny * sizeof(float)), *w = malloc(nw * sizeof(float));
+        float *b = malloc((size_t)g->cout * sizeof(float)), *dx = malloc(nx * sizeof(float)),
+              *dy = malloc(ny * sizeof(float)), *scratch = malloc(sf * sizeof(float));
+        Rng r;
+        rng_seed(&r, 4500 + k);
+        tu_fill_uniform(x, nx, -1, 1, &r);
+        tu_fill_uniform(w, nw, -1, 1, &r);
+        tu_fill_uniform(b, (size_t)g->cout, -1, 1, &r);
+        tu_fill_uniform(dy, ny, -1, 1, &r);
+        for (size_t i = 0; i < ny; i++) y[i] = NAN; /* every element must be written */
+        for (size_t i = 0; i < nx; i++) dx[i] = NAN;
+        for (size_t i = 0; i < sf; i++) scratch[i] = NAN; /* nothing may be read before it is written */
+        const int relu = k % 2, bias = k % 3 != 2;
+        dn_wino_fwd(g, x, w, bias ? b : NULL, relu, y, scratch, sf);
+        dn_wino_bwd_data(g, dy, w, dx, scratch, sf);
+        for (int n = 0; n < g->n; n++)
+            for (int o = 0; o < g->cout; o++)
+                for (int oy = 0; oy < g->oh; oy++)
+                    for (int ox = 0; ox < g->ow; ox++) {
+                        double s = bias ? b[o] : 0, m = fabs(s) + 1e-30;
+                        for (int c = 0; c < g->cin; c++)
+                            for (int a = 0; a < 3; a++)
+                                for (int e = 0; e < 3; e++) {
+                                    const int iy = oy + a - g->pt, ix = ox + e - g->pl;
+                                    if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) continue;
+                                    const double v = (double)x[blk_at(g->cin, g->h, g->w, n, c, iy, ix)] *
+                                                     w[((size_t)o * g->cin + c) * 9 + a * 3 + e];
+                                    s += v;
+                                    m += fabs(v);
+                                }
+                        if (relu && s < 0) s = 0;
+                        const float got = y[blk_at(g->cout, g->oh, g->ow, n, o, oy, ox)];
+                        const double err = fabs(got - s) / m;
+                        CHECK_MSG(err <= 1e-5, "geometry %zu: y[%d][%d][%d][%d] = %.9g, defined %.9g", k, n, o, oy, ox, got, s);
+                        if (err > worst[0]) worst[0] = err;
+                    }
+        for (int n = 0; n < g->n; n++)
+            for (int c = 0; c < g->cin; c++)
+                for (int iy = 0; iy < g->h; iy++)
+                    for (int ix = 0; ix < g->w; ix++) {
+                        double s = 0, m = 1e-30;
+                        for (int o = 0; o < g->cout; o++)
+                            for (int a = 0; a < 3; a++)
+                                for (int e = 0; e < 3; e++) {
+                                    const int oy = iy + g->pt - a, ox = ix + g->pl - e;
+                                    if (oy < 0 || oy >= g->oh || ox < 0 || ox >= g->ow) continue;
+                                    const double v = (double)dy[blk_at(g->cout, g->oh, g->ow, n, o, oy, ox)] *
+                                                     w[((size_t)o * g->cin + c) * 9 + a * 3 + e];
+                                    s += v;
+                                    m += fabs(v);
+                                }
+                        const float got = dx[blk_at(g->cin, g->h, g->w, n, c, iy, ix)];
+                        const double err = fabs(got - s) / m;
+                        CHECK_MSG(err <= 1e-5, "geometry %zu: dx[%d][%d][%d][%d] = %.9g, defined %.9g", k, n, c, iy, ix, got, s);
+                        if (err > worst[1]) worst[1] = err;
+                    }
+        free(x);
+        free(y);
+        free(w);
+        free(b);
+        free(dx);
+        free(dy);
+        free(scratch);
+    }
+    printf("    %zu geometries: worst relative error forward %.2g, backward data %.2g (bound 1e-5)\n",
+           sizeof geo / sizeof geo[0], worst[0], worst[1]);
+    /* what it leaves to oneDNN */
+    DnWino no[5] = {geo[0], geo[0], geo[0], geo[0], geo[0]};
+    no[0].cin = 12;
+    no[1].cout = 20;
+    no[2].pt = 3;
+    no[3].pl = -1;
+    no[4].n = 0;
+    for (int k = 0; k < 5; k++) CHECK_MSG(!dn_wino_ok(&no[k]), "geometry refusal %d accepted", k);
 }

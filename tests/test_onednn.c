@@ -129,8 +129,9 @@ static void parity(const char *what, int n, int c, int h, int w, int pre, MakeLa
     const char *names[5] = {"output", "input gradient", "parameter gradients", "running statistics", "loss"};
     const double tol[5] = {5e-5, 2e-4, 2e-4, 1e-5, 1e-5};
     for (int k = 0; k < 5; k++) CHECK_MSG(e[k] <= tol[k], "%s: %s relative error %.3g > %.3g", what, names[k], e[k], tol[k]);
-    printf("    %-44s out %.1e  dx %.1e  dparams %.1e  stats %.1e  (%d of %d layers on oneDNN%s)\n", what, e[0], e[1],
-           e[2], e[3], onednn_layers(net[1]), net[1]->nlayer, onednn_blkconv_layers(net[1]) ? ", dW by own kernel" : "");
+    printf("    %-44s out %.1e  dx %.1e  dparams %.1e  stats %.1e  (%d of %d layers on oneDNN%s%s)\n", what, e[0], e[1],
+           e[2], e[3], onednn_layers(net[1]), net[1]->nlayer, onednn_blkconv_layers(net[1]) ? ", dW by own kernel" : "",
+           onednn_winograd_layers(net[1]) ? ", Winograd" : "");
     worst_fwd = fmax(worst_fwd, fmax(e[0], fmax(e[3], e[4])));
     worst_bwd = fmax(worst_bwd, fmax(e[1], e[2]));
     free(oy);
@@ -366,10 +367,11 @@ static void train_parity(const char *what, Body body, int n, int s, int steps, d
     trainer_eval(&tr[0], labels, n, &t0, &t5);
     trainer_eval(&tr[1], labels, n, &o1, &o5);
     CHECK_MSG(o1 == t0 && o5 == t5, "%s: eval top-1 %d, top-5 %d (oneDNN) vs %d, %d", what, o1, o5, t0, t5);
-    printf("    %s, %d steps (%d of %d layers on oneDNN, %d weight gradients by own kernels):\n      first gradients %.1e "
-           "(l2) %.1e (max); loss %.1e; parameters %.1e (l2) %.1e (max); statistics %.1e\n",
-           what, steps, onednn_layers(net[1]), net[1]->nlayer, onednn_blkconv_layers(net[1]), w[0], w[1], w_loss, w[2],
-           w[3], es);
+    printf("    %s, %d steps (%d of %d layers on oneDNN, %d weight gradients by own kernels, %d convolutions by "
+           "Winograd):\n      first gradients %.1e (l2) %.1e (max); loss %.1e; parameters %.1e (l2) %.1e (max); "
+           "statistics %.1e\n",
+           what, steps, onednn_layers(net[1]), net[1]->nlayer, onednn_blkconv_layers(net[1]),
+           onednn_winograd_layers(net[1]), w[0], w[1], w_loss, w[2], w[3], es);
     /* where oneDNN's kernels are AVX2 ones (nChw8c), the 3x3 stride-1 convolutions' weight
      * gradients are blkconv.c's, and those of a first convolution of few channels firstconv.c's
      * (unless NVCNN_ONEDNN_WGRAD=onednn): this test then trains through them */
@@ -465,6 +467,39 @@ static NbT small_resnet(Net *nb, NbT x) {
 TEST(onednn_training_steps_match_reference_resnet) {
     if (!have_onednn()) return;
     train_parity("resnet (widths/4) on 32x32, batch 8", small_resnet, 8, 32, 6, 0.05, train_tol);
+}
+
+/* The reduced resnet's eight 3x3 stride-1 convolutions (two in each block of stride 1, the second
+ * in each of stride 2) run forward and backward data by Winograd's F(4x4, 3x3) (wino.c) where
+ * oneDNN's kernels are AVX2 ones, none with NVCNN_ONEDNN_WINOGRAD=off; the same steps match the
+ * reference either way (the training_steps tests above run the Winograd side). */
+TEST(onednn_winograd_switch) {
+    if (!have_onednn()) return;
+    char isa[64];
+    onednn_bf16_capable(isa, sizeof isa);
+    const int avx2 = strcmp(isa, "avx2") == 0;
+    const char *was = getenv("NVCNN_ONEDNN_WINOGRAD");
+    char *keep = was ? xstrdup(was) : NULL;
+    for (int off = 0; off < 2; off++) {
+        if (off)
+            setenv("NVCNN_ONEDNN_WINOGRAD", "off", 1);
+        else
+            unsetenv("NVCNN_ONEDNN_WINOGRAD");
+        Net *net = build_model(small_resnet, 8, 32, 10);
+        net_finalize(net, 3);
+        char err[256];
+        CHECK_MSG(onednn_plan(net, err, sizeof err) == 0, "%s", err);
+        const int want = off || !avx2 ? 0 : 8;
+        CHECK_MSG(onednn_winograd_layers(net) == want, "NVCNN_ONEDNN_WINOGRAD %s, %s: %d convolutions by Winograd, want %d",
+                  off ? "off" : "unset", isa, onednn_winograd_layers(net), want);
+        net_free(net);
+        if (off) train_parity("resnet (widths/4) on 32x32, batch 8, no Winograd", small_resnet, 8, 32, 6, 0.05, train_tol);
+    }
+    if (keep)
+        setenv("NVCNN_ONEDNN_WINOGRAD", keep, 1);
+    else
+        unsetenv("NVCNN_ONEDNN_WINOGRAD");
+    free(keep);
 }
 
 TEST(onednn_training_steps_match_reference_googlenet) {

@@ -8,15 +8,22 @@
  * net_backward does not zero them (NetRunner.writes_param_grads). Grouped convolutions use oneDNN's grouped weights [g][cout/g][cin/g]
  * [kh][kw], the same bytes as the reference's [cout][cin/g][kh][kw].
  *
+ * 3x3 stride-1 convolutions on nChw8c tensors run their forward and backward data by Winograd's
+ * F(4x4, 3x3) in wino.c instead of oneDNN's direct kernels (on AVX2; NVCNN_ONEDNN_WINOGRAD=off in
+ * the environment leaves them to oneDNN); their primitives are planned all the same, for the
+ * layouts they choose.
+ *
  * A relu that is the output's only consumer is fused: the forward applies it (an eltwise post-op)
  * and writes the relu's output node; backward first turns the relu's output gradient into this
  * layer's output gradient (oneDNN's relu backward from the relu's output), then goes on as usual.
  */
 #ifdef NVCNN_DNNL
+#include <omp.h>
 #include <stdlib.h>
 
 #include "blkconv.h"
 #include "internal.h"
+#include "wino.h"
 
 typedef struct DnConv {
     DnPrim fwd, bwd_data, bwd_w;
@@ -37,6 +44,9 @@ typedef struct DnConv {
     const float *x;
     DnBlkConv bc;
     float *dW, *dB;
+    int wino;               /* forward and backward data by wino.c, not fwd and bwd_data */
+    DnWino wg;
+    const float *W, *B;     /* the weights [cout][cin][3][3] and the bias (NULL: none) in the arena */
 } DnConv;
 
 /* The weights descriptor: 4-D, or 5-D grouped. */
@@ -94,6 +104,16 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
                           (!dpd || dn_md_eq(dn_query(dpd, dnnl_query_diff_dst_md), &d8));
         first = d8_dy && dn_firstconv_ok(&bc) && dn_is_nchw(&dn->md[l->in[0]], in->shape);
         blk_dw = first || (d8_dy && dn_blkconv_dw_ok(&bc) && dn_md_eq(dn_query(fpd, dnnl_query_src_md), &s8));
+    }
+    /* the forward and backward data by wino.c where it computes this shape (3x3, stride 1) and
+     * oneDNN's primitives would read and write nChw8c (its choice on AVX2) */
+    DnWino wg = {N, c->cin, c->cout, c->h, c->w, c->oh, c->ow, c->pt, c->pl};
+    int wino = dn->wino && G == 1 && c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 && dn_wino_ok(&wg);
+    if (wino) {
+        Md s8 = dn_md_dims(4, sd, dnnl_aBcd8b), d8 = dn_md_dims(4, dd, dnnl_aBcd8b);
+        wino = dn_md_eq(dn_query(fpd, dnnl_query_src_md), &s8) && dn_md_eq(dn_query(fpd, dnnl_query_dst_md), &d8) &&
+               (!dpd || (dn_md_eq(dn_query(dpd, dnnl_query_diff_dst_md), &d8) &&
+                         dn_md_eq(dn_query(dpd, dnnl_query_diff_src_md), &s8)));
     }
     wpd = NULL;
     if (!blk_dw) {
@@ -155,6 +175,16 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
         k->bwd_data = dn_prim(dn, dpd);
     }
 
+    if (wino) {
+        k->wino = 1;
+        k->wg = wg;
+        k->W = W;
+        k->B = has_bias ? net_param(net, c->pb) : NULL;
+        const size_t bytes = dn_wino_scratch_floats(&wg, omp_get_max_threads()) * sizeof(float);
+        if (bytes > dn->scratch_bytes) dn->scratch_bytes = bytes;
+        dn->nwino++;
+    }
+
     /* backward weights */
     if (blk_dw) {
         k->blk_dw = 1;
@@ -189,6 +219,14 @@ static void conv_forward(Dn *dn, Layer *l, int li, void *st) {
     (void)li;
     DnConv *k = st;
     dn_in_run(dn, &k->src);
+    if (k->wino) {
+        void *x, *y;
+        DN_CHECK(dnnl_memory_get_data_handle(k->src.mem, &x));
+        DN_CHECK(dnnl_memory_get_data_handle(k->dst.mem, &y));
+        dn_wino_fwd(&k->wg, x, k->W, k->B, k->relu, y, dn->scratch, dn->scratch_bytes / sizeof(float));
+        dn_out_run(dn, &k->dst);
+        return;
+    }
     dn_in_run(dn, &k->w);
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, k->src.mem}, {DNNL_ARG_WEIGHTS, k->w.mem}, {DNNL_ARG_DST, k->dst.mem},
                             {DNNL_ARG_BIAS, k->bias}};
@@ -206,7 +244,7 @@ static void conv_backward(Dn *dn, Layer *l, int li, void *st) {
     }
     if (k->has_bwd_data) {
         dn_in_run(dn, &k->ddst);
-        dn_in_run(dn, &k->wd);
+        if (!k->wino) dn_in_run(dn, &k->wd);
     }
     dn_in_run(dn, &k->src_w);
     dn_in_run(dn, &k->ddst_w);
@@ -224,7 +262,13 @@ static void conv_backward(Dn *dn, Layer *l, int li, void *st) {
         dn_exec(dn, &k->bwd_w, k->db ? 4 : 3, w);
         dn_out_run(dn, &k->dw);
     }
-    if (k->has_bwd_data) {
+    if (k->has_bwd_data && k->wino) {
+        void *dy, *dx;
+        DN_CHECK(dnnl_memory_get_data_handle(k->ddst.mem, &dy));
+        DN_CHECK(dnnl_memory_get_data_handle(k->dsrc.mem, &dx));
+        dn_wino_bwd_data(&k->wg, dy, k->W, dx, dn->scratch, dn->scratch_bytes / sizeof(float));
+        dn_out_run(dn, &k->dsrc);
+    } else if (k->has_bwd_data) {
         dnnl_exec_arg_t d[3] = {{DNNL_ARG_DIFF_DST, k->ddst.mem}, {DNNL_ARG_WEIGHTS, k->wd.mem},
                                 {DNNL_ARG_DIFF_SRC, k->dsrc.mem}};
         dn_exec(dn, &k->bwd_data, 3, d);

@@ -426,6 +426,9 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
     /* NVCNN_ONEDNN_WGRAD=onednn: every weight gradient by oneDNN's primitives (to compare) */
     const char *wg = getenv("NVCNN_ONEDNN_WGRAD");
     dn->blk_dw = !(wg && strcmp(wg, "onednn") == 0);
+    /* NVCNN_ONEDNN_WINOGRAD=off: every 3x3 convolution by oneDNN's direct kernels (to compare) */
+    const char *wi = getenv("NVCNN_ONEDNN_WINOGRAD");
+    dn->wino = !(wi && strcmp(wi, "off") == 0);
     DN_CHECK(dnnl_engine_create(&dn->eng, dnnl_cpu, 0));
     DN_CHECK(dnnl_stream_create(&dn->strm, dn->eng, dnnl_stream_default_flags));
     DN_CHECK(dnnl_primitive_attr_create(&dn->attr));
@@ -506,6 +509,11 @@ int onednn_layers(const Net *net) {
 int onednn_blkconv_layers(const Net *net) {
     Dn *dn = dn_of(net);
     return dn ? dn->nblk_dw : 0;
+}
+
+int onednn_winograd_layers(const Net *net) {
+    Dn *dn = dn_of(net);
+    return dn ? dn->nwino : 0;
 }
 
 void onednn_node_nchw(const Net *net, int id, int grad, float *out) {

@@ -88,6 +88,8 @@ struct Dn {
     int nlayers;                    /* layers on oneDNN */
     int blk_dw;                     /* 1: convolutions' weight gradients by blkconv.c, firstconv.c where they can */
     int nblk_dw;                    /* convolutions whose weight gradient blkconv.c or firstconv.c computes */
+    int wino;                       /* 1: 3x3 convolutions' forward and backward data by wino.c where it can */
+    int nwino;                      /* convolutions that wino.c computes */
     /* what the plan owns, released by dn_destroy */
     dnnl_primitive_t *prims;
     int nprims, cap_prims;

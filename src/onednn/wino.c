@@ -1,0 +1,437 @@
+/* wino.c: the forward and backward-data passes of 3x3 stride-1 convolutions by Winograd's minimal
+ * filtering F(4x4, 3x3), on oneDNN's blocked tensors ([n][c / 8][h][w][8]), for the oneDNN plan
+ * (conv.c). oneDNN 2.x has Winograd convolutions on AVX-512 only; on AVX2 its direct kernels
+ * (jit:avx2) compute every one of the 9 multiply-adds an output takes per input channel, and ran
+ * resnet50's sixteen 3x3 convolutions at 484 ms of a 1,400 ms step of primitives (forward and
+ * backward data, batch 8, two cores; docs/performance.md).
+ *
+ * Each 4x4 block of outputs ("tile") is computed from the 6x6 block of input that it reads:
+ *
+ *   Y = A^T [ sum over c of (G g[k][c] G^T) .* (B^T d[c] B) ] A
+ *
+ * with the 6x6, 6x3 and 4x6 matrices of F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for
+ * Convolutional Neural Networks", 2016). The sum over input channels at each of the 36 positions
+ * of the transformed tile is a matrix product, tiles x cin by cin x cout, so an output takes 36/16
+ * = 2.25 multiply-adds per input channel instead of 9. Three passes, over as many tiles as keep
+ * their transformed inputs V and products M within about 8 MiB:
+ *
+ *   1. input transform: each tile's 6x6 pixels of 8 channels (a vector each; zeros outside the
+ *      image) through B^T . B, into V[position] (tiles x cin, in chunks of KC channels);
+ *   2. 36 products M[position] = V[position] U[position], tiles x cout, by a kernel of 6 tiles by
+ *      16 output channels in 12 ymm sums (per input channel 2 vector loads and 6 broadcasts);
+ *   3. output transform: A^T . A of each tile's 36 products of 8 channels, plus the bias, the relu
+ *      when fused, the pixels inside the output stored.
+ *
+ * U = G g G^T, the transformed filters, is made from the weights in the parameter arena at each
+ * call: whole, before the passes, where it is at most 16 MiB (36 x cout x cin floats), else by the
+ * products in panels of 16 output by KC input channels that stay in the thread's L2 (resnet50's
+ * 512 x 512 filters: a whole U would be 36 MiB written and read back each call). The backward data
+ * pass is the same computation on the output gradient with the filters turned by 180 degrees and
+ * their input and output channels swapped, padded by 2 - padding. Needs no oneDNN: the tests run it
+ * against the definition in any build.
+ *
+ * Rounding: the transforms scale by up to 4x4 (B) and 8x8 (A) and G's entries are not
+ * representable in binary, so the result differs from the direct sum by more than the direct
+ * kernels do (measured in tests/test_conv.c: conv_winograd_matches_definition). */
+#include <omp.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "onednn/wino.h"
+#include "util.h"
+
+#define BLK 8
+#define NR 16      /* output channels of one product call: 2 vectors */
+#define MR 6       /* tiles of one product call */
+#define NP 36      /* positions of a transformed 6x6 tile */
+#define KC 128     /* input channels of a panel of transformed filters */
+#define KBT 1      /* blocks of 16 output channels of a panel */
+#define PANEL ((size_t)KBT * NP * KC * NR) /* floats of a panel: 36 x KC x 16 (288 KiB) */
+#define PASS_BYTES ((size_t)8 << 20)
+#define U_BYTES ((size_t)16 << 20)
+
+/* The computation as a forward convolution: in [n][cin / 8][ih][iw][8] -> out [n][cout / 8][oh][ow][8]. */
+typedef struct Geo {
+    int n, cin, cout, ih, iw, oh, ow, pt, pl;
+    int coutp;  /* cout rounded up to NR (U's and M's rows) */
+    int th, tw; /* tiles down and across an image */
+    int tiles;  /* n th tw */
+    int tc;     /* tiles of one pass, a multiple of MR */
+} Geo;
+
+static Geo geo_of(int n, int cin, int cout, int ih, int iw, int oh, int ow, int pt, int pl) {
+    Geo q = {n, cin, cout, ih, iw, oh, ow, pt, pl, 0, 0, 0, 0, 0};
+    q.coutp = (cout + NR - 1) / NR * NR;
+    q.th = (oh + 3) / 4;
+    q.tw = (ow + 3) / 4;
+    q.tiles = n * q.th * q.tw;
+    size_t tc = PASS_BYTES / ((size_t)NP * sizeof(float) * (size_t)(cin + q.coutp)) / MR * MR;
+    const size_t all = ((size_t)q.tiles + MR - 1) / MR * MR;
+    if (tc < MR) tc = MR;
+    if (tc > all) tc = all;
+    q.tc = (int)tc;
+    return q;
+}
+
+/* V and M (the transformed filters come after them: all of U, or a panel per thread) */
+static size_t geo_floats(const Geo *q) { return (size_t)NP * (size_t)q->tc * (size_t)(q->cin + q->coutp); }
+
+/* U, the transformed filters, is made whole (once per call) where it stays within U_BYTES: the
+ * products then read it position by position, each tile's transformed input once per 64 output
+ * channels. Larger (512 x 512 channels: 36 MiB), writing it out and reading it back would cost
+ * more than the products: the products transform the filters into panels as they go. */
+static size_t u_floats(const Geo *q) { return (size_t)NP * q->coutp * q->cin; }
+static int u_whole(const Geo *q) { return u_floats(q) * sizeof(float) <= U_BYTES; }
+static size_t geo_scratch(const Geo *q, int threads) {
+    return geo_floats(q) + (u_whole(q) ? u_floats(q) : (size_t)(threads > 0 ? threads : 1) * PANEL);
+}
+
+static Geo geo_fwd(const DnWino *g) { return geo_of(g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, g->pt, g->pl); }
+static Geo geo_bwd(const DnWino *g) {
+    return geo_of(g->n, g->cout, g->cin, g->oh, g->ow, g->h, g->w, 2 - g->pt, 2 - g->pl);
+}
+
+size_t dn_wino_scratch_floats(const DnWino *g, int threads) {
+    const Geo f = geo_fwd(g), b = geo_bwd(g);
+    const size_t a = geo_scratch(&f, threads), c = geo_scratch(&b, threads);
+    return a > c ? a : c;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx2,fma")))
+
+static int has_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+/* o = G a: G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1] */
+TGT static inline void g_1d(__m256 a0, __m256 a1, __m256 a2, __m256 o[6]) {
+    const __m256 e = _mm256_add_ps(a0, a2), s6 = _mm256_set1_ps(1.0f / 6.0f);
+    const __m256 f = _mm256_fmadd_ps(a0, _mm256_set1_ps(1.0f / 24.0f), _mm256_mul_ps(a2, s6));
+    const __m256 h = _mm256_mul_ps(a1, _mm256_set1_ps(1.0f / 12.0f));
+    o[0] = _mm256_mul_ps(a0, _mm256_set1_ps(0.25f));
+    o[1] = _mm256_mul_ps(_mm256_add_ps(e, a1), _mm256_set1_ps(-1.0f / 6.0f));
+    o[2] = _mm256_mul_ps(_mm256_sub_ps(a1, e), s6);
+    o[3] = _mm256_add_ps(f, h);
+    o[4] = _mm256_sub_ps(f, h);
+    o[5] = a2;
+}
+
+/* o = B^T d: B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
+ * 0 4 0 -5 0 1] */
+TGT static inline void bt_1d(const __m256 d[6], __m256 o[6]) {
+    const __m256 four = _mm256_set1_ps(4.0f), mfive = _mm256_set1_ps(-5.0f), two = _mm256_set1_ps(2.0f);
+    const __m256 s12 = _mm256_add_ps(d[1], d[2]), d12 = _mm256_sub_ps(d[1], d[2]);
+    const __m256 s34 = _mm256_add_ps(d[3], d[4]), d43 = _mm256_sub_ps(d[4], d[3]);
+    const __m256 d42 = _mm256_sub_ps(d[4], d[2]), d31 = _mm256_sub_ps(d[3], d[1]);
+    o[0] = _mm256_fmadd_ps(d[0], four, _mm256_fmadd_ps(d[2], mfive, d[4]));
+    o[1] = _mm256_fnmadd_ps(s12, four, s34);
+    o[2] = _mm256_fmadd_ps(d12, four, d43);
+    o[3] = _mm256_fmadd_ps(d31, two, d42);
+    o[4] = _mm256_fnmadd_ps(d31, two, d42);
+    o[5] = _mm256_fmadd_ps(d[1], four, _mm256_fmadd_ps(d[3], mfive, d[5]));
+}
+
+/* o = A^T m: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1] */
+TGT static inline void at_1d(const __m256 m[6], __m256 o[4]) {
+    const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
+    const __m256 c = _mm256_add_ps(m[3], m[4]), d = _mm256_sub_ps(m[3], m[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+    o[1] = _mm256_fmadd_ps(d, _mm256_set1_ps(2.0f), b);
+    o[2] = _mm256_fmadd_ps(c, _mm256_set1_ps(4.0f), a);
+    o[3] = _mm256_add_ps(_mm256_fmadd_ps(d, _mm256_set1_ps(8.0f), b), m[5]);
+}
+
+/* The filters' panel: panel[b bs + position ps + (i - i0) 16 + o % 16] = (G g[o][i] G^T)[position]
+ * for the 16 filter rows o of block b (o from (ob + b) 16, b < nb) and the ni filter columns i from i0, the
+ * filters g[o][i][r][s] at w0 + o so + i si + r sr + s ss (the backward pass's turned filters have
+ * negative sr and ss); the rows o from O on zero. */
+TGT static void panel_transform(const float *w0, long so, long si, long sr, long ss, int O, int ob, int nb, int i0,
+                                int ni, float *panel, size_t ps, size_t bs) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)so));
+    for (int h = 0; h < nb * (NR / BLK); h++) {
+        const int o0 = ob * NR + h * BLK;
+        float *ub = panel + (size_t)(h / 2) * bs + (h % 2) * BLK;
+        for (int i = 0; i < ni; i++) {
+            float *u = ub + (size_t)i * NR;
+            if (o0 >= O) {
+                for (int p = 0; p < NP; p++) _mm256_storeu_ps(u + (size_t)p * ps, _mm256_setzero_ps());
+                continue;
+            }
+            const float *b = w0 + (long)o0 * so + (long)(i0 + i) * si;
+            __m256 t[6][3], o[6];
+#pragma GCC unroll 3
+            for (int s = 0; s < 3; s++) {
+                g_1d(_mm256_i32gather_ps(b + s * ss, idx, 4), _mm256_i32gather_ps(b + sr + s * ss, idx, 4),
+                     _mm256_i32gather_ps(b + 2 * sr + s * ss, idx, 4), o);
+#pragma GCC unroll 6
+                for (int a = 0; a < 6; a++) t[a][s] = o[a];
+            }
+#pragma GCC unroll 6
+            for (int a = 0; a < 6; a++) {
+                g_1d(t[a][0], t[a][1], t[a][2], o);
+#pragma GCC unroll 6
+                for (int c = 0; c < 6; c++) _mm256_storeu_ps(u + (size_t)(a * 6 + c) * ps, o[c]);
+            }
+        }
+    }
+}
+
+/* The tile t's image and top-left output pixel. */
+static inline void tile_at(const Geo *q, int t, int *img, int *y, int *x) {
+    const int per = q->th * q->tw, r = t % per;
+    *img = t / per;
+    *y = r / q->tw * 4;
+    *x = r % q->tw * 4;
+}
+
+/* Where V[position] holds tile lt's input channel c: in chunks of KC channels, each chunk's rows
+ * of all the pass's tiles one after the other, so a product's pass over the tiles reads one
+ * stream. */
+static inline size_t v_at(const Geo *q, int lt, int c) {
+    const int k0 = c / KC * KC, kc = q->cin - k0 < KC ? q->cin - k0 : KC;
+    return (size_t)k0 * q->tc + (size_t)lt * kc + (size_t)(c - k0);
+}
+
+/* V[position] = B^T d B of tiles t0 + lt (lt < nt); rows nt to tpad zero. */
+TGT static void input_transform(const Geo *q, const float *in, int t0, int nt, int tpad, float *V) {
+    const int cb = q->cin / BLK;
+    const size_t pstride = (size_t)q->tc * q->cin, plane = (size_t)q->ih * q->iw * BLK;
+#pragma omp parallel for schedule(static)
+    for (int lt = 0; lt < tpad; lt++) {
+        if (lt >= nt) {
+            for (int p = 0; p < NP; p++)
+                for (int k0 = 0; k0 < q->cin; k0 += KC)
+                    memset(V + p * pstride + v_at(q, lt, k0), 0, (size_t)(q->cin - k0 < KC ? q->cin - k0 : KC) * sizeof(float));
+            continue;
+        }
+        int img, y0, x0;
+        tile_at(q, t0 + lt, &img, &y0, &x0);
+        y0 -= q->pt;
+        x0 -= q->pl;
+        int rv[6], cv[6];
+        for (int i = 0; i < 6; i++) {
+            rv[i] = y0 + i >= 0 && y0 + i < q->ih;
+            cv[i] = x0 + i >= 0 && x0 + i < q->iw;
+        }
+        for (int c = 0; c < cb; c++) {
+            const float *src = in + ((size_t)img * cb + c) * plane;
+            float *v = V + v_at(q, lt, c * BLK);
+            __m256 d[6][6], t[6][6], col[6], o[6];
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++)
+#pragma GCC unroll 6
+                for (int j = 0; j < 6; j++)
+                    d[i][j] = rv[i] && cv[j] ? _mm256_loadu_ps(src + ((size_t)(y0 + i) * q->iw + (x0 + j)) * BLK)
+                                             : _mm256_setzero_ps();
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) {
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++) col[i] = d[i][j];
+                bt_1d(col, o);
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++) t[i][j] = o[i];
+            }
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) {
+                bt_1d(t[i], o);
+#pragma GCC unroll 6
+                for (int j = 0; j < 6; j++) _mm256_storeu_ps(v + (size_t)(i * 6 + j) * pstride, o[j]);
+            }
+        }
+    }
+}
+
+/* m[r][0..16) (+)= sum over k < K of v[r vs + k] u[k][0..16), r < MR: 6 tiles by 16 output
+ * channels; acc: add to what m holds. */
+TGT static void product_6x16(int K, const float *v, size_t vs, const float *u, float *m, size_t ms, int acc) {
+    __m256 c[MR][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        c[r][0] = acc ? _mm256_loadu_ps(m + r * ms) : _mm256_setzero_ps();
+        c[r][1] = acc ? _mm256_loadu_ps(m + r * ms + 8) : _mm256_setzero_ps();
+    }
+#pragma GCC unroll 2
+    for (int k = 0; k < K; k++) {
+        const __m256 b0 = _mm256_loadu_ps(u + (size_t)k * NR), b1 = _mm256_loadu_ps(u + (size_t)k * NR + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            const __m256 a = _mm256_broadcast_ss(v + r * vs + k);
+            c[r][0] = _mm256_fmadd_ps(a, b0, c[r][0]);
+            c[r][1] = _mm256_fmadd_ps(a, b1, c[r][1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+        _mm256_storeu_ps(m + r * ms, c[r][0]);
+        _mm256_storeu_ps(m + r * ms + 8, c[r][1]);
+    }
+}
+
+/* The filters as the products read them: g[o][i][r][s] at w0 + o so + i si + r sr + s ss. */
+typedef struct Filters {
+    const float *w0;
+    long so, si, sr, ss;
+} Filters;
+
+/* M[position] = V[position] U[position] for the first tpad tiles of the pass. A task is up to KBT
+ * blocks of 16 output channels over a range of the tiles: for each KC input channels, it
+ * transforms those blocks' filters into its thread's panel (KBT x 36 x KC x 16, within the L2),
+ * then, position by position, passes every tile of its range by each block's part of the panel
+ * (2 KiB, in the L1), the tiles' KC channels of V read once from memory for the KBT blocks. So the
+ * transformed filters never leave the cache; a filter is transformed once per pass and range of
+ * tiles, and the tiles are split into ranges only as far as the blocks leave threads without two
+ * tasks each. */
+static void products_panels(const Geo *q, const Filters *f, const float *V, float *M, int tpad, float *panels, int threads) {
+    const int nkb = q->coutp / NR, nbt = (nkb + KBT - 1) / KBT, groups = tpad / MR;
+    int split = (2 * threads + nbt - 1) / nbt;
+    if (split > groups) split = groups;
+    if (split < 1) split = 1;
+    const size_t vps = (size_t)q->tc * q->cin, mps = (size_t)q->tc * q->coutp;
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (int task = 0; task < nbt * split; task++) {
+        const int ob = task / split * KBT, part = task % split, nb = nkb - ob < KBT ? nkb - ob : KBT;
+        const int t0 = groups * part / split * MR, t1 = groups * (part + 1) / split * MR;
+        float *panel = panels + (size_t)omp_get_thread_num() * PANEL;
+        for (int k0 = 0; k0 < q->cin; k0 += KC) {
+            const int kc = q->cin - k0 < KC ? q->cin - k0 : KC;
+            panel_transform(f->w0, f->so, f->si, f->sr, f->ss, q->cout, ob, nb, k0, kc, panel, (size_t)KC * NR,
+                            (size_t)NP * KC * NR);
+            for (int p = 0; p < NP; p++)
+                for (int b = 0; b < nb; b++) {
+                    const float *u = panel + ((size_t)b * NP + p) * KC * NR;
+                    for (int t = t0; t < t1; t += MR)
+                        product_6x16(kc, V + p * vps + v_at(q, t, k0), kc, u,
+                                     M + p * mps + (size_t)t * q->coutp + (size_t)(ob + b) * NR, q->coutp, k0 > 0);
+                }
+        }
+    }
+}
+
+/* U[position][o / 16][i][o % 16] = (G g[o][i] G^T)[position] for all the filters, with the
+ * rows o from O to the next multiple of 16 zero. */
+static void weights_transform(const Geo *q, const Filters *f, float *U) {
+    const size_t pstride = (size_t)q->coutp * q->cin;
+#pragma omp parallel for schedule(static)
+    for (int ob = 0; ob < q->coutp / NR; ob++)
+        for (int i0 = 0; i0 < q->cin; i0 += KC)
+            panel_transform(f->w0, f->so, f->si, f->sr, f->ss, q->cout, ob, 1, i0, q->cin - i0 < KC ? q->cin - i0 : KC,
+                            U + ((size_t)ob * q->cin + i0) * NR, pstride, q->cin * NR);
+}
+
+/* M[position] = V[position] U[position] for the first tpad tiles of the pass, U whole: a task is
+ * one position and up to 4 blocks of 16 output channels; U's panel of KC input channels by 16
+ * output channels (2 KiB) stays in the L1 while every tile's KC channels of V pass it, and the
+ * position's V (the pass's tiles) stays in the L2 for the task's blocks. */
+static void products_u(const Geo *q, const float *U, const float *V, float *M, int tpad) {
+    const int nkb = q->coutp / NR, ntask = (nkb + 3) / 4;
+    const size_t vps = (size_t)q->tc * q->cin, mps = (size_t)q->tc * q->coutp, ups = u_floats(q) / NP;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int p = 0; p < NP; p++)
+        for (int task = 0; task < ntask; task++) {
+            const int kb0 = task * 4, kb1 = kb0 + 4 < nkb ? kb0 + 4 : nkb;
+            for (int kb = kb0; kb < kb1; kb++)
+                for (int k0 = 0; k0 < q->cin; k0 += KC) {
+                    const int kc = q->cin - k0 < KC ? q->cin - k0 : KC;
+                    const float *u = U + p * ups + ((size_t)kb * q->cin + k0) * NR;
+                    for (int t = 0; t < tpad; t += MR)
+                        product_6x16(kc, V + p * vps + v_at(q, t, k0), kc, u,
+                                     M + p * mps + (size_t)t * q->coutp + (size_t)kb * NR, q->coutp, k0 > 0);
+                }
+        }
+}
+
+/* out's pixels of tiles t0 + lt (lt < nt) = A^T M A (+ bias, relu) */
+TGT static void output_transform(const Geo *q, const float *M, int t0, int nt, const float *bias, int relu, float *out) {
+    const int kb = q->cout / BLK;
+    const size_t pstride = (size_t)q->tc * q->coutp, plane = (size_t)q->oh * q->ow * BLK;
+#pragma omp parallel for schedule(static)
+    for (int lt = 0; lt < nt; lt++) {
+        int img, y0, x0;
+        tile_at(q, t0 + lt, &img, &y0, &x0);
+        const int nh = q->oh - y0 < 4 ? q->oh - y0 : 4, nw = q->ow - x0 < 4 ? q->ow - x0 : 4;
+        const float *m = M + (size_t)lt * q->coutp;
+        for (int c = 0; c < kb; c++) {
+            __m256 s[4][6], col[6], o[4];
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) {
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++) col[i] = _mm256_loadu_ps(m + (size_t)(i * 6 + j) * pstride + c * BLK);
+                at_1d(col, o);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) s[i][j] = o[i];
+            }
+            const __m256 b = bias ? _mm256_loadu_ps(bias + c * BLK) : _mm256_setzero_ps(), zero = _mm256_setzero_ps();
+            float *dst = out + ((size_t)img * kb + c) * plane + ((size_t)y0 * q->ow + x0) * BLK;
+            for (int i = 0; i < nh; i++) {
+                at_1d(s[i], o);
+                for (int j = 0; j < nw; j++) {
+                    __m256 r = _mm256_add_ps(o[j], b);
+                    if (relu) r = _mm256_max_ps(zero, r); /* max(0, NaN) is NaN */
+                    _mm256_storeu_ps(dst + ((size_t)i * q->ow + j) * BLK, r);
+                }
+            }
+        }
+    }
+}
+
+/* The panels' threads that scratch (floats) leaves room for, at most OpenMP's. */
+static int threads_of(const Geo *q, size_t scratch_floats) {
+    const size_t vm = geo_floats(q);
+    size_t t = scratch_floats > vm ? (scratch_floats - vm) / PANEL : 0;
+    const int most = omp_get_max_threads();
+    if (t > (size_t)most) t = (size_t)most;
+    return (int)t;
+}
+
+static void run(const Geo *q, const float *in, const Filters *f, const float *bias, int relu, float *out, float *scratch,
+                size_t scratch_floats) {
+    const int whole = u_whole(q), threads = whole ? 0 : threads_of(q, scratch_floats);
+    if (whole ? scratch_floats < geo_scratch(q, 0) : !threads) die("wino.c: %zu floats of scratch are too few", scratch_floats);
+    float *V = scratch, *M = V + (size_t)NP * q->tc * q->cin, *U = M + (size_t)NP * q->tc * q->coutp;
+    if (whole) weights_transform(q, f, U);
+    for (int t0 = 0; t0 < q->tiles; t0 += q->tc) {
+        const int nt = q->tiles - t0 < q->tc ? q->tiles - t0 : q->tc, tpad = (nt + MR - 1) / MR * MR;
+        input_transform(q, in, t0, nt, tpad, V);
+        if (whole)
+            products_u(q, U, V, M, tpad);
+        else
+            products_panels(q, f, V, M, tpad, U, threads);
+        output_transform(q, M, t0, nt, bias, relu, out);
+    }
+}
+
+int dn_wino_ok(const DnWino *g) {
+    return has_avx2_fma() && g->n > 0 && g->cin > 0 && g->cout > 0 && g->cin % BLK == 0 && g->cout % BLK == 0 &&
+           g->h > 0 && g->w > 0 && g->oh > 0 && g->ow > 0 && g->pt >= 0 && g->pt <= 2 && g->pl >= 0 && g->pl <= 2 &&
+           (long)g->cin * 9 * 8 < (1L << 30) && (long)g->cout * 9 * 8 < (1L << 30);
+}
+
+void dn_wino_fwd(const DnWino *g, const float *x, const float *w, const float *bias, int relu, float *y,
+                 float *scratch, size_t scratch_floats) {
+    const Geo q = geo_fwd(g);
+    const Filters f = {w, (long)g->cin * 9, 9, 3, 1};
+    run(&q, x, &f, bias, relu, y, scratch, scratch_floats);
+}
+
+void dn_wino_bwd_data(const DnWino *g, const float *dy, const float *w, float *dx, float *scratch,
+                      size_t scratch_floats) {
+    const Geo q = geo_bwd(g);
+    /* filter (o = input channel c, i = output channel k, r, s) = w[k][c][2 - r][2 - s] */
+    const Filters f = {w + 8, 9, (long)g->cin * 9, -3, -1};
+    run(&q, dy, &f, NULL, 0, dx, scratch, scratch_floats);
+}
+#else
+int dn_wino_ok(const DnWino *g) {
+    (void)g;
+    return 0;
+}
+void dn_wino_fwd(const DnWino *g, const float *x, const float *w, const float *bias, int relu, float *y,
+                 float *scratch, size_t scratch_floats) {
+    (void)g, (void)x, (void)w, (void)bias, (void)relu, (void)y, (void)scratch, (void)scratch_floats;
+}
+void dn_wino_bwd_data(const DnWino *g, const float *dy, const float *w, float *dx, float *scratch,
+                      size_t scratch_floats) {
+    (void)g, (void)dy, (void)w, (void)dx, (void)scratch, (void)scratch_floats;
+}
+#endif

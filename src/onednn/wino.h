@@ -1,0 +1,33 @@
+/* wino.h: the forward and backward-data passes of a 3x3 stride-1 convolution by Winograd's
+ * minimal filtering F(4x4, 3x3) on blocked tensors (wino.c). */
+#ifndef NVCNN_ONEDNN_WINO_H
+#define NVCNN_ONEDNN_WINO_H
+
+#include <stddef.h>
+
+/* The geometry: input x [n][cin / 8][h][w][8], output y [n][cout / 8][oh][ow][8] (oneDNN's
+ * nChw8c), weights [cout][cin][3][3], stride 1, padding pt (top) and pl (left) with zeros, the
+ * padding after whatever oh and ow leave; no groups, no dilation. */
+typedef struct DnWino {
+    int n, cin, cout, h, w, oh, ow, pt, pl;
+} DnWino;
+
+/* Whether wino.c computes this geometry on this CPU (AVX2 and FMA; 8 | cin, 8 | cout; padding 0
+ * to 2 on each side that has one). */
+int dn_wino_ok(const DnWino *g);
+
+/* The floats of scratch that dn_wino_fwd and dn_wino_bwd_data need to run on `threads` OpenMP
+ * threads (the larger of the two). */
+size_t dn_wino_scratch_floats(const DnWino *g, int threads);
+
+/* y = x (*) w + bias (NULL: none), then max(0, .) when relu: written, not added. scratch holds
+ * scratch_floats (they decide how many threads run: at most OpenMP's). */
+void dn_wino_fwd(const DnWino *g, const float *x, const float *w, const float *bias, int relu, float *y,
+                 float *scratch, size_t scratch_floats);
+
+/* dx [n][cin / 8][h][w][8] = the input gradient of the output gradient dy [n][cout / 8][oh][ow][8]:
+ * written, not added. */
+void dn_wino_bwd_data(const DnWino *g, const float *dy, const float *w, float *dx, float *scratch,
+                      size_t scratch_floats);
+
+#endif
