@@ -9,9 +9,9 @@
  * [kh][kw], the same bytes as the reference's [cout][cin/g][kh][kw].
  *
  * 3x3 stride-1 convolutions on nChw8c tensors run their forward and backward data by Winograd's
- * F(4x4, 3x3) in wino.c instead of oneDNN's direct kernels (on AVX2; NVCNN_ONEDNN_WINOGRAD=off in
- * the environment leaves them to oneDNN); their primitives are planned all the same, for the
- * layouts they choose.
+ * F(4x4, 3x3) in wino.c instead of oneDNN's direct kernels, and their weight gradient too where
+ * wino.c's sums fit (on AVX2; NVCNN_ONEDNN_WINOGRAD=off in the environment leaves them to oneDNN
+ * and blkconv.c); their primitives are planned all the same, for the layouts they choose.
  *
  * A relu that is the output's only consumer is fused: the forward applies it (an eltwise post-op)
  * and writes the relu's output node; backward first turns the relu's output gradient into this
@@ -45,6 +45,7 @@ typedef struct DnConv {
     DnBlkConv bc;
     float *dW, *dB;
     int wino;               /* forward and backward data by wino.c, not fwd and bwd_data */
+    int wino_dw;            /* the weight and bias gradients by wino.c (blk_dw set too) */
     DnWino wg;
     const float *W, *B;     /* the weights [cout][cin][3][3] and the bias (NULL: none) in the arena */
 } DnConv;
@@ -115,6 +116,9 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
                (!dpd || (dn_md_eq(dn_query(dpd, dnnl_query_diff_dst_md), &d8) &&
                          dn_md_eq(dn_query(dpd, dnnl_query_diff_src_md), &s8)));
     }
+    /* and the weight gradient by wino.c too where its sums fit (else blkconv.c's) */
+    const int wino_dw = wino && dn->blk_dw && dn_wino_dw_ok(&wg);
+    if (wino_dw) blk_dw = 1, first = 0;
     wpd = NULL;
     if (!blk_dw) {
         DN_CHECK(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_any, &w_any,
@@ -189,6 +193,7 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
     if (blk_dw) {
         k->blk_dw = 1;
         k->first = first;
+        k->wino_dw = wino_dw;
         k->x = in->data;
         k->bc = bc;
         k->dW = dW;
@@ -252,7 +257,9 @@ static void conv_backward(Dn *dn, Layer *l, int li, void *st) {
         void *x, *dy;
         DN_CHECK(dnnl_memory_get_data_handle(k->src_w.mem, &x));
         DN_CHECK(dnnl_memory_get_data_handle(k->ddst_w.mem, &dy));
-        if (k->first)
+        if (k->wino_dw)
+            dn_wino_dw(&k->wg, x, dy, k->dW, k->dB, dn->scratch, dn->scratch_bytes / sizeof(float));
+        else if (k->first)
             dn_firstconv_dw(&k->bc, k->x, dy, k->dW, k->dB);
         else
             dn_blkconv_dw(&k->bc, x, dy, k->dW, k->dB);

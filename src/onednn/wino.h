@@ -1,5 +1,5 @@
-/* wino.h: the forward and backward-data passes of a 3x3 stride-1 convolution by Winograd's
- * minimal filtering F(4x4, 3x3) on blocked tensors (wino.c). */
+/* wino.h: the forward, backward-data and weight-gradient passes of a 3x3 stride-1 convolution by
+ * Winograd's minimal filtering F(4x4, 3x3) on blocked tensors (wino.c). */
 #ifndef NVCNN_ONEDNN_WINO_H
 #define NVCNN_ONEDNN_WINO_H
 
@@ -16,8 +16,8 @@ typedef struct DnWino {
  * to 2 on each side that has one). */
 int dn_wino_ok(const DnWino *g);
 
-/* The floats of scratch that dn_wino_fwd and dn_wino_bwd_data need to run on `threads` OpenMP
- * threads (the larger of the two). */
+/* The floats of scratch that dn_wino_fwd, dn_wino_bwd_data and dn_wino_dw need to run on `threads`
+ * OpenMP threads (the largest of the three). */
 size_t dn_wino_scratch_floats(const DnWino *g, int threads);
 
 /* y = x (*) w + bias (NULL: none), then max(0, .) when relu: written, not added. scratch holds
@@ -29,5 +29,14 @@ void dn_wino_fwd(const DnWino *g, const float *x, const float *w, const float *b
  * written, not added. */
 void dn_wino_bwd_data(const DnWino *g, const float *dy, const float *w, float *dx, float *scratch,
                       size_t scratch_floats);
+
+/* Whether dn_wino_dw computes this geometry: dn_wino_ok, and 36 cout cin floats of sums within
+ * 16 MiB (beyond that the direct kernel of blkconv.c is as fast). */
+int dn_wino_dw_ok(const DnWino *g);
+
+/* dw [cout][cin][3][3] = the weight gradient of x and the output gradient dy, and db [cout] (NULL:
+ * none) = the bias gradient: both written, not added. */
+void dn_wino_dw(const DnWino *g, const float *x, const float *dy, float *dw, float *db, float *scratch,
+                size_t scratch_floats);
 
 #endif
