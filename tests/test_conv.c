@@ -396,39 +396,49 @@ TEST(conv_first_weight_gradient_matches_definition) {
     for (int k = 0; k < 6; k++) CHECK_MSG(!dn_firstconv_ok(&no[k]), "geometry refusal %d accepted", k);
 }
 
-/* ---- the forward, backward data and weight gradient of 3x3 stride-1 convolutions by Winograd's
- * F(4x4, 3x3) on blocked tensors (src/onednn/wino.c) ----
+/* ---- the forward, backward data and weight gradient of 3x3 and 5x5 stride-1 convolutions by
+ * Winograd's F(4x4, 3x3) and F(2x2, 5x5) on blocked tensors (src/onednn/wino.c) ----
  * Against the definition summed in double, element by element, relative to the sum of the terms'
  * magnitudes. The transforms scale the data by up to 100 (B: entries up to 5; A: up to 8) and
  * round G's sixths, twelfths and twenty-fourths, so the error is larger than a direct sum's
- * (1e-7 here): at most 3.1e-6 (forward), 2.4e-6 (backward data) and 4e-6 (weight gradient) measured on this machine (the same operations in the same order on
- * any AVX2 CPU: the kernels are written in intrinsics with fused multiply-adds, and no sum depends
- * on the threads), the bound 1e-5. Geometries: SAME with sizes that are multiples of nothing,
- * VALID, padding 2 (an output larger than the input) and uneven padding, a 1x1 image, 40 and 24
- * output channels (half a block of 16 left over), more input channels than one panel (136 = 128 +
- * 8), filters too large to transform whole (512 x 232: the panels path, both ways), and more tiles
- * than one pass takes (4 x 112 x 112). */
+ * (1e-7 here). Measured on this machine, worst of the geometries below: 3x3 forward 3.1e-6,
+ * backward data 2.4e-6, weight gradient 4e-6 (bounds 1e-5); 5x5 forward 2.2e-6, backward data
+ * 3.2e-6 (bounds 1e-5), weight gradient 1.3e-5 (bound 4e-5: a corner tap's sum of few terms, which
+ * the 5-tap G^T forms from large ones). The same operations in the same order on any AVX2 CPU:
+ * the kernels are written in intrinsics with fused multiply-adds, and no sum depends on the
+ * threads. Geometries: SAME with sizes that are multiples of nothing, VALID, padding k - 1 (an
+ * output larger than the input) and uneven padding, a 1x1 image, 40 and 24 output channels (half
+ * a block of 16 left over), more input channels than one panel (136 = 128 + 8), filters too large
+ * to transform whole (512 x 232: the panels path, both ways), and more tiles than one pass takes
+ * (4 x 112 x 112). */
 static size_t blk_at(int c, int h, int w, int n, int ch, int y, int x) {
     return ((((size_t)n * (c / 8) + ch / 8) * h + y) * w + x) * 8 + ch % 8;
 }
 
 TEST(conv_winograd_matches_definition) {
     static const DnWino geo[] = {
-        /* n cin cout  h    w   oh   ow pt pl */
-        {2, 8, 16, 7, 8, 7, 8, 1, 1},       {1, 16, 8, 6, 6, 4, 4, 0, 0},      {1, 8, 8, 5, 5, 7, 7, 2, 2},
-        {3, 24, 40, 9, 10, 9, 10, 1, 1},    {2, 8, 24, 1, 1, 1, 1, 1, 1},      {1, 136, 24, 9, 11, 9, 11, 1, 1},
-        {1, 8, 8, 12, 2, 12, 1, 1, 0},      {1, 512, 232, 3, 5, 3, 5, 1, 1},   {4, 8, 16, 112, 112, 112, 112, 1, 1},
+        /* n cin cout  h    w   oh   ow pt pl  k */
+        {2, 8, 16, 7, 8, 7, 8, 1, 1, 3},       {1, 16, 8, 6, 6, 4, 4, 0, 0, 3},      {1, 8, 8, 5, 5, 7, 7, 2, 2, 3},
+        {3, 24, 40, 9, 10, 9, 10, 1, 1, 3},    {2, 8, 24, 1, 1, 1, 1, 1, 1, 3},      {1, 136, 24, 9, 11, 9, 11, 1, 1, 3},
+        {1, 8, 8, 12, 2, 12, 1, 1, 0, 3},      {1, 512, 232, 3, 5, 3, 5, 1, 1, 3},   {4, 8, 16, 112, 112, 112, 112, 1, 1, 3},
+        /* 5x5: SAME (lenet's second convolution, reduced), VALID, padding 4, uneven padding, more
+         * channels than a panel, filters too large to transform whole, more tiles than a pass */
+        {2, 32, 64, 14, 14, 14, 14, 2, 2, 5}, {1, 16, 8, 9, 8, 5, 4, 0, 0, 5},     {1, 8, 8, 3, 4, 7, 8, 4, 4, 5},
+        {3, 24, 40, 7, 11, 6, 10, 1, 3, 5},   {1, 136, 16, 5, 7, 5, 7, 2, 2, 5},   {1, 512, 232, 2, 3, 2, 3, 2, 2, 5},
+        {2, 8, 16, 96, 96, 96, 96, 2, 2, 5},
     };
     if (!dn_wino_ok(&geo[0])) {
         th_skip("this CPU has no AVX2 and FMA: the oneDNN plan keeps oneDNN's 3x3 convolutions");
         return;
     }
-    double worst[3] = {0, 0, 0};
+    double worst[2][3] = {{0, 0, 0}, {0, 0, 0}}; /* [3x3, 5x5][forward, backward data, weight gradient] */
     for (size_t k = 0; k < sizeof geo / sizeof geo[0]; k++) {
         const DnWino *g = &geo[k];
         CHECK_MSG(dn_wino_ok(g), "geometry %zu refused", k);
         const size_t nx = (size_t)g->n * g->cin * g->h * g->w, ny = (size_t)g->n * g->cout * g->oh * g->ow;
-        const size_t nw = (size_t)g->cout * g->cin * 9, sf = dn_wino_scratch_floats(g, 2);
+        const int kk = g->k * g->k;
+        double *wk = worst[g->k == 5];
+        const size_t nw = (size_t)g->cout * g->cin * kk, sf = dn_wino_scratch_floats(g, 2);
         float *x = malloc(nx * sizeof(float)), *y = malloc(ny * sizeof(float)), *w = malloc(nw * sizeof(float));
         float *b = malloc((size_t)g->cout * sizeof(float)), *dx = malloc(nx * sizeof(float)),
               *dy = malloc(ny * sizeof(float)), *scratch = malloc(sf * sizeof(float));
@@ -451,8 +461,8 @@ TEST(conv_winograd_matches_definition) {
             for (size_t i = 0; i < nw; i++) dw[i] = NAN;
             for (size_t i = 0; i < sf; i++) scratch[i] = NAN;
             dn_wino_dw(g, x, dy, dw, bias ? db : NULL, scratch, sf);
-            const DnBlkConv bc = {g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, 3, 3, g->pt, g->pl};
-            check_dw_definition(&bc, k, x, 1, dy, dw, bias ? db : NULL, 1e-5, &worst[2]);
+            const DnBlkConv bc = {g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, g->k, g->k, g->pt, g->pl};
+            check_dw_definition(&bc, k, x, 1, dy, dw, bias ? db : NULL, g->k == 3 ? 1e-5 : 4e-5, &wk[2]);
             free(dw);
             free(db);
         }
@@ -462,12 +472,12 @@ TEST(conv_winograd_matches_definition) {
                     for (int ox = 0; ox < g->ow; ox++) {
                         double s = bias ? b[o] : 0, m = fabs(s) + 1e-30;
                         for (int c = 0; c < g->cin; c++)
-                            for (int a = 0; a < 3; a++)
-                                for (int e = 0; e < 3; e++) {
+                            for (int a = 0; a < g->k; a++)
+                                for (int e = 0; e < g->k; e++) {
                                     const int iy = oy + a - g->pt, ix = ox + e - g->pl;
                                     if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) continue;
                                     const double v = (double)x[blk_at(g->cin, g->h, g->w, n, c, iy, ix)] *
-                                                     w[((size_t)o * g->cin + c) * 9 + a * 3 + e];
+                                                     w[((size_t)o * g->cin + c) * kk + a * g->k + e];
                                     s += v;
                                     m += fabs(v);
                                 }
@@ -475,7 +485,7 @@ TEST(conv_winograd_matches_definition) {
                         const float got = y[blk_at(g->cout, g->oh, g->ow, n, o, oy, ox)];
                         const double err = fabs(got - s) / m;
                         CHECK_MSG(err <= 1e-5, "geometry %zu: y[%d][%d][%d][%d] = %.9g, defined %.9g", k, n, o, oy, ox, got, s);
-                        if (err > worst[0]) worst[0] = err;
+                        if (err > wk[0]) wk[0] = err;
                     }
         for (int n = 0; n < g->n; n++)
             for (int c = 0; c < g->cin; c++)
@@ -483,19 +493,19 @@ TEST(conv_winograd_matches_definition) {
                     for (int ix = 0; ix < g->w; ix++) {
                         double s = 0, m = 1e-30;
                         for (int o = 0; o < g->cout; o++)
-                            for (int a = 0; a < 3; a++)
-                                for (int e = 0; e < 3; e++) {
+                            for (int a = 0; a < g->k; a++)
+                                for (int e = 0; e < g->k; e++) {
                                     const int oy = iy + g->pt - a, ox = ix + g->pl - e;
                                     if (oy < 0 || oy >= g->oh || ox < 0 || ox >= g->ow) continue;
                                     const double v = (double)dy[blk_at(g->cout, g->oh, g->ow, n, o, oy, ox)] *
-                                                     w[((size_t)o * g->cin + c) * 9 + a * 3 + e];
+                                                     w[((size_t)o * g->cin + c) * kk + a * g->k + e];
                                     s += v;
                                     m += fabs(v);
                                 }
                         const float got = dx[blk_at(g->cin, g->h, g->w, n, c, iy, ix)];
                         const double err = fabs(got - s) / m;
                         CHECK_MSG(err <= 1e-5, "geometry %zu: dx[%d][%d][%d][%d] = %.9g, defined %.9g", k, n, c, iy, ix, got, s);
-                        if (err > worst[1]) worst[1] = err;
+                        if (err > wk[1]) wk[1] = err;
                     }
         free(x);
         free(y);
@@ -505,14 +515,17 @@ TEST(conv_winograd_matches_definition) {
         free(dy);
         free(scratch);
     }
-    printf("    %zu geometries: worst relative error forward %.2g, backward data %.2g, weight gradient %.2g (bound 1e-5)\n",
-           sizeof geo / sizeof geo[0], worst[0], worst[1], worst[2]);
+    for (int f = 0; f < 2; f++)
+        printf("    %s: worst relative error forward %.2g, backward data %.2g, weight gradient %.2g (bounds 1e-5, 1e-5, %s)\n",
+               f ? "5x5" : "3x3", worst[f][0], worst[f][1], worst[f][2], f ? "4e-5" : "1e-5");
     /* what it leaves to oneDNN */
-    DnWino no[5] = {geo[0], geo[0], geo[0], geo[0], geo[0]};
+    DnWino no[7] = {geo[0], geo[0], geo[0], geo[0], geo[0], geo[0], geo[9]};
     no[0].cin = 12;
     no[1].cout = 20;
     no[2].pt = 3;
     no[3].pl = -1;
     no[4].n = 0;
-    for (int k = 0; k < 5; k++) CHECK_MSG(!dn_wino_ok(&no[k]), "geometry refusal %d accepted", k);
+    no[5].k = 7;
+    no[6].pl = 5;
+    for (int k = 0; k < 7; k++) CHECK_MSG(!dn_wino_ok(&no[k]), "geometry refusal %d accepted", k);
 }

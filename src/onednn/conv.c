@@ -106,10 +106,10 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
         first = d8_dy && dn_firstconv_ok(&bc) && dn_is_nchw(&dn->md[l->in[0]], in->shape);
         blk_dw = first || (d8_dy && dn_blkconv_dw_ok(&bc) && dn_md_eq(dn_query(fpd, dnnl_query_src_md), &s8));
     }
-    /* the forward and backward data by wino.c where it computes this shape (3x3, stride 1) and
+    /* the forward and backward data by wino.c where it computes this shape (3x3 or 5x5, stride 1) and
      * oneDNN's primitives would read and write nChw8c (its choice on AVX2) */
-    DnWino wg = {N, c->cin, c->cout, c->h, c->w, c->oh, c->ow, c->pt, c->pl};
-    int wino = dn->wino && G == 1 && c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 && dn_wino_ok(&wg);
+    DnWino wg = {N, c->cin, c->cout, c->h, c->w, c->oh, c->ow, c->pt, c->pl, c->kh};
+    int wino = dn->wino && G == 1 && c->kh == c->kw && c->sh == 1 && c->sw == 1 && dn_wino_ok(&wg);
     if (wino) {
         Md s8 = dn_md_dims(4, sd, dnnl_aBcd8b), d8 = dn_md_dims(4, dd, dnnl_aBcd8b);
         wino = dn_md_eq(dn_query(fpd, dnnl_query_src_md), &s8) && dn_md_eq(dn_query(fpd, dnnl_query_dst_md), &d8) &&

@@ -1,9 +1,10 @@
-/* wino.c: the forward and backward-data passes of 3x3 stride-1 convolutions by Winograd's minimal
- * filtering F(4x4, 3x3), on oneDNN's blocked tensors ([n][c / 8][h][w][8]), for the oneDNN plan
- * (conv.c). oneDNN 2.x has Winograd convolutions on AVX-512 only; on AVX2 its direct kernels
- * (jit:avx2) compute every one of the 9 multiply-adds an output takes per input channel, and ran
- * resnet50's sixteen 3x3 convolutions at 484 ms of a 1,400 ms step of primitives (forward and
- * backward data, batch 8, two cores; docs/performance.md).
+/* wino.c: the forward, backward-data and weight-gradient passes of 3x3 and 5x5 stride-1
+ * convolutions by Winograd's minimal filtering F(4x4, 3x3) and F(2x2, 5x5), on oneDNN's blocked
+ * tensors ([n][c / 8][h][w][8]), for the oneDNN plan (conv.c). oneDNN 2.x has Winograd convolutions
+ * on AVX-512 only; on AVX2 its direct kernels (jit:avx2) compute every one of the 9 (25)
+ * multiply-adds an output takes per input channel, and ran resnet50's sixteen 3x3 convolutions at
+ * 484 ms of a 1,400 ms step of primitives (forward and backward data, batch 8, two cores), lenet's
+ * second convolution (5x5, 32 -> 64 channels) at 57 % of its step (docs/performance.md).
  *
  * Each 4x4 block of outputs ("tile") is computed from the 6x6 block of input that it reads:
  *
@@ -12,7 +13,9 @@
  * with the 6x6, 6x3 and 4x6 matrices of F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for
  * Convolutional Neural Networks", 2016). The sum over input channels at each of the 36 positions
  * of the transformed tile is a matrix product, tiles x cin by cin x cout, so an output takes 36/16
- * = 2.25 multiply-adds per input channel instead of 9. Three passes, over as many tiles as keep
+ * = 2.25 multiply-adds per input channel instead of 9. 5x5 filters use F(2x2, 5x5): the same 6x6
+ * input tiles and B (the same interpolation points 0, 1, -1, 2, -2 and infinity), G 6x5, A^T 2x6,
+ * 36/4 = 9 multiply-adds an output instead of 25. Three passes, over as many tiles as keep
  * their transformed inputs V and products M within about 8 MiB:
  *
  *   1. input transform: each tile's 6x6 pixels of 8 channels (a vector each; zeros outside the
@@ -53,17 +56,18 @@
 /* The computation as a forward convolution: in [n][cin / 8][ih][iw][8] -> out [n][cout / 8][oh][ow][8]. */
 typedef struct Geo {
     int n, cin, cout, ih, iw, oh, ow, pt, pl;
+    int r, m;   /* filter size (3, 5) and output tile size (4, 2): m + r - 1 = 6 */
     int coutp;  /* cout rounded up to NR (U's and M's rows) */
     int th, tw; /* tiles down and across an image */
     int tiles;  /* n th tw */
     int tc;     /* tiles of one pass, a multiple of MR */
 } Geo;
 
-static Geo geo_of(int n, int cin, int cout, int ih, int iw, int oh, int ow, int pt, int pl) {
-    Geo q = {n, cin, cout, ih, iw, oh, ow, pt, pl, 0, 0, 0, 0, 0};
+static Geo geo_of(int n, int cin, int cout, int ih, int iw, int oh, int ow, int pt, int pl, int r) {
+    Geo q = {n, cin, cout, ih, iw, oh, ow, pt, pl, r, 7 - r, 0, 0, 0, 0, 0};
     q.coutp = (cout + NR - 1) / NR * NR;
-    q.th = (oh + 3) / 4;
-    q.tw = (ow + 3) / 4;
+    q.th = (oh + q.m - 1) / q.m;
+    q.tw = (ow + q.m - 1) / q.m;
     q.tiles = n * q.th * q.tw;
     size_t tc = PASS_BYTES / ((size_t)NP * sizeof(float) * (size_t)(cin + q.coutp)) / MR * MR;
     const size_t all = ((size_t)q.tiles + MR - 1) / MR * MR;
@@ -86,9 +90,11 @@ static size_t geo_scratch(const Geo *q, int threads) {
     return geo_floats(q) + (u_whole(q) ? u_floats(q) : (size_t)(threads > 0 ? threads : 1) * PANEL);
 }
 
-static Geo geo_fwd(const DnWino *g) { return geo_of(g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, g->pt, g->pl); }
+static Geo geo_fwd(const DnWino *g) {
+    return geo_of(g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, g->pt, g->pl, g->k);
+}
 static Geo geo_bwd(const DnWino *g) {
-    return geo_of(g->n, g->cout, g->cin, g->oh, g->ow, g->h, g->w, 2 - g->pt, 2 - g->pl);
+    return geo_of(g->n, g->cout, g->cin, g->oh, g->ow, g->h, g->w, g->k - 1 - g->pt, g->k - 1 - g->pl, g->k);
 }
 
 /* The weight gradient's sums S (as large as U) are kept whole, over every pass: where they are
@@ -127,6 +133,29 @@ TGT static inline void g_1d(__m256 a0, __m256 a1, __m256 a2, __m256 o[6]) {
     o[5] = a2;
 }
 
+/* o = G a for 5 taps (F(2x2, 5x5)): G = [1/4 0 0 0 0; -1/6 (1 1 1 1 1); -1/6 (1 -1 1 -1 1);
+ * 1/24 (1 2 4 8 16); 1/24 (1 -2 4 -8 16); 0 0 0 0 1] */
+TGT static inline void g5_1d(const __m256 a[5], __m256 o[6]) {
+    const __m256 e = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), a[4]), od = _mm256_add_ps(a[1], a[3]);
+    const __m256 e2 = _mm256_fmadd_ps(a[4], _mm256_set1_ps(16.0f), _mm256_fmadd_ps(a[2], _mm256_set1_ps(4.0f), a[0]));
+    const __m256 o2 = _mm256_fmadd_ps(a[3], _mm256_set1_ps(8.0f), _mm256_add_ps(a[1], a[1]));
+    const __m256 m6 = _mm256_set1_ps(-1.0f / 6.0f), s24 = _mm256_set1_ps(1.0f / 24.0f);
+    o[0] = _mm256_mul_ps(a[0], _mm256_set1_ps(0.25f));
+    o[1] = _mm256_mul_ps(_mm256_add_ps(e, od), m6);
+    o[2] = _mm256_mul_ps(_mm256_sub_ps(e, od), m6);
+    o[3] = _mm256_mul_ps(_mm256_add_ps(e2, o2), s24);
+    o[4] = _mm256_mul_ps(_mm256_sub_ps(e2, o2), s24);
+    o[5] = a[4];
+}
+
+/* o = G a for r (3 or 5) taps */
+TGT static inline void g_r(const __m256 *a, int r, __m256 o[6]) {
+    if (r == 3)
+        g_1d(a[0], a[1], a[2], o);
+    else
+        g5_1d(a, o);
+}
+
 /* o = B^T d: B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
  * 0 4 0 -5 0 1] */
 TGT static inline void bt_1d(const __m256 d[6], __m256 o[6]) {
@@ -156,8 +185,8 @@ TGT static inline void at_1d(const __m256 m[6], __m256 o[4]) {
  * for the 16 filter rows o of block b (o from (ob + b) 16, b < nb) and the ni filter columns i from i0, the
  * filters g[o][i][r][s] at w0 + o so + i si + r sr + s ss (the backward pass's turned filters have
  * negative sr and ss); the rows o from O on zero. */
-TGT static void panel_transform(const float *w0, long so, long si, long sr, long ss, int O, int ob, int nb, int i0,
-                                int ni, float *panel, size_t ps, size_t bs) {
+TGT static void panel_transform(const float *w0, long so, long si, long sr, long ss, int r, int O, int ob, int nb,
+                                int i0, int ni, float *panel, size_t ps, size_t bs) {
     const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)so));
     for (int h = 0; h < nb * (NR / BLK); h++) {
         const int o0 = ob * NR + h * BLK;
@@ -169,17 +198,16 @@ TGT static void panel_transform(const float *w0, long so, long si, long sr, long
                 continue;
             }
             const float *b = w0 + (long)o0 * so + (long)(i0 + i) * si;
-            __m256 t[6][3], o[6];
-#pragma GCC unroll 3
-            for (int s = 0; s < 3; s++) {
-                g_1d(_mm256_i32gather_ps(b + s * ss, idx, 4), _mm256_i32gather_ps(b + sr + s * ss, idx, 4),
-                     _mm256_i32gather_ps(b + 2 * sr + s * ss, idx, 4), o);
+            __m256 t[6][5], col[5], o[6];
+            for (int s = 0; s < r; s++) {
+                for (int a = 0; a < r; a++) col[a] = _mm256_i32gather_ps(b + a * sr + s * ss, idx, 4);
+                g_r(col, r, o);
 #pragma GCC unroll 6
                 for (int a = 0; a < 6; a++) t[a][s] = o[a];
             }
 #pragma GCC unroll 6
             for (int a = 0; a < 6; a++) {
-                g_1d(t[a][0], t[a][1], t[a][2], o);
+                g_r(t[a], r, o);
 #pragma GCC unroll 6
                 for (int c = 0; c < 6; c++) _mm256_storeu_ps(u + (size_t)(a * 6 + c) * ps, o[c]);
             }
@@ -191,8 +219,8 @@ TGT static void panel_transform(const float *w0, long so, long si, long sr, long
 static inline void tile_at(const Geo *q, int t, int *img, int *y, int *x) {
     const int per = q->th * q->tw, r = t % per;
     *img = t / per;
-    *y = r / q->tw * 4;
-    *x = r % q->tw * 4;
+    *y = r / q->tw * q->m;
+    *x = r % q->tw * q->m;
 }
 
 /* Where V[position] holds tile lt's input channel c: in chunks of KC channels, each chunk's rows
@@ -282,6 +310,7 @@ TGT static void product_6x16(int K, const float *v, size_t vs, const float *u, f
 typedef struct Filters {
     const float *w0;
     long so, si, sr, ss;
+    int r; /* 3 or 5 */
 } Filters;
 
 /* M[position] = V[position] U[position] for the first tpad tiles of the pass. A task is up to KBT
@@ -305,7 +334,7 @@ static void products_panels(const Geo *q, const Filters *f, const float *V, floa
         float *panel = panels + (size_t)omp_get_thread_num() * PANEL;
         for (int k0 = 0; k0 < q->cin; k0 += KC) {
             const int kc = q->cin - k0 < KC ? q->cin - k0 : KC;
-            panel_transform(f->w0, f->so, f->si, f->sr, f->ss, q->cout, ob, nb, k0, kc, panel, (size_t)KC * NR,
+            panel_transform(f->w0, f->so, f->si, f->sr, f->ss, f->r, q->cout, ob, nb, k0, kc, panel, (size_t)KC * NR,
                             (size_t)NP * KC * NR);
             for (int p = 0; p < NP; p++)
                 for (int b = 0; b < nb; b++) {
@@ -318,6 +347,13 @@ static void products_panels(const Geo *q, const Filters *f, const float *V, floa
     }
 }
 
+/* o = A^T m for 2x2 output tiles (F(2x2, 5x5)): A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1] */
+TGT static inline void at2_1d(const __m256 m[6], __m256 o[2]) {
+    const __m256 b = _mm256_sub_ps(m[1], m[2]), d = _mm256_sub_ps(m[3], m[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(m[0], m[1]), _mm256_add_ps(m[2], m[3])), m[4]);
+    o[1] = _mm256_add_ps(_mm256_fmadd_ps(d, _mm256_set1_ps(2.0f), b), m[5]);
+}
+
 /* U[position][o / 16][i][o % 16] = (G g[o][i] G^T)[position] for all the filters, with the
  * rows o from O to the next multiple of 16 zero. */
 static void weights_transform(const Geo *q, const Filters *f, float *U) {
@@ -325,7 +361,7 @@ static void weights_transform(const Geo *q, const Filters *f, float *U) {
 #pragma omp parallel for schedule(static)
     for (int ob = 0; ob < q->coutp / NR; ob++)
         for (int i0 = 0; i0 < q->cin; i0 += KC)
-            panel_transform(f->w0, f->so, f->si, f->sr, f->ss, q->cout, ob, 1, i0, q->cin - i0 < KC ? q->cin - i0 : KC,
+            panel_transform(f->w0, f->so, f->si, f->sr, f->ss, f->r, q->cout, ob, 1, i0, q->cin - i0 < KC ? q->cin - i0 : KC,
                             U + ((size_t)ob * q->cin + i0) * NR, pstride, q->cin * NR);
 }
 
@@ -359,7 +395,7 @@ TGT static void output_transform(const Geo *q, const float *M, int t0, int nt, c
     for (int lt = 0; lt < nt; lt++) {
         int img, y0, x0;
         tile_at(q, t0 + lt, &img, &y0, &x0);
-        const int nh = q->oh - y0 < 4 ? q->oh - y0 : 4, nw = q->ow - x0 < 4 ? q->ow - x0 : 4;
+        const int nh = q->oh - y0 < q->m ? q->oh - y0 : q->m, nw = q->ow - x0 < q->m ? q->ow - x0 : q->m;
         const float *m = M + (size_t)lt * q->coutp;
         for (int c = 0; c < kb; c++) {
             __m256 s[4][6], col[6], o[4];
@@ -367,14 +403,19 @@ TGT static void output_transform(const Geo *q, const float *M, int t0, int nt, c
             for (int j = 0; j < 6; j++) {
 #pragma GCC unroll 6
                 for (int i = 0; i < 6; i++) col[i] = _mm256_loadu_ps(m + (size_t)(i * 6 + j) * pstride + c * BLK);
-                at_1d(col, o);
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) s[i][j] = o[i];
+                if (q->m == 4)
+                    at_1d(col, o);
+                else
+                    at2_1d(col, o);
+                for (int i = 0; i < q->m; i++) s[i][j] = o[i];
             }
             const __m256 b = bias ? _mm256_loadu_ps(bias + c * BLK) : _mm256_setzero_ps(), zero = _mm256_setzero_ps();
             float *dst = out + ((size_t)img * kb + c) * plane + ((size_t)y0 * q->ow + x0) * BLK;
             for (int i = 0; i < nh; i++) {
-                at_1d(s[i], o);
+                if (q->m == 4)
+                    at_1d(s[i], o);
+                else
+                    at2_1d(s[i], o);
                 for (int j = 0; j < nw; j++) {
                     __m256 r = _mm256_add_ps(o[j], b);
                     if (relu) r = _mm256_max_ps(zero, r); /* max(0, NaN) is NaN */
@@ -420,6 +461,46 @@ TGT static inline void gt_1d(const __m256 m[6], __m256 o[3]) {
     o[2] = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(s34, s12), s6), m[5]);
 }
 
+/* o = A y for 2x2 output tiles: A = [1 0; 1 1; 1 -1; 1 2; 1 -2; 0 1] */
+TGT static inline void a2_1d(const __m256 y[2], __m256 o[6]) {
+    const __m256 y2 = _mm256_add_ps(y[1], y[1]);
+    o[0] = y[0];
+    o[1] = _mm256_add_ps(y[0], y[1]);
+    o[2] = _mm256_sub_ps(y[0], y[1]);
+    o[3] = _mm256_add_ps(y[0], y2);
+    o[4] = _mm256_sub_ps(y[0], y2);
+    o[5] = y[1];
+}
+
+/* o = A y for m (4 or 2) outputs */
+TGT static inline void a_m(const __m256 *y, int m, __m256 o[6]) {
+    if (m == 4)
+        a_1d(y, o);
+    else
+        a2_1d(y, o);
+}
+
+/* o = G^T m for 5 taps: the transpose of g5_1d's G */
+TGT static inline void gt5_1d(const __m256 m[6], __m256 o[5]) {
+    const __m256 s12 = _mm256_add_ps(m[1], m[2]), s34 = _mm256_add_ps(m[3], m[4]);
+    const __m256 d21 = _mm256_sub_ps(m[2], m[1]), d34 = _mm256_sub_ps(m[3], m[4]);
+    const __m256 s6 = _mm256_set1_ps(1.0f / 6.0f), ms6 = _mm256_set1_ps(-1.0f / 6.0f);
+    o[0] = _mm256_fmadd_ps(m[0], _mm256_set1_ps(0.25f),
+                           _mm256_fmadd_ps(s12, ms6, _mm256_mul_ps(s34, _mm256_set1_ps(1.0f / 24.0f))));
+    o[1] = _mm256_fmadd_ps(d21, s6, _mm256_mul_ps(d34, _mm256_set1_ps(1.0f / 12.0f)));
+    o[2] = _mm256_fmadd_ps(s12, ms6, _mm256_mul_ps(s34, s6));
+    o[3] = _mm256_fmadd_ps(d21, s6, _mm256_mul_ps(d34, _mm256_set1_ps(1.0f / 3.0f)));
+    o[4] = _mm256_add_ps(_mm256_fmadd_ps(s12, ms6, _mm256_mul_ps(s34, _mm256_set1_ps(2.0f / 3.0f))), m[5]);
+}
+
+/* o = G^T m for r (3 or 5) taps */
+TGT static inline void gt_r(const __m256 m[6], int r, __m256 o[5]) {
+    if (r == 3)
+        gt_1d(m, o);
+    else
+        gt5_1d(m, o);
+}
+
 /* Z[position][lt][coutp] = A dY A^T of tiles t0 + lt (lt < nt), channels from cout on zero; rows nt
  * to tpad zero. */
 TGT static void grad_transform(const Geo *q, const float *dy, int t0, int nt, int tpad, float *Z) {
@@ -434,7 +515,7 @@ TGT static void grad_transform(const Geo *q, const float *dy, int t0, int nt, in
         }
         int img, y0, x0;
         tile_at(q, t0 + lt, &img, &y0, &x0);
-        const int nh = q->oh - y0 < 4 ? q->oh - y0 : 4, nw = q->ow - x0 < 4 ? q->ow - x0 : 4;
+        const int nh = q->oh - y0 < q->m ? q->oh - y0 : q->m, nw = q->ow - x0 < q->m ? q->ow - x0 : q->m;
         for (int c = 0; c < kb; c++) {
             const float *src = dy + ((size_t)img * kb + c) * plane + ((size_t)y0 * q->ow + x0) * BLK;
             __m256 d[4][4], t[6][4], col[4], o[6];
@@ -443,17 +524,16 @@ TGT static void grad_transform(const Geo *q, const float *dy, int t0, int nt, in
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++)
                     d[i][j] = i < nh && j < nw ? _mm256_loadu_ps(src + ((size_t)i * q->ow + j) * BLK) : _mm256_setzero_ps();
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < q->m; j++) {
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) col[i] = d[i][j];
-                a_1d(col, o);
+                a_m(col, q->m, o);
 #pragma GCC unroll 6
                 for (int i = 0; i < 6; i++) t[i][j] = o[i];
             }
 #pragma GCC unroll 6
             for (int i = 0; i < 6; i++) {
-                a_1d(t[i], o);
+                a_m(t[i], q->m, o);
 #pragma GCC unroll 6
                 for (int j = 0; j < 6; j++) _mm256_storeu_ps(z + (size_t)(i * 6 + j) * pstride + c * BLK, o[j]);
             }
@@ -516,32 +596,30 @@ static void sums(const Geo *q, const float *Z, const float *V, float *S, int nt,
         }
 }
 
-/* dw[k][c] = G^T S[.][k][c] G for every pair of channels. */
+/* dw[k][c] = G^T S[.][k][c] G (r x r) for every pair of channels. */
 TGT static void sums_transform(const Geo *q, const float *S, float *dw) {
     const size_t pstride = u_floats(q) / NP;
+    const int r = q->r, rr = r * r;
 #pragma omp parallel for schedule(static)
     for (int h = 0; h < q->cout / BLK; h++)
         for (int c = 0; c < q->cin; c++) {
             const float *sp = S + ((size_t)(h / 2) * q->cin + c) * NR + (h % 2) * BLK;
-            __m256 t[3][6], col[6], o[3];
+            __m256 t[5][6], col[6], o[5];
 #pragma GCC unroll 6
             for (int j = 0; j < 6; j++) {
 #pragma GCC unroll 6
                 for (int i = 0; i < 6; i++) col[i] = _mm256_loadu_ps(sp + (size_t)(i * 6 + j) * pstride);
-                gt_1d(col, o);
-#pragma GCC unroll 3
-                for (int i = 0; i < 3; i++) t[i][j] = o[i];
+                gt_r(col, r, o);
+                for (int i = 0; i < r; i++) t[i][j] = o[i];
             }
-            float out[9][BLK];
-#pragma GCC unroll 3
-            for (int i = 0; i < 3; i++) {
-                gt_1d(t[i], o);
-#pragma GCC unroll 3
-                for (int j = 0; j < 3; j++) _mm256_storeu_ps(out[i * 3 + j], o[j]);
+            float out[25][BLK];
+            for (int i = 0; i < r; i++) {
+                gt_r(t[i], r, o);
+                for (int j = 0; j < r; j++) _mm256_storeu_ps(out[i * r + j], o[j]);
             }
             for (int k = 0; k < BLK; k++) {
-                float *d = dw + ((size_t)(h * BLK + k) * q->cin + c) * 9;
-                for (int e = 0; e < 9; e++) d[e] = out[e][k];
+                float *d = dw + ((size_t)(h * BLK + k) * q->cin + c) * rr;
+                for (int e = 0; e < rr; e++) d[e] = out[e][k];
             }
         }
 }
@@ -588,22 +666,25 @@ static void run(const Geo *q, const float *in, const Filters *f, const float *bi
 
 int dn_wino_ok(const DnWino *g) {
     return has_avx2_fma() && g->n > 0 && g->cin > 0 && g->cout > 0 && g->cin % BLK == 0 && g->cout % BLK == 0 &&
-           g->h > 0 && g->w > 0 && g->oh > 0 && g->ow > 0 && g->pt >= 0 && g->pt <= 2 && g->pl >= 0 && g->pl <= 2 &&
-           (long)g->cin * 9 * 8 < (1L << 30) && (long)g->cout * 9 * 8 < (1L << 30);
+           (g->k == 3 || g->k == 5) && g->h > 0 && g->w > 0 && g->oh > 0 && g->ow > 0 && g->pt >= 0 &&
+           g->pt < g->k && g->pl >= 0 && g->pl < g->k && (long)g->cin * 25 * 8 < (1L << 30) &&
+           (long)g->cout * 25 * 8 < (1L << 30);
 }
 
 void dn_wino_fwd(const DnWino *g, const float *x, const float *w, const float *bias, int relu, float *y,
                  float *scratch, size_t scratch_floats) {
     const Geo q = geo_fwd(g);
-    const Filters f = {w, (long)g->cin * 9, 9, 3, 1};
+    const int r = g->k, rr = r * r;
+    const Filters f = {w, (long)g->cin * rr, rr, r, 1, r};
     run(&q, x, &f, bias, relu, y, scratch, scratch_floats);
 }
 
 void dn_wino_bwd_data(const DnWino *g, const float *dy, const float *w, float *dx, float *scratch,
                       size_t scratch_floats) {
     const Geo q = geo_bwd(g);
-    /* filter (o = input channel c, i = output channel k, r, s) = w[k][c][2 - r][2 - s] */
-    const Filters f = {w + 8, 9, (long)g->cin * 9, -3, -1};
+    /* filter (o = input channel c, i = output channel k, a, b) = w[k][c][r - 1 - a][r - 1 - b] */
+    const int r = g->k, rr = r * r;
+    const Filters f = {w + rr - 1, rr, (long)g->cin * rr, -r, -1, r};
     run(&q, dy, &f, NULL, 0, dx, scratch, scratch_floats);
 }
 int dn_wino_dw_ok(const DnWino *g) { return dn_wino_ok(g) && dw_whole(g); }

@@ -1,19 +1,21 @@
-/* wino.h: the forward, backward-data and weight-gradient passes of a 3x3 stride-1 convolution by
- * Winograd's minimal filtering F(4x4, 3x3) on blocked tensors (wino.c). */
+/* wino.h: the forward, backward-data and weight-gradient passes of a 3x3 or 5x5 stride-1
+ * convolution by Winograd's minimal filtering F(4x4, 3x3) or F(2x2, 5x5) on blocked tensors
+ * (wino.c). */
 #ifndef NVCNN_ONEDNN_WINO_H
 #define NVCNN_ONEDNN_WINO_H
 
 #include <stddef.h>
 
 /* The geometry: input x [n][cin / 8][h][w][8], output y [n][cout / 8][oh][ow][8] (oneDNN's
- * nChw8c), weights [cout][cin][3][3], stride 1, padding pt (top) and pl (left) with zeros, the
- * padding after whatever oh and ow leave; no groups, no dilation. */
+ * nChw8c), weights [cout][cin][k][k] with k 3 (F(4x4, 3x3)) or 5 (F(2x2, 5x5)), stride 1, padding
+ * pt (top) and pl (left) with zeros, the padding after whatever oh and ow leave; no groups, no
+ * dilation. */
 typedef struct DnWino {
-    int n, cin, cout, h, w, oh, ow, pt, pl;
+    int n, cin, cout, h, w, oh, ow, pt, pl, k;
 } DnWino;
 
-/* Whether wino.c computes this geometry on this CPU (AVX2 and FMA; 8 | cin, 8 | cout; padding 0
- * to 2 on each side that has one). */
+/* Whether wino.c computes this geometry on this CPU (AVX2 and FMA; 8 | cin, 8 | cout; k 3 or 5;
+ * padding 0 to k - 1 on each side that has one). */
 int dn_wino_ok(const DnWino *g);
 
 /* The floats of scratch that dn_wino_fwd, dn_wino_bwd_data and dn_wino_dw need to run on `threads`
@@ -34,7 +36,7 @@ void dn_wino_bwd_data(const DnWino *g, const float *dy, const float *w, float *d
  * 16 MiB (beyond that the direct kernel of blkconv.c is as fast). */
 int dn_wino_dw_ok(const DnWino *g);
 
-/* dw [cout][cin][3][3] = the weight gradient of x and the output gradient dy, and db [cout] (NULL:
+/* dw [cout][cin][k][k] = the weight gradient of x and the output gradient dy, and db [cout] (NULL:
  * none) = the bias gradient: both written, not added. */
 void dn_wino_dw(const DnWino *g, const float *x, const float *dy, float *dw, float *db, float *scratch,
                 size_t scratch_floats);
