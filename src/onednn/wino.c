@@ -450,17 +450,6 @@ TGT static inline void a_1d(const __m256 y[4], __m256 o[6]) {
     o[5] = y[3];
 }
 
-/* o = G^T m: G^T = [1/4 -1/6 -1/6 1/24 1/24 0; 0 -1/6 1/6 1/12 -1/12 0; 0 -1/6 -1/6 1/6 1/6 1] */
-TGT static inline void gt_1d(const __m256 m[6], __m256 o[3]) {
-    const __m256 s12 = _mm256_add_ps(m[1], m[2]), s34 = _mm256_add_ps(m[3], m[4]);
-    const __m256 d21 = _mm256_sub_ps(m[2], m[1]), d34 = _mm256_sub_ps(m[3], m[4]);
-    const __m256 s6 = _mm256_set1_ps(1.0f / 6.0f), ms6 = _mm256_set1_ps(-1.0f / 6.0f);
-    o[0] = _mm256_fmadd_ps(m[0], _mm256_set1_ps(0.25f),
-                           _mm256_fmadd_ps(s12, ms6, _mm256_mul_ps(s34, _mm256_set1_ps(1.0f / 24.0f))));
-    o[1] = _mm256_fmadd_ps(d21, s6, _mm256_mul_ps(d34, _mm256_set1_ps(1.0f / 12.0f)));
-    o[2] = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(s34, s12), s6), m[5]);
-}
-
 /* o = A y for 2x2 output tiles: A = [1 0; 1 1; 1 -1; 1 2; 1 -2; 0 1] */
 TGT static inline void a2_1d(const __m256 y[2], __m256 o[6]) {
     const __m256 y2 = _mm256_add_ps(y[1], y[1]);
@@ -480,25 +469,23 @@ TGT static inline void a_m(const __m256 *y, int m, __m256 o[6]) {
         a2_1d(y, o);
 }
 
-/* o = G^T m for 5 taps: the transpose of g5_1d's G */
-TGT static inline void gt5_1d(const __m256 m[6], __m256 o[5]) {
+/* o = G^T m for r (3 or 5) taps, G^T the transpose of g_1d's or g5_1d's G: for 3, [1/4 -1/6 -1/6
+ * 1/24 1/24 0; 0 -1/6 1/6 1/12 -1/12 0; 0 -1/6 -1/6 1/6 1/6 1]; 5 taps have the same first two
+ * rows, then -1/6 (0 1 1 -1 -1 0), 1/6 (0 -1 1 2 -2 0), 1/6 (0 -1 -1 4 4 6) */
+TGT static inline void gt_r(const __m256 m[6], int r, __m256 o[5]) {
     const __m256 s12 = _mm256_add_ps(m[1], m[2]), s34 = _mm256_add_ps(m[3], m[4]);
     const __m256 d21 = _mm256_sub_ps(m[2], m[1]), d34 = _mm256_sub_ps(m[3], m[4]);
     const __m256 s6 = _mm256_set1_ps(1.0f / 6.0f), ms6 = _mm256_set1_ps(-1.0f / 6.0f);
     o[0] = _mm256_fmadd_ps(m[0], _mm256_set1_ps(0.25f),
                            _mm256_fmadd_ps(s12, ms6, _mm256_mul_ps(s34, _mm256_set1_ps(1.0f / 24.0f))));
     o[1] = _mm256_fmadd_ps(d21, s6, _mm256_mul_ps(d34, _mm256_set1_ps(1.0f / 12.0f)));
+    if (r == 3) {
+        o[2] = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(s34, s12), s6), m[5]);
+        return;
+    }
     o[2] = _mm256_fmadd_ps(s12, ms6, _mm256_mul_ps(s34, s6));
     o[3] = _mm256_fmadd_ps(d21, s6, _mm256_mul_ps(d34, _mm256_set1_ps(1.0f / 3.0f)));
     o[4] = _mm256_add_ps(_mm256_fmadd_ps(s12, ms6, _mm256_mul_ps(s34, _mm256_set1_ps(2.0f / 3.0f))), m[5]);
-}
-
-/* o = G^T m for r (3 or 5) taps */
-TGT static inline void gt_r(const __m256 m[6], int r, __m256 o[5]) {
-    if (r == 3)
-        gt_1d(m, o);
-    else
-        gt5_1d(m, o);
 }
 
 /* Z[position][lt][coutp] = A dY A^T of tiles t0 + lt (lt < nt), channels from cout on zero; rows nt
