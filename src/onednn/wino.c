@@ -181,6 +181,13 @@ TGT static inline void at_1d(const __m256 m[6], __m256 o[4]) {
     o[3] = _mm256_add_ps(_mm256_fmadd_ps(d, _mm256_set1_ps(8.0f), b), m[5]);
 }
 
+/* o = A^T m for 2x2 output tiles (F(2x2, 5x5)): A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1] */
+TGT static inline void at2_1d(const __m256 m[6], __m256 o[2]) {
+    const __m256 b = _mm256_sub_ps(m[1], m[2]), d = _mm256_sub_ps(m[3], m[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(m[0], m[1]), _mm256_add_ps(m[2], m[3])), m[4]);
+    o[1] = _mm256_add_ps(_mm256_fmadd_ps(d, _mm256_set1_ps(2.0f), b), m[5]);
+}
+
 /* The filters' panel: panel[b bs + position ps + (i - i0) 16 + o % 16] = (G g[o][i] G^T)[position]
  * for the 16 filter rows o of block b (o from (ob + b) 16, b < nb) and the ni filter columns i from i0, the
  * filters g[o][i][r][s] at w0 + o so + i si + r sr + s ss (the backward pass's turned filters have
@@ -345,13 +352,6 @@ static void products_panels(const Geo *q, const Filters *f, const float *V, floa
                 }
         }
     }
-}
-
-/* o = A^T m for 2x2 output tiles (F(2x2, 5x5)): A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1] */
-TGT static inline void at2_1d(const __m256 m[6], __m256 o[2]) {
-    const __m256 b = _mm256_sub_ps(m[1], m[2]), d = _mm256_sub_ps(m[3], m[4]);
-    o[0] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(m[0], m[1]), _mm256_add_ps(m[2], m[3])), m[4]);
-    o[1] = _mm256_add_ps(_mm256_fmadd_ps(d, _mm256_set1_ps(2.0f), b), m[5]);
 }
 
 /* U[position][o / 16][i][o % 16] = (G g[o][i] G^T)[position] for all the filters, with the
