@@ -139,7 +139,7 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
        f_dst = *dn_query(fpd, dnnl_query_dst_md);
     const Md *node_out = dn_node_layout(dn, l->out, &f_dst);
     k->src = dn_in(dn, &f_src, &dn->md[l->in[0]], in->data);
-    k->w = dn_in(dn, &f_w, &w_plain, W);
+    if (!wino) k->w = dn_in(dn, &f_w, &w_plain, W); /* wino.c reads W itself */
     k->bias = has_bias ? dn_mem(dn, &b_md, net_param(net, c->pb)) : NULL;
     if (relu_li >= 0) {
         /* the relu's output node holds what the forward writes, in this node's layout */
@@ -171,10 +171,9 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
         b_ddst = *dn_query(dpd, dnnl_query_diff_dst_md);
         k->has_bwd_data = 1;
         k->ddst = dn_in(dn, &b_ddst, node_out, out->grad);
-        if (dn_md_eq(&b_w, &f_w))
-            k->wd = (DnIn){k->w.mem, NULL, NULL}; /* the forward's copy */
-        else
-            k->wd = dn_in(dn, &b_w, &w_plain, W);
+        if (!wino) /* (wino.c reads W itself) */
+            k->wd = dn_md_eq(&b_w, &f_w) ? (DnIn){k->w.mem, NULL, NULL} /* the forward's copy */
+                                         : dn_in(dn, &b_w, &w_plain, W);
         k->dsrc = dn_out(dn, &b_dsrc, &dn->md[l->in[0]], in->grad, dn_acc(dn, li, 0));
         k->bwd_data = dn_prim(dn, dpd);
     }

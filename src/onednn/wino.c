@@ -48,8 +48,7 @@
 #define MR 6       /* tiles of one product call */
 #define NP 36      /* positions of a transformed 6x6 tile */
 #define KC 128     /* input channels of a panel of transformed filters */
-#define KBT 1      /* blocks of 16 output channels of a panel */
-#define PANEL ((size_t)KBT * NP * KC * NR) /* floats of a panel: 36 x KC x 16 (288 KiB) */
+#define PANEL ((size_t)NP * KC * NR) /* floats of a panel: 36 x KC x 16 (288 KiB) */
 #define PASS_BYTES ((size_t)8 << 20)
 #define U_BYTES ((size_t)16 << 20)
 
@@ -188,23 +187,30 @@ TGT static inline void at2_1d(const __m256 m[6], __m256 o[2]) {
     o[1] = _mm256_add_ps(_mm256_fmadd_ps(d, _mm256_set1_ps(2.0f), b), m[5]);
 }
 
-/* The filters' panel: panel[b bs + position ps + (i - i0) 16 + o % 16] = (G g[o][i] G^T)[position]
- * for the 16 filter rows o of block b (o from (ob + b) 16, b < nb) and the ni filter columns i from i0, the
- * filters g[o][i][r][s] at w0 + o so + i si + r sr + s ss (the backward pass's turned filters have
- * negative sr and ss); the rows o from O on zero. */
-TGT static void panel_transform(const float *w0, long so, long si, long sr, long ss, int r, int O, int ob, int nb,
-                                int i0, int ni, float *panel, size_t ps, size_t bs) {
+/* The filters as the products read them: g[o][i][r][s] at w0 + o so + i si + r sr + s ss. */
+typedef struct Filters {
+    const float *w0;
+    long so, si, sr, ss;
+    int r; /* 3 or 5 */
+} Filters;
+
+/* The filters' panel: panel[position ps + (i - i0) 16 + o % 16] = (G g[o][i] G^T)[position] for
+ * the 16 filter rows o of block ob (o from ob 16) and the ni filter columns i from i0 (the
+ * backward pass's turned filters have negative sr and ss); the rows o from O on zero. */
+TGT static void panel_transform(const Filters *f, int O, int ob, int i0, int ni, float *panel, size_t ps) {
+    const long so = f->so, si = f->si, sr = f->sr, ss = f->ss;
+    const int r = f->r;
     const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)so));
-    for (int h = 0; h < nb * (NR / BLK); h++) {
+    for (int h = 0; h < NR / BLK; h++) {
         const int o0 = ob * NR + h * BLK;
-        float *ub = panel + (size_t)(h / 2) * bs + (h % 2) * BLK;
+        float *ub = panel + h * BLK;
         for (int i = 0; i < ni; i++) {
             float *u = ub + (size_t)i * NR;
             if (o0 >= O) {
                 for (int p = 0; p < NP; p++) _mm256_storeu_ps(u + (size_t)p * ps, _mm256_setzero_ps());
                 continue;
             }
-            const float *b = w0 + (long)o0 * so + (long)(i0 + i) * si;
+            const float *b = f->w0 + (long)o0 * so + (long)(i0 + i) * si;
             __m256 t[6][5], col[5], o[6];
             for (int s = 0; s < r; s++) {
                 for (int a = 0; a < r; a++) col[a] = _mm256_i32gather_ps(b + a * sr + s * ss, idx, 4);
@@ -313,43 +319,31 @@ TGT static void product_6x16(int K, const float *v, size_t vs, const float *u, f
     }
 }
 
-/* The filters as the products read them: g[o][i][r][s] at w0 + o so + i si + r sr + s ss. */
-typedef struct Filters {
-    const float *w0;
-    long so, si, sr, ss;
-    int r; /* 3 or 5 */
-} Filters;
-
-/* M[position] = V[position] U[position] for the first tpad tiles of the pass. A task is up to KBT
- * blocks of 16 output channels over a range of the tiles: for each KC input channels, it
- * transforms those blocks' filters into its thread's panel (KBT x 36 x KC x 16, within the L2),
- * then, position by position, passes every tile of its range by each block's part of the panel
- * (2 KiB, in the L1), the tiles' KC channels of V read once from memory for the KBT blocks. So the
- * transformed filters never leave the cache; a filter is transformed once per pass and range of
- * tiles, and the tiles are split into ranges only as far as the blocks leave threads without two
+/* M[position] = V[position] U[position] for the first tpad tiles of the pass. A task is one block
+ * of 16 output channels over a range of the tiles: for each KC input channels, it transforms the
+ * block's filters into its thread's panel (36 x KC x 16, within the L2), then, position by
+ * position, passes every tile of its range by the panel's part for the position (8 KiB, in the L1).
+ * So the transformed filters never leave the cache; a filter is transformed once per pass and range
+ * of tiles, and the tiles are split into ranges only as far as the blocks leave threads without two
  * tasks each. */
 static void products_panels(const Geo *q, const Filters *f, const float *V, float *M, int tpad, float *panels, int threads) {
-    const int nkb = q->coutp / NR, nbt = (nkb + KBT - 1) / KBT, groups = tpad / MR;
-    int split = (2 * threads + nbt - 1) / nbt;
+    const int nkb = q->coutp / NR, groups = tpad / MR;
+    int split = (2 * threads + nkb - 1) / nkb;
     if (split > groups) split = groups;
     if (split < 1) split = 1;
     const size_t vps = (size_t)q->tc * q->cin, mps = (size_t)q->tc * q->coutp;
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (int task = 0; task < nbt * split; task++) {
-        const int ob = task / split * KBT, part = task % split, nb = nkb - ob < KBT ? nkb - ob : KBT;
+    for (int task = 0; task < nkb * split; task++) {
+        const int kb = task / split, part = task % split;
         const int t0 = groups * part / split * MR, t1 = groups * (part + 1) / split * MR;
         float *panel = panels + (size_t)omp_get_thread_num() * PANEL;
         for (int k0 = 0; k0 < q->cin; k0 += KC) {
             const int kc = q->cin - k0 < KC ? q->cin - k0 : KC;
-            panel_transform(f->w0, f->so, f->si, f->sr, f->ss, f->r, q->cout, ob, nb, k0, kc, panel, (size_t)KC * NR,
-                            (size_t)NP * KC * NR);
+            panel_transform(f, q->cout, kb, k0, kc, panel, (size_t)KC * NR);
             for (int p = 0; p < NP; p++)
-                for (int b = 0; b < nb; b++) {
-                    const float *u = panel + ((size_t)b * NP + p) * KC * NR;
-                    for (int t = t0; t < t1; t += MR)
-                        product_6x16(kc, V + p * vps + v_at(q, t, k0), kc, u,
-                                     M + p * mps + (size_t)t * q->coutp + (size_t)(ob + b) * NR, q->coutp, k0 > 0);
-                }
+                for (int t = t0; t < t1; t += MR)
+                    product_6x16(kc, V + p * vps + v_at(q, t, k0), kc, panel + (size_t)p * KC * NR,
+                                 M + p * mps + (size_t)t * q->coutp + (size_t)kb * NR, q->coutp, k0 > 0);
         }
     }
 }
@@ -361,8 +355,8 @@ static void weights_transform(const Geo *q, const Filters *f, float *U) {
 #pragma omp parallel for schedule(static)
     for (int ob = 0; ob < q->coutp / NR; ob++)
         for (int i0 = 0; i0 < q->cin; i0 += KC)
-            panel_transform(f->w0, f->so, f->si, f->sr, f->ss, f->r, q->cout, ob, 1, i0, q->cin - i0 < KC ? q->cin - i0 : KC,
-                            U + ((size_t)ob * q->cin + i0) * NR, pstride, q->cin * NR);
+            panel_transform(f, q->cout, ob, i0, q->cin - i0 < KC ? q->cin - i0 : KC, U + ((size_t)ob * q->cin + i0) * NR,
+                            pstride);
 }
 
 /* M[position] = V[position] U[position] for the first tpad tiles of the pass, U whole: a task is
