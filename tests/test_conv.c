@@ -248,7 +248,8 @@ TEST(conv_grouped_rejects_groups_not_dividing_channels) {
  * magnitudes (at most bound; the bias gradient's 1e-6); x is blocked [n][cin / 8][h][w][8]
  * (x_blocked) or plain [n][cin][h][w], dy blocked [n][cout / 8][oh][ow][8]. k names the geometry in
  * messages; *worst keeps the largest error seen. */
-static void check_dw_definition(const DnBlkConv *g, size_t k, const float *x, int x_blocked, const float *dy, const float *dw,
+/* x: [n][cin / xb][h][w][xb], or [n][cin][h][w] with xb 0; dy [n][cout / yb][oh][ow][yb] */
+static void check_dw_definition(const DnBlkConv *g, size_t k, const float *x, int xb, const float *dy, int yb, const float *dw,
                                 const float *db, double bound, double *worst) {
     const int hw = g->h * g->w, ohw = g->oh * g->ow;
     for (int o = 0; o < g->cout; o++) {
@@ -256,7 +257,7 @@ static void check_dw_definition(const DnBlkConv *g, size_t k, const float *x, in
             double sb = 0, ab = 0;
             for (int n = 0; n < g->n; n++)
                 for (int p = 0; p < ohw; p++) {
-                    double v = dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + p) * 8 + o % 8];
+                    double v = dy[(((size_t)n * (g->cout / yb) + o / yb) * ohw + p) * yb + o % yb];
                     sb += v;
                     ab += fabs(v);
                 }
@@ -272,9 +273,9 @@ static void check_dw_definition(const DnBlkConv *g, size_t k, const float *x, in
                             for (int ow = 0; ow < g->ow; ow++) {
                                 int ih = oh + a - g->pt, iw = ow + b - g->pl;
                                 if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) continue;
-                                const size_t xi = x_blocked ? (((size_t)n * (g->cin / 8) + i / 8) * hw + (size_t)ih * g->w + iw) * 8 + i % 8
-                                                            : ((size_t)n * g->cin + i) * hw + (size_t)ih * g->w + iw;
-                                double v = (double)x[xi] * dy[(((size_t)n * (g->cout / 8) + o / 8) * ohw + (size_t)oh * g->ow + ow) * 8 + o % 8];
+                                const size_t xi = xb ? (((size_t)n * (g->cin / xb) + i / xb) * hw + (size_t)ih * g->w + iw) * xb + i % xb
+                                                     : ((size_t)n * g->cin + i) * hw + (size_t)ih * g->w + iw;
+                                double v = (double)x[xi] * dy[(((size_t)n * (g->cout / yb) + o / yb) * ohw + (size_t)oh * g->ow + ow) * yb + o % yb];
                                 s += v;
                                 m += fabs(v);
                             }
@@ -321,7 +322,7 @@ TEST(conv_blocked_weight_gradient_matches_definition) {
         tu_fill_uniform(dy, nd, -1, 1, &r);
         for (size_t i = 0; i < nw; i++) dw[i] = NAN; /* every element must be written */
         dn_blkconv_dw(g, x, dy, dw, db);
-        check_dw_definition(g, k, x, 1, dy, dw, db, 1e-6, &worst);
+        check_dw_definition(g, k, x, 8, dy, 8, dw, db, 1e-6, &worst);
         free(x);
         free(dy);
         free(dw);
@@ -376,7 +377,7 @@ TEST(conv_first_weight_gradient_matches_definition) {
         for (size_t i = 0; i < nw; i++) dw[i] = NAN; /* every element must be written */
         for (int o = 0; o < g->cout; o++) db[o] = NAN;
         dn_firstconv_dw(g, x, dy, dw, k % 2 ? db : NULL); /* half of them without a bias */
-        check_dw_definition(g, k, x, 0, dy, dw, k % 2 ? db : NULL, 1e-6, &worst);
+        check_dw_definition(g, k, x, 0, dy, 8, dw, k % 2 ? db : NULL, 1e-6, &worst);
         for (int o = 0; o < g->cout && !(k % 2); o++)
             CHECK_MSG(isnan(db[o]), "geometry %zu: bias gradient %d written without a bias", k, o);
         free(x);
@@ -411,21 +412,26 @@ TEST(conv_first_weight_gradient_matches_definition) {
  * a block of 16 left over), more input channels than one panel (136 = 128 + 8), filters too large
  * to transform whole (512 x 232: the panels path, both ways), and more tiles than one pass takes
  * (4 x 112 x 112). */
-static size_t blk_at(int c, int h, int w, int n, int ch, int y, int x) {
-    return ((((size_t)n * (c / 8) + ch / 8) * h + y) * w + x) * 8 + ch % 8;
+static size_t blk_at(int b, int c, int h, int w, int n, int ch, int y, int x) {
+    return ((((size_t)n * (c / b) + ch / b) * h + y) * w + x) * b + ch % b;
 }
 
 TEST(conv_winograd_matches_definition) {
     static const DnWino geo[] = {
-        /* n cin cout  h    w   oh   ow pt pl  k */
-        {2, 8, 16, 7, 8, 7, 8, 1, 1, 3},       {1, 16, 8, 6, 6, 4, 4, 0, 0, 3},      {1, 8, 8, 5, 5, 7, 7, 2, 2, 3},
-        {3, 24, 40, 9, 10, 9, 10, 1, 1, 3},    {2, 8, 24, 1, 1, 1, 1, 1, 1, 3},      {1, 136, 24, 9, 11, 9, 11, 1, 1, 3},
-        {1, 8, 8, 12, 2, 12, 1, 1, 0, 3},      {1, 512, 232, 3, 5, 3, 5, 1, 1, 3},   {4, 8, 16, 112, 112, 112, 112, 1, 1, 3},
+        /* n cin cout  h    w   oh   ow pt pl  k blk */
+        {2, 8, 16, 7, 8, 7, 8, 1, 1, 3, 8},       {1, 16, 8, 6, 6, 4, 4, 0, 0, 3, 8},      {1, 8, 8, 5, 5, 7, 7, 2, 2, 3, 8},
+        {3, 24, 40, 9, 10, 9, 10, 1, 1, 3, 8},    {2, 8, 24, 1, 1, 1, 1, 1, 1, 3, 8},      {1, 136, 24, 9, 11, 9, 11, 1, 1, 3, 8},
+        {1, 8, 8, 12, 2, 12, 1, 1, 0, 3, 8},      {1, 512, 232, 3, 5, 3, 5, 1, 1, 3, 8},   {4, 8, 16, 112, 112, 112, 112, 1, 1, 3, 8},
         /* 5x5: SAME (lenet's second convolution, reduced), VALID, padding 4, uneven padding, more
          * channels than a panel, filters too large to transform whole, more tiles than a pass */
-        {2, 32, 64, 14, 14, 14, 14, 2, 2, 5}, {1, 16, 8, 9, 8, 5, 4, 0, 0, 5},     {1, 8, 8, 3, 4, 7, 8, 4, 4, 5},
-        {3, 24, 40, 7, 11, 6, 10, 1, 3, 5},   {1, 136, 16, 5, 7, 5, 7, 2, 2, 5},   {1, 512, 232, 2, 3, 2, 3, 2, 2, 5},
-        {2, 8, 16, 96, 96, 96, 96, 2, 2, 5},
+        {2, 32, 64, 14, 14, 14, 14, 2, 2, 5, 8}, {1, 16, 8, 9, 8, 5, 4, 0, 0, 5, 8},     {1, 8, 8, 3, 4, 7, 8, 4, 4, 5, 8},
+        {3, 24, 40, 7, 11, 6, 10, 1, 3, 5, 8},   {1, 136, 16, 5, 7, 5, 7, 2, 2, 5, 8},   {1, 512, 232, 2, 3, 2, 3, 2, 2, 5, 8},
+        {2, 8, 16, 96, 96, 96, 96, 2, 2, 5, 8},
+        /* nChw16c (oneDNN's layout on AVX-512): SAME, VALID with 48 output channels (three blocks of
+         * 16, a block of 16 output channels of the products spanning two), 144 input channels (a
+         * panel and one block), filters too large to transform whole, uneven padding in 5x5 */
+        {2, 16, 32, 7, 8, 7, 8, 1, 1, 3, 16},     {1, 32, 48, 6, 6, 4, 4, 0, 0, 3, 16},    {1, 144, 16, 9, 11, 9, 11, 1, 1, 3, 16},
+        {1, 512, 240, 3, 5, 3, 5, 1, 1, 3, 16},   {2, 32, 64, 14, 14, 14, 14, 2, 2, 5, 16}, {3, 16, 48, 7, 11, 6, 10, 1, 3, 5, 16},
     };
     if (!dn_wino_ok(&geo[0])) {
         th_skip("this CPU has no AVX2 and FMA: the oneDNN plan keeps oneDNN's 3x3 convolutions");
@@ -448,24 +454,52 @@ TEST(conv_winograd_matches_definition) {
         tu_fill_uniform(w, nw, -1, 1, &r);
         tu_fill_uniform(b, (size_t)g->cout, -1, 1, &r);
         tu_fill_uniform(dy, ny, -1, 1, &r);
-        for (size_t i = 0; i < ny; i++) y[i] = NAN; /* every element must be written */
-        for (size_t i = 0; i < nx; i++) dx[i] = NAN;
-        for (size_t i = 0; i < sf; i++) scratch[i] = NAN; /* nothing may be read before it is written */
         const int relu = k % 2, bias = k % 3 != 2;
-        dn_wino_fwd(g, x, w, bias ? b : NULL, relu, y, scratch, sf);
-        dn_wino_bwd_data(g, dy, w, dx, scratch, sf);
-        /* the weight gradient, where the sums fit (not the 512 x 232 filters: blkconv.c's) */
+        /* the weight gradient where the sums fit (not the 512 x 2xx filters: blkconv.c's) */
         CHECK_MSG(dn_wino_dw_ok(g) == (g->cin * g->cout < 100000), "geometry %zu: weight gradient taken or refused wrongly", k);
-        if (dn_wino_dw_ok(g)) {
-            float *dw = malloc(nw * sizeof(float)), *db = malloc((size_t)g->cout * sizeof(float));
-            for (size_t i = 0; i < nw; i++) dw[i] = NAN;
+        const int has_dw = dn_wino_dw_ok(g);
+        float *dw = malloc(nw * sizeof(float)), *db = malloc((size_t)g->cout * sizeof(float));
+        /* with AVX2's kernels, then with AVX-512's (on this CPU if it has AVX-512, else their source
+         * compiled for AVX2): the same bits */
+        float *out[2][4];
+        for (int kv = 0; kv < 2; kv++) {
+            const char *what = dn_wino_kernels(kv ? DN_WINO_WIDE : DN_WINO_YMM);
+            if (k == 0) printf("    products by %s\n", what);
+            const size_t sz[4] = {ny, nx, nw, (size_t)g->cout};
+            for (int o = 0; o < 4; o++) {
+                out[kv][o] = malloc(sz[o] * sizeof(float));
+                for (size_t i = 0; i < sz[o]; i++) out[kv][o][i] = NAN; /* every element must be written */
+            }
+            for (size_t i = 0; i < sf; i++) scratch[i] = NAN; /* nothing may be read before it is written */
+            dn_wino_fwd(g, x, w, bias ? b : NULL, relu, out[kv][0], scratch, sf);
             for (size_t i = 0; i < sf; i++) scratch[i] = NAN;
-            dn_wino_dw(g, x, dy, dw, bias ? db : NULL, scratch, sf);
-            const DnBlkConv bc = {g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, g->k, g->k, g->pt, g->pl};
-            check_dw_definition(&bc, k, x, 1, dy, dw, bias ? db : NULL, g->k == 3 ? 1e-5 : 4e-5, &wk[2]);
-            free(dw);
-            free(db);
+            dn_wino_bwd_data(g, dy, w, out[kv][1], scratch, sf);
+            if (has_dw) {
+                for (size_t i = 0; i < sf; i++) scratch[i] = NAN;
+                dn_wino_dw(g, x, dy, out[kv][2], bias ? out[kv][3] : NULL, scratch, sf);
+            }
+            if (kv == 1) {
+                static const char *name[4] = {"forward", "backward data", "weight gradient", "bias gradient"};
+                for (int o = 0; o < 4; o++) {
+                    if (o >= 2 && (!has_dw || (o == 3 && !bias))) continue;
+                    CHECK_MSG(memcmp(out[0][o], out[1][o], sz[o] * sizeof(float)) == 0,
+                              "geometry %zu: %s differs between the two kernels' variants", k, name[o]);
+                }
+            }
         }
+        dn_wino_kernels(DN_WINO_AUTO);
+        memcpy(y, out[0][0], ny * sizeof(float));
+        memcpy(dx, out[0][1], nx * sizeof(float));
+        memcpy(dw, out[0][2], nw * sizeof(float));
+        memcpy(db, out[0][3], (size_t)g->cout * sizeof(float));
+        for (int kv = 0; kv < 2; kv++)
+            for (int o = 0; o < 4; o++) free(out[kv][o]);
+        if (has_dw) {
+            const DnBlkConv bc = {g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, g->k, g->k, g->pt, g->pl};
+            check_dw_definition(&bc, k, x, g->blk, dy, g->blk, dw, bias ? db : NULL, g->k == 3 ? 1e-5 : 4e-5, &wk[2]);
+        }
+        free(dw);
+        free(db);
         for (int n = 0; n < g->n; n++)
             for (int o = 0; o < g->cout; o++)
                 for (int oy = 0; oy < g->oh; oy++)
@@ -476,13 +510,13 @@ TEST(conv_winograd_matches_definition) {
                                 for (int e = 0; e < g->k; e++) {
                                     const int iy = oy + a - g->pt, ix = ox + e - g->pl;
                                     if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) continue;
-                                    const double v = (double)x[blk_at(g->cin, g->h, g->w, n, c, iy, ix)] *
+                                    const double v = (double)x[blk_at(g->blk, g->cin, g->h, g->w, n, c, iy, ix)] *
                                                      w[((size_t)o * g->cin + c) * kk + a * g->k + e];
                                     s += v;
                                     m += fabs(v);
                                 }
                         if (relu && s < 0) s = 0;
-                        const float got = y[blk_at(g->cout, g->oh, g->ow, n, o, oy, ox)];
+                        const float got = y[blk_at(g->blk, g->cout, g->oh, g->ow, n, o, oy, ox)];
                         const double err = fabs(got - s) / m;
                         CHECK_MSG(err <= 1e-5, "geometry %zu: y[%d][%d][%d][%d] = %.9g, defined %.9g", k, n, o, oy, ox, got, s);
                         if (err > wk[0]) wk[0] = err;
@@ -497,12 +531,12 @@ TEST(conv_winograd_matches_definition) {
                                 for (int e = 0; e < g->k; e++) {
                                     const int oy = iy + g->pt - a, ox = ix + g->pl - e;
                                     if (oy < 0 || oy >= g->oh || ox < 0 || ox >= g->ow) continue;
-                                    const double v = (double)dy[blk_at(g->cout, g->oh, g->ow, n, o, oy, ox)] *
+                                    const double v = (double)dy[blk_at(g->blk, g->cout, g->oh, g->ow, n, o, oy, ox)] *
                                                      w[((size_t)o * g->cin + c) * kk + a * g->k + e];
                                     s += v;
                                     m += fabs(v);
                                 }
-                        const float got = dx[blk_at(g->cin, g->h, g->w, n, c, iy, ix)];
+                        const float got = dx[blk_at(g->blk, g->cin, g->h, g->w, n, c, iy, ix)];
                         const double err = fabs(got - s) / m;
                         CHECK_MSG(err <= 1e-5, "geometry %zu: dx[%d][%d][%d][%d] = %.9g, defined %.9g", k, n, c, iy, ix, got, s);
                         if (err > wk[1]) wk[1] = err;
@@ -519,7 +553,7 @@ TEST(conv_winograd_matches_definition) {
         printf("    %s: worst relative error forward %.2g, backward data %.2g, weight gradient %.2g (bounds 1e-5, 1e-5, %s)\n",
                f ? "5x5" : "3x3", worst[f][0], worst[f][1], worst[f][2], f ? "4e-5" : "1e-5");
     /* what it leaves to oneDNN */
-    DnWino no[7] = {geo[0], geo[0], geo[0], geo[0], geo[0], geo[0], geo[9]};
+    DnWino no[10] = {geo[0], geo[0], geo[0], geo[0], geo[0], geo[0], geo[9], geo[16], geo[16], geo[0]};
     no[0].cin = 12;
     no[1].cout = 20;
     no[2].pt = 3;
@@ -527,5 +561,8 @@ TEST(conv_winograd_matches_definition) {
     no[4].n = 0;
     no[5].k = 7;
     no[6].pl = 5;
-    for (int k = 0; k < 7; k++) CHECK_MSG(!dn_wino_ok(&no[k]), "geometry refusal %d accepted", k);
+    no[7].cin = 24; /* nChw16c with a block half full: oneDNN's padding is not wino.c's */
+    no[8].cout = 40;
+    no[9].blk = 4;
+    for (int k = 0; k < 10; k++) CHECK_MSG(!dn_wino_ok(&no[k]), "geometry refusal %d accepted", k);
 }

@@ -8,10 +8,11 @@
  * net_backward does not zero them (NetRunner.writes_param_grads). Grouped convolutions use oneDNN's grouped weights [g][cout/g][cin/g]
  * [kh][kw], the same bytes as the reference's [cout][cin/g][kh][kw].
  *
- * 3x3 stride-1 convolutions on nChw8c tensors run their forward and backward data by Winograd's
- * F(4x4, 3x3) in wino.c instead of oneDNN's direct kernels, and their weight gradient too where
- * wino.c's sums fit (on AVX2; NVCNN_ONEDNN_WINOGRAD=off in the environment leaves them to oneDNN
- * and blkconv.c); their primitives are planned all the same, for the layouts they choose.
+ * 3x3 and 5x5 stride-1 convolutions on nChw8c or nChw16c tensors run their forward and backward
+ * data by Winograd's F(4x4, 3x3) or F(2x2, 5x5) in wino.c instead of oneDNN's direct kernels, and
+ * their weight gradient too where wino.c's sums fit (on CPUs with AVX2; NVCNN_ONEDNN_WINOGRAD=off in
+ * the environment leaves them to oneDNN and blkconv.c); their primitives are planned all the same,
+ * for the layouts they choose.
  *
  * A relu that is the output's only consumer is fused: the forward applies it (an eltwise post-op)
  * and writes the relu's output node; backward first turns the relu's output gradient into this
@@ -60,6 +61,13 @@ static Md weights_md(const Conv *c, int G, dnnl_format_tag_t tag) {
     return dn_md_dims(5, d, tag == dnnl_format_tag_any ? tag : dnnl_goihw);
 }
 
+/* An activation's descriptor: format "any" (the primitive chooses), or nChw16c where the plan is
+ * told to (Dn.force16: the layout oneDNN chooses on AVX-512, for tests on any CPU) and the
+ * channels fill its blocks. */
+static Md conv_md(const Dn *dn, const dnnl_dim_t *d) {
+    return dn_md_dims(4, d, dn->force16 && d[1] % 16 == 0 && d[2] * d[3] > 1 ? dnnl_aBcd16b : dnnl_format_tag_any);
+}
+
 /* TensorFlow's padding as oneDNN's: the padding after is what the last window needs (never
  * negative: a window that ends inside the input needs none). */
 static dnnl_dim_t pad_after(int in, int out, int k, int s, int before) {
@@ -74,7 +82,7 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
     Node *in = &net->node[l->in[0]], *out = &net->node[l->out];
     const int N = in->shape.n;
     dnnl_dims_t sd = {N, c->cin, c->h, c->w}, dd = {N, c->cout, c->oh, c->ow}, bd = {c->cout};
-    Md src_any = dn_md_dims(4, sd, dnnl_format_tag_any), dst_any = dn_md_dims(4, dd, dnnl_format_tag_any);
+    Md src_any = conv_md(dn, sd), dst_any = conv_md(dn, dd);
     Md w_any = weights_md(c, G, dnnl_format_tag_any), w_plain = weights_md(c, G, dnnl_oihw);
     Md b_md = dn_md_dims(1, bd, dnnl_x);
     const int has_bias = c->pb >= 0;
@@ -107,14 +115,17 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
         blk_dw = first || (d8_dy && dn_blkconv_dw_ok(&bc) && dn_md_eq(dn_query(fpd, dnnl_query_src_md), &s8));
     }
     /* the forward and backward data by wino.c where it computes this shape (3x3 or 5x5, stride 1) and
-     * oneDNN's primitives would read and write nChw8c (its choice on AVX2) */
-    DnWino wg = {N, c->cin, c->cout, c->h, c->w, c->oh, c->ow, c->pt, c->pl, c->kh};
-    int wino = dn->wino && G == 1 && c->kh == c->kw && c->sh == 1 && c->sw == 1 && dn_wino_ok(&wg);
-    if (wino) {
-        Md s8 = dn_md_dims(4, sd, dnnl_aBcd8b), d8 = dn_md_dims(4, dd, dnnl_aBcd8b);
-        wino = dn_md_eq(dn_query(fpd, dnnl_query_src_md), &s8) && dn_md_eq(dn_query(fpd, dnnl_query_dst_md), &d8) &&
-               (!dpd || (dn_md_eq(dn_query(dpd, dnnl_query_diff_dst_md), &d8) &&
-                         dn_md_eq(dn_query(dpd, dnnl_query_diff_src_md), &s8)));
+     * oneDNN's primitives would read and write nChw8c (its choice on AVX2) or nChw16c (AVX-512) */
+    DnWino wg = {N, c->cin, c->cout, c->h, c->w, c->oh, c->ow, c->pt, c->pl, c->kh, 0};
+    int wino = 0;
+    for (int b = 8; b <= 16 && !wino && dn->wino && G == 1 && c->kh == c->kw && c->sh == 1 && c->sw == 1; b += 8) {
+        wg.blk = b;
+        if (!dn_wino_ok(&wg)) continue;
+        const dnnl_format_tag_t tag = b == 8 ? dnnl_aBcd8b : dnnl_aBcd16b;
+        Md sb = dn_md_dims(4, sd, tag), db = dn_md_dims(4, dd, tag);
+        wino = dn_md_eq(dn_query(fpd, dnnl_query_src_md), &sb) && dn_md_eq(dn_query(fpd, dnnl_query_dst_md), &db) &&
+               (!dpd || (dn_md_eq(dn_query(dpd, dnnl_query_diff_dst_md), &db) &&
+                         dn_md_eq(dn_query(dpd, dnnl_query_diff_src_md), &sb)));
     }
     /* and the weight gradient by wino.c too where its sums fit (else blkconv.c's) */
     const int wino_dw = wino && dn->blk_dw && dn_wino_dw_ok(&wg);

@@ -429,6 +429,10 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
     /* NVCNN_ONEDNN_WINOGRAD=off: every 3x3 convolution by oneDNN's direct kernels (to compare) */
     const char *wi = getenv("NVCNN_ONEDNN_WINOGRAD");
     dn->wino = !(wi && strcmp(wi, "off") == 0);
+    /* NVCNN_ONEDNN_BLOCK=16: the convolutions' activations in nChw16c, oneDNN's layout on AVX-512,
+     * on any CPU (on others its primitives for that layout are slow reference ones: for tests) */
+    const char *bl = getenv("NVCNN_ONEDNN_BLOCK");
+    dn->force16 = bl && strcmp(bl, "16") == 0;
     DN_CHECK(dnnl_engine_create(&dn->eng, dnnl_cpu, 0));
     DN_CHECK(dnnl_stream_create(&dn->strm, dn->eng, dnnl_stream_default_flags));
     DN_CHECK(dnnl_primitive_attr_create(&dn->attr));

@@ -90,6 +90,7 @@ struct Dn {
     int nblk_dw;                    /* convolutions whose weight gradient blkconv.c or firstconv.c computes */
     int wino;                       /* 1: 3x3 convolutions' forward and backward data by wino.c where it can */
     int nwino;                      /* convolutions that wino.c computes */
+    int force16;                    /* 1: convolutions' activations in nChw16c (NVCNN_ONEDNN_BLOCK=16, tests) */
     /* what the plan owns, released by dn_destroy */
     dnnl_primitive_t *prims;
     int nprims, cap_prims;

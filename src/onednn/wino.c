@@ -1,7 +1,9 @@
 /* wino.c: the forward, backward-data and weight-gradient passes of 3x3 and 5x5 stride-1
  * convolutions by Winograd's minimal filtering F(4x4, 3x3) and F(2x2, 5x5), on oneDNN's blocked
- * tensors ([n][c / 8][h][w][8]), for the oneDNN plan (conv.c). oneDNN 2.x has Winograd convolutions
- * on AVX-512 only; on AVX2 its direct kernels (jit:avx2) compute every one of the 9 (25)
+ * tensors ([n][c / 8][h][w][8] as oneDNN lays them out on AVX2, [n][c / 16][h][w][16] on AVX-512;
+ * the transforms take chunks of 8 channels in AVX2 vectors, the products 16 channels in AVX2's or
+ * AVX-512's), for the oneDNN plan (conv.c). oneDNN 2.x has Winograd convolutions on AVX-512 only
+ * (and the plan asks for its direct ones); on AVX2 its direct kernels (jit:avx2) compute every one of the 9 (25)
  * multiply-adds an output takes per input channel, and ran resnet50's sixteen 3x3 convolutions at
  * 484 ms of a 1,400 ms step of primitives (forward and backward data, batch 8, two cores), lenet's
  * second convolution (5x5, 32 -> 64 channels) at 57 % of its step (docs/performance.md).
@@ -21,7 +23,8 @@
  *   1. input transform: each tile's 6x6 pixels of 8 channels (a vector each; zeros outside the
  *      image) through B^T . B, into V[position] (tiles x cin, in chunks of KC channels);
  *   2. 36 products M[position] = V[position] U[position], tiles x cout, by a kernel of 6 tiles by
- *      16 output channels in 12 ymm sums (per input channel 2 vector loads and 6 broadcasts);
+ *      16 output channels in 12 ymm sums (per input channel 2 vector loads and 6 broadcasts), or 6
+ *      zmm sums on AVX-512;
  *   3. output transform: A^T . A of each tile's 36 products of 8 channels, plus the bias, the relu
  *      when fused, the pixels inside the output stored.
  *
@@ -52,9 +55,10 @@
 #define PASS_BYTES ((size_t)8 << 20)
 #define U_BYTES ((size_t)16 << 20)
 
-/* The computation as a forward convolution: in [n][cin / 8][ih][iw][8] -> out [n][cout / 8][oh][ow][8]. */
+/* The computation as a forward convolution: in [n][cin / blk][ih][iw][blk] -> out [n][cout / blk][oh][ow][blk]. */
 typedef struct Geo {
     int n, cin, cout, ih, iw, oh, ow, pt, pl;
+    int blk;    /* the tensors' channel block: 8 (nChw8c) or 16 (nChw16c) */
     int r, m;   /* filter size (3, 5) and output tile size (4, 2): m + r - 1 = 6 */
     int coutp;  /* cout rounded up to NR (U's and M's rows) */
     int th, tw; /* tiles down and across an image */
@@ -62,8 +66,8 @@ typedef struct Geo {
     int tc;     /* tiles of one pass, a multiple of MR */
 } Geo;
 
-static Geo geo_of(int n, int cin, int cout, int ih, int iw, int oh, int ow, int pt, int pl, int r) {
-    Geo q = {n, cin, cout, ih, iw, oh, ow, pt, pl, r, 7 - r, 0, 0, 0, 0, 0};
+static Geo geo_of(int n, int cin, int cout, int ih, int iw, int oh, int ow, int pt, int pl, int r, int blk) {
+    Geo q = {n, cin, cout, ih, iw, oh, ow, pt, pl, blk, r, 7 - r, 0, 0, 0, 0, 0};
     q.coutp = (cout + NR - 1) / NR * NR;
     q.th = (oh + q.m - 1) / q.m;
     q.tw = (ow + q.m - 1) / q.m;
@@ -90,10 +94,10 @@ static size_t geo_scratch(const Geo *q, int threads) {
 }
 
 static Geo geo_fwd(const DnWino *g) {
-    return geo_of(g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, g->pt, g->pl, g->k);
+    return geo_of(g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, g->pt, g->pl, g->k, g->blk);
 }
 static Geo geo_bwd(const DnWino *g) {
-    return geo_of(g->n, g->cout, g->cin, g->oh, g->ow, g->h, g->w, g->k - 1 - g->pt, g->k - 1 - g->pl, g->k);
+    return geo_of(g->n, g->cout, g->cin, g->oh, g->ow, g->h, g->w, g->k - 1 - g->pt, g->k - 1 - g->pl, g->k, g->blk);
 }
 
 /* The weight gradient's sums S (as large as U) are kept whole, over every pass: where they are
@@ -236,6 +240,13 @@ static inline void tile_at(const Geo *q, int t, int *img, int *y, int *x) {
     *x = r % q->tw * q->m;
 }
 
+/* Where the 8 channels from 8 c8 of image img start in a tensor [n][C / blk][hw][blk]: the
+ * pixels that follow are blk floats apart (in nChw16c, two such chunks share each pixel's 16). */
+static inline size_t chunk_at(int blk, int C, size_t hw, int img, int c8) {
+    const int per = blk / BLK;
+    return ((size_t)img * (size_t)(C / blk) + (size_t)(c8 / per)) * hw * (size_t)blk + (size_t)(c8 % per) * BLK;
+}
+
 /* Where V[position] holds tile lt's input channel c: in chunks of KC channels, each chunk's rows
  * of all the pass's tiles one after the other, so a product's pass over the tiles reads one
  * stream. */
@@ -247,7 +258,7 @@ static inline size_t v_at(const Geo *q, int lt, int c) {
 /* V[position] = B^T d B of tiles t0 + lt (lt < nt); rows nt to tpad zero. */
 TGT static void input_transform(const Geo *q, const float *in, int t0, int nt, int tpad, float *V) {
     const int cb = q->cin / BLK;
-    const size_t pstride = (size_t)q->tc * q->cin, plane = (size_t)q->ih * q->iw * BLK;
+    const size_t pstride = (size_t)q->tc * q->cin, hw = (size_t)q->ih * q->iw, ps = (size_t)q->blk;
 #pragma omp parallel for schedule(static)
     for (int lt = 0; lt < tpad; lt++) {
         if (lt >= nt) {
@@ -266,14 +277,14 @@ TGT static void input_transform(const Geo *q, const float *in, int t0, int nt, i
             cv[i] = x0 + i >= 0 && x0 + i < q->iw;
         }
         for (int c = 0; c < cb; c++) {
-            const float *src = in + ((size_t)img * cb + c) * plane;
+            const float *src = in + chunk_at(q->blk, q->cin, hw, img, c);
             float *v = V + v_at(q, lt, c * BLK);
             __m256 d[6][6], t[6][6], col[6], o[6];
 #pragma GCC unroll 6
             for (int i = 0; i < 6; i++)
 #pragma GCC unroll 6
                 for (int j = 0; j < 6; j++)
-                    d[i][j] = rv[i] && cv[j] ? _mm256_loadu_ps(src + ((size_t)(y0 + i) * q->iw + (x0 + j)) * BLK)
+                    d[i][j] = rv[i] && cv[j] ? _mm256_loadu_ps(src + ((size_t)(y0 + i) * q->iw + (x0 + j)) * ps)
                                              : _mm256_setzero_ps();
 #pragma GCC unroll 6
             for (int j = 0; j < 6; j++) {
@@ -293,30 +304,94 @@ TGT static void input_transform(const Geo *q, const float *in, int t0, int nt, i
     }
 }
 
+/* The products' kernels, where nearly all of the multiply-adds are: written once on GCC's generic
+ * vectors and compiled as 2 vectors of 8 floats for AVX2 (ymm) and as 1 vector of 16 for AVX-512
+ * (zmm), the second chosen where the CPU has AVX-512F. Both do the same fused multiply-adds in the
+ * same order, so they give the same bits. The 16-float form is compiled for AVX2 too (each vector
+ * two ymm, slowly) so that the tests run the AVX-512 kernels' source on any CPU with AVX2
+ * (dn_wino_kernels). (Macros, not inline functions, so that each variant's vectors are compiled
+ * for its own instruction set.) */
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V16 __attribute__((vector_size(64)));
+#define VLOAD(v, p) memcpy(&(v), (p), sizeof(v))
+#define VSTORE(p, v) memcpy((p), &(v), sizeof(v))
+
 /* m[r][0..16) (+)= sum over k < K of v[r vs + k] u[k][0..16), r < MR: 6 tiles by 16 output
- * channels; acc: add to what m holds. */
-TGT static void product_6x16(int K, const float *v, size_t vs, const float *u, float *m, size_t ms, int acc) {
-    __m256 c[MR][2];
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; r++) {
-        c[r][0] = acc ? _mm256_loadu_ps(m + r * ms) : _mm256_setzero_ps();
-        c[r][1] = acc ? _mm256_loadu_ps(m + r * ms + 8) : _mm256_setzero_ps();
+ * channels in NV vectors VT; acc: add to what m holds. */
+#define PRODUCT_6X16(NAME, TARGET, VT, NV)                                                                     \
+    TARGET static void NAME(int K, const float *v, size_t vs, const float *u, float *m, size_t ms, int acc) { \
+        VT c[MR][NV], b[NV];                                                                                   \
+        const int w = NR / NV;                                                                                 \
+        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) for (int j = 0; j < NV; j++) {                   \
+            c[r][j] = (VT){0};                                                                                 \
+            if (acc) VLOAD(c[r][j], m + r * ms + j * w);                                                       \
+        }                                                                                                      \
+        _Pragma("GCC unroll 2") for (int k = 0; k < K; k++) {                                                 \
+            for (int j = 0; j < NV; j++) VLOAD(b[j], u + (size_t)k * NR + j * w);                             \
+            _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                            \
+                const float a = v[r * vs + k];                                                                 \
+                for (int j = 0; j < NV; j++) c[r][j] += b[j] * a;                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) for (int j = 0; j < NV; j++)                     \
+            VSTORE(m + r * ms + j * w, c[r][j]);                                                               \
     }
-#pragma GCC unroll 2
-    for (int k = 0; k < K; k++) {
-        const __m256 b0 = _mm256_loadu_ps(u + (size_t)k * NR), b1 = _mm256_loadu_ps(u + (size_t)k * NR + 8);
-#pragma GCC unroll 6
-        for (int r = 0; r < MR; r++) {
-            const __m256 a = _mm256_broadcast_ss(v + r * vs + k);
-            c[r][0] = _mm256_fmadd_ps(a, b0, c[r][0]);
-            c[r][1] = _mm256_fmadd_ps(a, b1, c[r][1]);
-        }
+
+/* s[r][0..16) (+)= sum over tiles t < nt of v[t vs + r] z[t zs + 0..16), r < R: R input channels by
+ * 16 output channels in NV vectors VT; acc: add to what s holds. */
+#define SUM_RX16(NAME, R, TARGET, VT, NV)                                                                          \
+    TARGET static void NAME(int nt, const float *z, size_t zs, const float *v, size_t vs, float *s, int acc) {     \
+        VT c[R][NV], b[NV];                                                                                        \
+        const int w = NR / NV;                                                                                     \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) for (int j = 0; j < NV; j++) {                        \
+            c[r][j] = (VT){0};                                                                                     \
+            if (acc) VLOAD(c[r][j], s + r * NR + j * w);                                                           \
+        }                                                                                                          \
+        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {                                                    \
+            for (int j = 0; j < NV; j++) VLOAD(b[j], z + t * zs + j * w);                                          \
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                 \
+                const float a = v[t * vs + r];                                                                     \
+                for (int j = 0; j < NV; j++) c[r][j] += b[j] * a;                                                  \
+            }                                                                                                      \
+        }                                                                                                          \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) for (int j = 0; j < NV; j++)                          \
+            VSTORE(s + r * NR + j * w, c[r][j]);                                                                   \
     }
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; r++) {
-        _mm256_storeu_ps(m + r * ms, c[r][0]);
-        _mm256_storeu_ps(m + r * ms + 8, c[r][1]);
+
+#define TGT512 __attribute__((target("avx512f,fma")))
+#define KERNELS(SUFFIX, TARGET, VT, NV)                  \
+    PRODUCT_6X16(product_##SUFFIX, TARGET, VT, NV)       \
+    SUM_RX16(sum6_##SUFFIX, 6, TARGET, VT, NV)           \
+    SUM_RX16(sum4_##SUFFIX, 4, TARGET, VT, NV)
+KERNELS(avx2, TGT, V8, 2)
+KERNELS(avx512, TGT512, V16, 1)
+KERNELS(wide_avx2, TGT, V16, 1)
+
+typedef void (*ProductFn)(int, const float *, size_t, const float *, float *, size_t, int);
+typedef void (*SumFn)(int, const float *, size_t, const float *, size_t, float *, int);
+typedef struct Kernels {
+    ProductFn product;
+    SumFn sum6, sum4;
+} Kernels;
+
+static const Kernels k_avx2 = {product_avx2, sum6_avx2, sum4_avx2}, k_avx512 = {product_avx512, sum6_avx512, sum4_avx512},
+                     k_wide_avx2 = {product_wide_avx2, sum6_wide_avx2, sum4_wide_avx2};
+static int kernels_asked; /* dn_wino_kernels */
+
+static int has_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
+
+static const Kernels *kernels(void) {
+    switch (kernels_asked) {
+    case DN_WINO_YMM: return &k_avx2;
+    case DN_WINO_WIDE: return has_avx512() ? &k_avx512 : &k_wide_avx2;
+    default: return has_avx512() ? &k_avx512 : &k_avx2;
     }
+}
+
+const char *dn_wino_kernels(int which) {
+    kernels_asked = which;
+    const Kernels *k = kernels();
+    return k == &k_avx512 ? "16 floats a vector (AVX-512)" : k == &k_wide_avx2 ? "16 floats a vector (on AVX2)" : "8 floats a vector (AVX2)";
 }
 
 /* M[position] = V[position] U[position] for the first tpad tiles of the pass. A task is one block
@@ -327,6 +402,7 @@ TGT static void product_6x16(int K, const float *v, size_t vs, const float *u, f
  * of tiles, and the tiles are split into ranges only as far as the blocks leave threads without two
  * tasks each. */
 static void products_panels(const Geo *q, const Filters *f, const float *V, float *M, int tpad, float *panels, int threads) {
+    const Kernels *kp = kernels();
     const int nkb = q->coutp / NR, groups = tpad / MR;
     int split = (2 * threads + nkb - 1) / nkb;
     if (split > groups) split = groups;
@@ -342,7 +418,7 @@ static void products_panels(const Geo *q, const Filters *f, const float *V, floa
             panel_transform(f, q->cout, kb, k0, kc, panel, (size_t)KC * NR);
             for (int p = 0; p < NP; p++)
                 for (int t = t0; t < t1; t += MR)
-                    product_6x16(kc, V + p * vps + v_at(q, t, k0), kc, panel + (size_t)p * KC * NR,
+                    kp->product(kc, V + p * vps + v_at(q, t, k0), kc, panel + (size_t)p * KC * NR,
                                  M + p * mps + (size_t)t * q->coutp + (size_t)kb * NR, q->coutp, k0 > 0);
         }
     }
@@ -364,6 +440,7 @@ static void weights_transform(const Geo *q, const Filters *f, float *U) {
  * output channels (2 KiB) stays in the L1 while every tile's KC channels of V pass it, and the
  * position's V (the pass's tiles) stays in the L2 for the task's blocks. */
 static void products_u(const Geo *q, const float *U, const float *V, float *M, int tpad) {
+    const Kernels *kp = kernels();
     const int nkb = q->coutp / NR, ntask = (nkb + 3) / 4;
     const size_t vps = (size_t)q->tc * q->cin, mps = (size_t)q->tc * q->coutp, ups = u_floats(q) / NP;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -375,7 +452,7 @@ static void products_u(const Geo *q, const float *U, const float *V, float *M, i
                     const int kc = q->cin - k0 < KC ? q->cin - k0 : KC;
                     const float *u = U + p * ups + ((size_t)kb * q->cin + k0) * NR;
                     for (int t = 0; t < tpad; t += MR)
-                        product_6x16(kc, V + p * vps + v_at(q, t, k0), kc, u,
+                        kp->product(kc, V + p * vps + v_at(q, t, k0), kc, u,
                                      M + p * mps + (size_t)t * q->coutp + (size_t)kb * NR, q->coutp, k0 > 0);
                 }
         }
@@ -384,7 +461,7 @@ static void products_u(const Geo *q, const float *U, const float *V, float *M, i
 /* out's pixels of tiles t0 + lt (lt < nt) = A^T M A (+ bias, relu) */
 TGT static void output_transform(const Geo *q, const float *M, int t0, int nt, const float *bias, int relu, float *out) {
     const int kb = q->cout / BLK;
-    const size_t pstride = (size_t)q->tc * q->coutp, plane = (size_t)q->oh * q->ow * BLK;
+    const size_t pstride = (size_t)q->tc * q->coutp, hw = (size_t)q->oh * q->ow, ps = (size_t)q->blk;
 #pragma omp parallel for schedule(static)
     for (int lt = 0; lt < nt; lt++) {
         int img, y0, x0;
@@ -404,7 +481,7 @@ TGT static void output_transform(const Geo *q, const float *M, int t0, int nt, c
                 for (int i = 0; i < q->m; i++) s[i][j] = o[i];
             }
             const __m256 b = bias ? _mm256_loadu_ps(bias + c * BLK) : _mm256_setzero_ps(), zero = _mm256_setzero_ps();
-            float *dst = out + ((size_t)img * kb + c) * plane + ((size_t)y0 * q->ow + x0) * BLK;
+            float *dst = out + chunk_at(q->blk, q->cout, hw, img, c) + ((size_t)y0 * q->ow + x0) * ps;
             for (int i = 0; i < nh; i++) {
                 if (q->m == 4)
                     at_1d(s[i], o);
@@ -413,7 +490,7 @@ TGT static void output_transform(const Geo *q, const float *M, int t0, int nt, c
                 for (int j = 0; j < nw; j++) {
                     __m256 r = _mm256_add_ps(o[j], b);
                     if (relu) r = _mm256_max_ps(zero, r); /* max(0, NaN) is NaN */
-                    _mm256_storeu_ps(dst + ((size_t)i * q->ow + j) * BLK, r);
+                    _mm256_storeu_ps(dst + ((size_t)i * q->ow + j) * ps, r);
                 }
             }
         }
@@ -486,7 +563,7 @@ TGT static inline void gt_r(const __m256 m[6], int r, __m256 o[5]) {
  * to tpad zero. */
 TGT static void grad_transform(const Geo *q, const float *dy, int t0, int nt, int tpad, float *Z) {
     const int kb = q->cout / BLK;
-    const size_t pstride = (size_t)q->tc * q->coutp, plane = (size_t)q->oh * q->ow * BLK;
+    const size_t pstride = (size_t)q->tc * q->coutp, hw = (size_t)q->oh * q->ow, ps = (size_t)q->blk;
 #pragma omp parallel for schedule(static)
     for (int lt = 0; lt < tpad; lt++) {
         float *z = Z + (size_t)lt * q->coutp;
@@ -498,13 +575,13 @@ TGT static void grad_transform(const Geo *q, const float *dy, int t0, int nt, in
         tile_at(q, t0 + lt, &img, &y0, &x0);
         const int nh = q->oh - y0 < q->m ? q->oh - y0 : q->m, nw = q->ow - x0 < q->m ? q->ow - x0 : q->m;
         for (int c = 0; c < kb; c++) {
-            const float *src = dy + ((size_t)img * kb + c) * plane + ((size_t)y0 * q->ow + x0) * BLK;
+            const float *src = dy + chunk_at(q->blk, q->cout, hw, img, c) + ((size_t)y0 * q->ow + x0) * ps;
             __m256 d[4][4], t[6][4], col[4], o[6];
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++)
 #pragma GCC unroll 4
                 for (int j = 0; j < 4; j++)
-                    d[i][j] = i < nh && j < nw ? _mm256_loadu_ps(src + ((size_t)i * q->ow + j) * BLK) : _mm256_setzero_ps();
+                    d[i][j] = i < nh && j < nw ? _mm256_loadu_ps(src + ((size_t)i * q->ow + j) * ps) : _mm256_setzero_ps();
             for (int j = 0; j < q->m; j++) {
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) col[i] = d[i][j];
@@ -524,30 +601,6 @@ TGT static void grad_transform(const Geo *q, const float *dy, int t0, int nt, in
     }
 }
 
-/* s[r][0..16) (+)= sum over tiles t < nt of v[t vs + r] z[t zs + 0..16), r < R: R input channels by
- * 16 output channels; acc: add to what s holds. */
-#define SUM_KERNEL(R)                                                                                              \
-    TGT static void sum_##R##x16(int nt, const float *z, size_t zs, const float *v, size_t vs, float *s, int acc) { \
-        __m256 c[R][2];                                                                                            \
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                     \
-            c[r][0] = acc ? _mm256_loadu_ps(s + r * NR) : _mm256_setzero_ps();                                     \
-            c[r][1] = acc ? _mm256_loadu_ps(s + r * NR + 8) : _mm256_setzero_ps();                                 \
-        }                                                                                                          \
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {                                                    \
-            const __m256 b0 = _mm256_loadu_ps(z + t * zs), b1 = _mm256_loadu_ps(z + t * zs + 8);                   \
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                 \
-                const __m256 a = _mm256_broadcast_ss(v + t * vs + r);                                              \
-                c[r][0] = _mm256_fmadd_ps(a, b0, c[r][0]);                                                         \
-                c[r][1] = _mm256_fmadd_ps(a, b1, c[r][1]);                                                         \
-            }                                                                                                      \
-        }                                                                                                          \
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                     \
-            _mm256_storeu_ps(s + r * NR, c[r][0]);                                                                 \
-            _mm256_storeu_ps(s + r * NR + 8, c[r][1]);                                                             \
-        }                                                                                                          \
-    }
-SUM_KERNEL(6)
-SUM_KERNEL(4)
 
 #define TCH 32 /* tiles of one kernel call of the weight gradient's products: their rows of Z and V within the L1 */
 
@@ -555,6 +608,7 @@ SUM_KERNEL(4)
  * (first: written): one task per position; per KC input channels and TCH tiles, every block of
  * 16 output channels by 6 (or 4) input channels, Z's and V's rows of those tiles within the L2. */
 static void sums(const Geo *q, const float *Z, const float *V, float *S, int nt, int first) {
+    const Kernels *kp = kernels();
     const int nkb = q->coutp / NR;
     const size_t vps = (size_t)q->tc * q->cin, zps = (size_t)q->tc * q->coutp, sps = u_floats(q) / NP;
 #pragma omp parallel for schedule(static)
@@ -570,8 +624,8 @@ static void sums(const Geo *q, const float *Z, const float *V, float *S, int nt,
                     const float *v = V + p * vps + v_at(q, t, k0);
                     float *sp = S + p * sps + ((size_t)kb * q->cin + k0) * NR;
                     int c = 0;
-                    for (; c < c6; c += 6) sum_6x16(n, z, q->coutp, v + c, kc, sp + (size_t)c * NR, acc);
-                    for (; c < kc; c += 4) sum_4x16(n, z, q->coutp, v + c, kc, sp + (size_t)c * NR, acc);
+                    for (; c < c6; c += 6) kp->sum6(n, z, q->coutp, v + c, kc, sp + (size_t)c * NR, acc);
+                    for (; c < kc; c += 4) kp->sum4(n, z, q->coutp, v + c, kc, sp + (size_t)c * NR, acc);
                 }
             }
         }
@@ -607,13 +661,13 @@ TGT static void sums_transform(const Geo *q, const float *S, float *dw) {
 
 /* db[k] = the sum of dy's channel k */
 TGT static void bias_sums(const DnWino *g, const float *dy, float *db) {
-    const size_t plane = (size_t)g->oh * g->ow * BLK;
+    const size_t hw = (size_t)g->oh * g->ow, ps = (size_t)g->blk;
 #pragma omp parallel for schedule(static)
     for (int kb = 0; kb < g->cout / BLK; kb++) {
         __m256 a = _mm256_setzero_ps();
         for (int n = 0; n < g->n; n++) {
-            const float *d = dy + ((size_t)n * (g->cout / BLK) + kb) * plane;
-            for (size_t e = 0; e < plane; e += BLK) a = _mm256_add_ps(a, _mm256_loadu_ps(d + e));
+            const float *d = dy + chunk_at(g->blk, g->cout, hw, n, kb);
+            for (size_t e = 0; e < hw; e++) a = _mm256_add_ps(a, _mm256_loadu_ps(d + e * ps));
         }
         _mm256_storeu_ps(db + kb * BLK, a);
     }
@@ -646,7 +700,8 @@ static void run(const Geo *q, const float *in, const Filters *f, const float *bi
 }
 
 int dn_wino_ok(const DnWino *g) {
-    return has_avx2_fma() && g->n > 0 && g->cin > 0 && g->cout > 0 && g->cin % BLK == 0 && g->cout % BLK == 0 &&
+    return has_avx2_fma() && (g->blk == 8 || g->blk == 16) && g->n > 0 && g->cin > 0 && g->cout > 0 &&
+           g->cin % g->blk == 0 && g->cout % g->blk == 0 &&
            (g->k == 3 || g->k == 5) && g->h > 0 && g->w > 0 && g->oh > 0 && g->ow > 0 && g->pt >= 0 &&
            g->pt < g->k && g->pl >= 0 && g->pl < g->k && (long)g->cin * 25 * 8 < (1L << 30) &&
            (long)g->cout * 25 * 8 < (1L << 30);
@@ -685,6 +740,10 @@ void dn_wino_dw(const DnWino *g, const float *x, const float *dy, float *dw, flo
     if (db) bias_sums(g, dy, db);
 }
 #else
+const char *dn_wino_kernels(int which) {
+    (void)which;
+    return "none (not an x86 CPU)";
+}
 int dn_wino_ok(const DnWino *g) {
     (void)g;
     return 0;
