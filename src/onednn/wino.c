@@ -41,6 +41,7 @@
  * kernels do (measured in tests/test_conv.c: conv_winograd_matches_definition). */
 #include <omp.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "onednn/wino.h"
@@ -380,11 +381,21 @@ static int kernels_asked; /* dn_wino_kernels */
 
 static int has_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
 
+/* AVX-512's kernels where the CPU has them, unless NVCNN_WINO_AVX512=off (to compare) */
+static int auto_avx512(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("NVCNN_WINO_AVX512");
+        v = has_avx512() && !(e && strcmp(e, "off") == 0);
+    }
+    return v;
+}
+
 static const Kernels *kernels(void) {
     switch (kernels_asked) {
     case DN_WINO_YMM: return &k_avx2;
     case DN_WINO_WIDE: return has_avx512() ? &k_avx512 : &k_wide_avx2;
-    default: return has_avx512() ? &k_avx512 : &k_avx2;
+    default: return auto_avx512() ? &k_avx512 : &k_avx2;
     }
 }
 
