@@ -6,7 +6,8 @@
  *
  *   make && gcc -O2 -fopenmp -Isrc scripts/bench_wino.c build/src/onednn/wino.o build/src/util.o \
  *       -lm -lpthread -o build/bench_wino && OMP_NUM_THREADS=2 build/bench_wino 5
- */
+ *
+ * (a second argument, 0 to 4, measures that shape alone) */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,13 +32,14 @@ static float *filled(size_t n, int mod, float scale, float off) {
 }
 
 int main(int argc, char **argv) {
-    const int rounds = argc > 1 ? atoi(argv[1]) : 5;
+    const int rounds = argc > 1 ? atoi(argv[1]) : 5, only = argc > 2 ? atoi(argv[2]) : -1; /* [ROUNDS [SHAPE]] */
     static const int shapes[][6] = {{8, 64, 64, 56, 56, 3},   {8, 128, 128, 28, 28, 3}, {8, 256, 256, 14, 14, 3},
                                     {8, 512, 512, 7, 7, 3},    {64, 32, 64, 14, 14, 5}};
     printf("threads %d; products: %s", omp_get_max_threads(), dn_wino_kernels(DN_WINO_YMM));
     printf(" or %s\n", dn_wino_kernels(DN_WINO_WIDE));
     printf("shape (n cin->cout hxw kxk) | pass | nChw8c, 8-float | nChw8c, 16-float | nChw16c, 8-float | nChw16c, 16-float (ms)\n");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        if (only >= 0 && (size_t)only != s) continue;
         const int *q = shapes[s], k = q[5], p = k / 2;
         DnWino g = {q[0], q[1], q[2], q[3], q[4], q[3], q[4], p, p, k, 8};
         if (!dn_wino_ok(&g)) {

@@ -146,7 +146,7 @@ TEST(pool_blocked_max_matches_reference_in_blocks_of_8_and_16) {
     for (size_t k = 0; k < sizeof pcases / sizeof pcases[0]; k++)
         if (pcases[k].kind == POOL_MAX && pcases[k].h < 100) all[nc++] = pcases[k];
     for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) all[nc++] = extra[k];
-    int checked = 0;
+    int checked = 0, avx2 = 0;
     for (int k = 0; k < nc; k++)
         for (int b = 8; b <= 16; b += 8)
             for (int add = 0; add <= 1; add++) {
@@ -180,34 +180,49 @@ TEST(pool_blocked_max_matches_reference_in_blocks_of_8_and_16) {
                 to_blocked(dx0, dxb, pc.n, pc.c, ihw, b);
                 DnBlkPool g = {pc.n, pc.c / b, b, pc.h, pc.w, out->shape.h, out->shape.w, q->kh, q->kw, q->sh, q->sw,
                                q->pt, q->pl, malloc(no)};
-                dn_blkpool_forward(&g, xb, yb);
-                dn_blkpool_backward(&g, dyb, dxb, add);
-                size_t bad_y = 0, bad_pos = 0;
-                double dmax = 0, gmax = 1e-30;
-                for (size_t i = 0; i < no; i++) bad_y += yb[i] != yr[i];
-                /* the position the reference picked, as the window offset blkpool.c keeps */
-                for (int i = 0; i < pc.n; i++)
-                    for (int ch = 0; ch < pc.c; ch++)
-                        for (int p = 0; p < ohw; p++) {
-                            int oy = p / out->shape.w, ox = p % out->shape.w;
-                            int am = q->argmax[((size_t)i * pc.c + ch) * ohw + p];
-                            int k2 = (am / pc.w - (oy * q->sh - q->pt)) * q->kw + (am % pc.w - (ox * q->sw - q->pl));
-                            bad_pos += g.pos[(((size_t)i * (pc.c / b) + ch / b) * ohw + p) * b + ch % b] != k2;
-                        }
-                for (size_t i = 0; i < ni; i++) {
-                    dmax = fmax(dmax, fabs((double)dxb[i] - (double)dxr[i]));
-                    gmax = fmax(gmax, fabs((double)dxr[i]));
+                for (int simd = 0; simd < 2; simd++) {
+                    /* SSE4.1's kernels, then AVX2's where the CPU has them */
+                    if (!simd) {
+                        dn_blkpool_avx2(0);
+                    } else if (!dn_blkpool_avx2(1)) {
+                        break;
+                    } else {
+                        avx2 = 1;
+                        to_blocked(dx0, dxb, pc.n, pc.c, ihw, b);
+                    }
+                    dn_blkpool_forward(&g, xb, yb);
+                    dn_blkpool_backward(&g, dyb, dxb, add);
+                    size_t bad_y = 0, bad_pos = 0;
+                    double dmax = 0, gmax = 1e-30;
+                    for (size_t i = 0; i < no; i++) bad_y += yb[i] != yr[i];
+                    /* the position the reference picked, as the window offset blkpool.c keeps */
+                    for (int i = 0; i < pc.n; i++)
+                        for (int ch = 0; ch < pc.c; ch++)
+                            for (int p = 0; p < ohw; p++) {
+                                int oy = p / out->shape.w, ox = p % out->shape.w;
+                                int am = q->argmax[((size_t)i * pc.c + ch) * ohw + p];
+                                int k2 = (am / pc.w - (oy * q->sh - q->pt)) * q->kw + (am % pc.w - (ox * q->sw - q->pl));
+                                bad_pos += g.pos[(((size_t)i * (pc.c / b) + ch / b) * ohw + p) * b + ch % b] != k2;
+                            }
+                    for (size_t i = 0; i < ni; i++) {
+                        dmax = fmax(dmax, fabs((double)dxb[i] - (double)dxr[i]));
+                        gmax = fmax(gmax, fabs((double)dxr[i]));
+                    }
+                    const double tol = add ? 2e-7 : 0;
+                    CHECK_MSG(bad_y == 0 && bad_pos == 0 && dmax / gmax <= tol,
+                              "%dx%d/%dx%d on %dx%dx%d, blocks of %d%s, %s: %zu outputs and %zu positions differ; input "
+                              "gradient relative difference %.3g (limit %.1g)",
+                              pc.kh, pc.kw, pc.sh, pc.sw, pc.c, pc.h, pc.w, b, add ? ", added" : "", simd ? "AVX2" : "SSE4.1",
+                              bad_y, bad_pos, dmax / gmax, tol);
+                    checked++;
+                    /* the next kernels must write every output and position */
+                    for (size_t i = 0; i < no; i++) g.pos[i] = 0xff, yb[i] = NAN;
                 }
-                const double tol = add ? 2e-7 : 0;
-                CHECK_MSG(bad_y == 0 && bad_pos == 0 && dmax / gmax <= tol,
-                          "%dx%d/%dx%d on %dx%dx%d, blocks of %d%s: %zu outputs and %zu positions differ; input "
-                          "gradient relative difference %.3g (limit %.1g)",
-                          pc.kh, pc.kw, pc.sh, pc.sw, pc.c, pc.h, pc.w, b, add ? ", added" : "", bad_y, bad_pos,
-                          dmax / gmax, tol);
-                checked++;
+                dn_blkpool_avx2(-1);
                 free(g.pos);
                 free(xb), free(yb), free(dyb), free(dxb), free(yr), free(dyr), free(dxr), free(dx0);
                 net_free(net);
             }
-    printf("    %d cases checked (windows, blocks of 8 and 16, input gradient written and added)\n", checked);
+    printf("    %d cases checked (windows, blocks of 8 and 16, input gradient written and added; SSE4.1's kernels%s)\n",
+           checked, avx2 ? " and AVX2's" : ", this CPU has no AVX2");
 }

@@ -14,6 +14,11 @@
 #ifdef __SSE4_1__
 #include <smmintrin.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define BLK_AVX2 1
+#define TGT __attribute__((target("avx2")))
+#endif
 
 #include "onednn/blkpool.h"
 
@@ -135,7 +140,133 @@ static inline __attribute__((always_inline)) void blk_backward_row(const DnBlkPo
     }
 }
 
+#ifdef BLK_AVX2
+/* The same rows in AVX2 (one vector of 8 lanes where SSE takes two of 4), the window's result
+ * and the positions stored as vectors: the same comparisons, blends and sums in the same order,
+ * so the same bits. lenet's first pooling (64 x 32 x 28 x 28, 2x2 stride 2) took 2.2 ms forward
+ * and 1.5 ms backward a step on one core in SSE, most of it the scalar loops per output. */
+
+/* the low byte of each of the 8 lanes, in order, into 8 bytes at p */
+TGT static inline void store_bytes8(uint8_t *p, __m256i v) {
+    const __m256i sel = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                                         -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256i b = _mm256_shuffle_epi8(v, sel);
+    const __m128i lo = _mm256_castsi256_si128(b), hi = _mm256_extracti128_si256(b, 1);
+    _mm_storel_epi64((__m128i *)p, _mm_unpacklo_epi32(lo, hi));
+}
+
+TGT static inline __attribute__((always_inline)) void avx2_forward_row(const DnBlkPool *g, const float *xp, float *yr,
+                                                                        uint8_t *pr, int oy, const int B) {
+    const __m256 lowest = _mm256_set1_ps(-FLT_MAX);
+    for (int ox = 0; ox < g->ow; ox++) {
+        int ys, xs, y0, y1, x0, x1;
+        blk_window(g, oy, ox, &ys, &xs, &y0, &y1, &x0, &x1);
+        const float *first = xp + ((size_t)y0 * g->w + x0) * B;
+        __m256 vb[2];
+        __m256i va[2];
+        const __m256i a0 = _mm256_set1_epi32((y0 - ys) * g->kw + (x0 - xs));
+        for (int q = 0; q < B / 8; q++) {
+            vb[q] = lowest;
+            va[q] = a0;
+        }
+        for (int yy = y0; yy < y1; yy++)
+            for (int xx = x0; xx < x1; xx++) {
+                const float *v = xp + ((size_t)yy * g->w + xx) * B;
+                const __m256i kv = _mm256_set1_epi32((yy - ys) * g->kw + (xx - xs));
+                for (int q = 0; q < B / 8; q++) {
+                    const __m256 x = _mm256_loadu_ps(v + 8 * q), gt = _mm256_cmp_ps(x, vb[q], _CMP_GT_OQ);
+                    vb[q] = _mm256_blendv_ps(vb[q], x, gt);
+                    va[q] = _mm256_blendv_epi8(va[q], kv, _mm256_castps_si256(gt));
+                }
+            }
+        /* nothing above -FLT_MAX (-inf, NaN): the first element, as the reference */
+        for (int q = 0; q < B / 8; q++) {
+            const __m256 found = _mm256_cmp_ps(vb[q], lowest, _CMP_GT_OQ);
+            _mm256_storeu_ps(yr + (size_t)ox * B + 8 * q, _mm256_blendv_ps(_mm256_loadu_ps(first + 8 * q), vb[q], found));
+            store_bytes8(pr + (size_t)ox * B + 8 * q, va[q]);
+        }
+    }
+}
+
+TGT static inline __attribute__((always_inline)) void avx2_backward_row(const DnBlkPool *g, const float *dyp,
+                                                                         const uint8_t *pp, float *dxr, int iy, int add,
+                                                                         const int B) {
+    const int lo = iy + g->pt - g->kh + 1;
+    const int oy0 = lo <= 0 ? 0 : (lo + g->sh - 1) / g->sh;
+    int oy1 = (iy + g->pt) / g->sh;
+    if (oy1 > g->oh - 1) oy1 = g->oh - 1;
+    for (int ix = 0; ix < g->w; ix++) {
+        const int lx = ix + g->pl - g->kw + 1;
+        const int ox0 = lx <= 0 ? 0 : (lx + g->sw - 1) / g->sw;
+        int ox1 = (ix + g->pl) / g->sw;
+        if (ox1 > g->ow - 1) ox1 = g->ow - 1;
+        __m256 va[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int oy = oy0; oy <= oy1; oy++)
+            for (int ox = ox0; ox <= ox1; ox++) {
+                const __m256i kv = _mm256_set1_epi32((iy - (oy * g->sh - g->pt)) * g->kw + (ix - (ox * g->sw - g->pl)));
+                const size_t o = ((size_t)oy * g->ow + ox) * B;
+                for (int q = 0; q < B / 8; q++) {
+                    const __m256i at = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(pp + o + 8 * q)));
+                    const __m256 hit = _mm256_castsi256_ps(_mm256_cmpeq_epi32(at, kv));
+                    va[q] = _mm256_add_ps(va[q], _mm256_and_ps(hit, _mm256_loadu_ps(dyp + o + 8 * q)));
+                }
+            }
+        float *d = dxr + (size_t)ix * B;
+        for (int q = 0; q < B / 8; q++)
+            _mm256_storeu_ps(d + 8 * q, add ? _mm256_add_ps(_mm256_loadu_ps(d + 8 * q), va[q]) : va[q]);
+    }
+}
+
+TGT static void avx2_forward(const DnBlkPool *g, const float *x, float *y) {
+    const size_t in_plane = (size_t)g->h * g->w * g->b, out_plane = (size_t)g->oh * g->ow * g->b;
+    const int planes = g->n * g->cb;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int pl = 0; pl < planes; pl++)
+        for (int oy = 0; oy < g->oh; oy++) {
+            const size_t o = (size_t)pl * out_plane + (size_t)oy * g->ow * g->b;
+            if (g->b == 8)
+                avx2_forward_row(g, x + (size_t)pl * in_plane, y + o, g->pos + o, oy, 8);
+            else
+                avx2_forward_row(g, x + (size_t)pl * in_plane, y + o, g->pos + o, oy, 16);
+        }
+}
+
+TGT static void avx2_backward(const DnBlkPool *g, const float *dy, float *dx, int add) {
+    const size_t in_plane = (size_t)g->h * g->w * g->b, out_plane = (size_t)g->oh * g->ow * g->b;
+    const int planes = g->n * g->cb;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int pl = 0; pl < planes; pl++)
+        for (int iy = 0; iy < g->h; iy++) {
+            const size_t o = (size_t)pl * out_plane, i = (size_t)pl * in_plane + (size_t)iy * g->w * g->b;
+            if (g->b == 8)
+                avx2_backward_row(g, dy + o, g->pos + o, dx + i, iy, add, 8);
+            else
+                avx2_backward_row(g, dy + o, g->pos + o, dx + i, iy, add, 16);
+        }
+}
+
+static int use_avx2 = -1; /* -1: where the CPU has AVX2 (dn_blkpool_avx2) */
+static int avx2_on(void) { return use_avx2 < 0 ? __builtin_cpu_supports("avx2") : use_avx2 && __builtin_cpu_supports("avx2"); }
+#else
+static int avx2_on(void) { return 0; }
+#endif
+
+int dn_blkpool_avx2(int on) {
+#ifdef BLK_AVX2
+    use_avx2 = on;
+#else
+    (void)on;
+#endif
+    return avx2_on();
+}
+
 void dn_blkpool_forward(const DnBlkPool *g, const float *x, float *y) {
+#ifdef BLK_AVX2
+    if (avx2_on()) {
+        avx2_forward(g, x, y);
+        return;
+    }
+#endif
     const size_t in_plane = (size_t)g->h * g->w * g->b, out_plane = (size_t)g->oh * g->ow * g->b;
     const int planes = g->n * g->cb;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -150,6 +281,12 @@ void dn_blkpool_forward(const DnBlkPool *g, const float *x, float *y) {
 }
 
 void dn_blkpool_backward(const DnBlkPool *g, const float *dy, float *dx, int add) {
+#ifdef BLK_AVX2
+    if (avx2_on()) {
+        avx2_backward(g, dy, dx, add);
+        return;
+    }
+#endif
     const size_t in_plane = (size_t)g->h * g->w * g->b, out_plane = (size_t)g->oh * g->ow * g->b;
     const int planes = g->n * g->cb;
 #pragma omp parallel for collapse(2) schedule(static)
