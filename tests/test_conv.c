@@ -460,11 +460,13 @@ TEST(conv_winograd_matches_definition) {
         const int has_dw = dn_wino_dw_ok(g);
         float *dw = malloc(nw * sizeof(float)), *db = malloc((size_t)g->cout * sizeof(float));
         /* with AVX2's kernels, then with AVX-512's (on this CPU if it has AVX-512, else their source
-         * compiled for AVX2): the same bits */
-        float *out[2][4];
-        for (int kv = 0; kv < 2; kv++) {
-            const char *what = dn_wino_kernels(kv ? DN_WINO_WIDE : DN_WINO_YMM);
-            if (k == 0) printf("    products by %s\n", what);
+         * compiled for AVX2), then with AVX2's in passes over many tiles even where the filters are
+         * small enough for 6 tiles at a time through all three (dn_wino_unfused): the same bits */
+        float *out[3][4];
+        for (int kv = 0; kv < 3; kv++) {
+            const char *what = dn_wino_kernels(kv == 1 ? DN_WINO_WIDE : DN_WINO_YMM);
+            dn_wino_unfused(kv == 2);
+            if (k == 0) printf("    products by %s%s\n", what, kv == 2 ? ", passes over many tiles" : "");
             const size_t sz[4] = {ny, nx, nw, (size_t)g->cout};
             for (int o = 0; o < 4; o++) {
                 out[kv][o] = malloc(sz[o] * sizeof(float));
@@ -478,21 +480,22 @@ TEST(conv_winograd_matches_definition) {
                 for (size_t i = 0; i < sf; i++) scratch[i] = NAN;
                 dn_wino_dw(g, x, dy, out[kv][2], bias ? out[kv][3] : NULL, scratch, sf);
             }
-            if (kv == 1) {
+            if (kv > 0) {
                 static const char *name[4] = {"forward", "backward data", "weight gradient", "bias gradient"};
                 for (int o = 0; o < 4; o++) {
                     if (o >= 2 && (!has_dw || (o == 3 && !bias))) continue;
-                    CHECK_MSG(memcmp(out[0][o], out[1][o], sz[o] * sizeof(float)) == 0,
-                              "geometry %zu: %s differs between the two kernels' variants", k, name[o]);
+                    CHECK_MSG(memcmp(out[0][o], out[kv][o], sz[o] * sizeof(float)) == 0, "geometry %zu: %s differs %s", k,
+                              name[o], kv == 1 ? "between the two kernels' variants" : "between 6 tiles at a time and passes");
                 }
             }
         }
         dn_wino_kernels(DN_WINO_AUTO);
+        dn_wino_unfused(0);
         memcpy(y, out[0][0], ny * sizeof(float));
         memcpy(dx, out[0][1], nx * sizeof(float));
         memcpy(dw, out[0][2], nw * sizeof(float));
         memcpy(db, out[0][3], (size_t)g->cout * sizeof(float));
-        for (int kv = 0; kv < 2; kv++)
+        for (int kv = 0; kv < 3; kv++)
             for (int o = 0; o < 4; o++) free(out[kv][o]);
         if (has_dw) {
             const DnBlkConv bc = {g->n, g->cin, g->cout, g->h, g->w, g->oh, g->ow, g->k, g->k, g->pt, g->pl};

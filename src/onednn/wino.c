@@ -90,8 +90,20 @@ static size_t geo_floats(const Geo *q) { return (size_t)NP * (size_t)q->tc * (si
  * more than the products: the products transform the filters into panels as they go. */
 static size_t u_floats(const Geo *q) { return (size_t)NP * q->coutp * q->cin; }
 static int u_whole(const Geo *q) { return u_floats(q) * sizeof(float) <= U_BYTES; }
+/* Where U is this small (and a tile's channels one chunk of V), each thread takes 6 tiles at a
+ * time through all three passes, its V and M (36 x 6 x the channels) and the whole of U within its
+ * L2 (512 KiB on the smallest of today's server cores): V and M never go out to memory, where the
+ * passes over many tiles write and read them back (lenet's second convolution, F(2x2, 5x5) on 32
+ * -> 64 channels: 14 and 29 MB a forward, 9 and 18 times its input and output). */
+#define FUSE_U_BYTES ((size_t)320 << 10)
+static int fused(const Geo *q) { return u_floats(q) * sizeof(float) <= FUSE_U_BYTES && q->cin <= KC; }
+static size_t fused_floats(const Geo *q) { return (size_t)NP * MR * (size_t)(q->cin + q->coutp); } /* a thread's V and M */
+
 static size_t geo_scratch(const Geo *q, int threads) {
-    return geo_floats(q) + (u_whole(q) ? u_floats(q) : (size_t)(threads > 0 ? threads : 1) * PANEL);
+    const size_t t = (size_t)(threads > 0 ? threads : 1);
+    const size_t passes = geo_floats(q) + (u_whole(q) ? u_floats(q) : t * PANEL);
+    const size_t f = fused(q) ? u_floats(q) + t * fused_floats(q) : 0;
+    return passes > f ? passes : f;
 }
 
 static Geo geo_fwd(const DnWino *g) {
@@ -256,52 +268,62 @@ static inline size_t v_at(const Geo *q, int lt, int c) {
     return (size_t)k0 * q->tc + (size_t)lt * kc + (size_t)(c - k0);
 }
 
-/* V[position] = B^T d B of tiles t0 + lt (lt < nt); rows nt to tpad zero. */
-TGT static void input_transform(const Geo *q, const float *in, int t0, int nt, int tpad, float *V) {
+/* V[position] = B^T d B of tile t, as row lt of the pass */
+TGT static void input_tile(const Geo *q, const float *in, int t, int lt, float *V) {
     const int cb = q->cin / BLK;
     const size_t pstride = (size_t)q->tc * q->cin, hw = (size_t)q->ih * q->iw, ps = (size_t)q->blk;
+    int img, y0, x0;
+    tile_at(q, t, &img, &y0, &x0);
+    y0 -= q->pt;
+    x0 -= q->pl;
+    int rv[6], cv[6];
+    for (int i = 0; i < 6; i++) {
+        rv[i] = y0 + i >= 0 && y0 + i < q->ih;
+        cv[i] = x0 + i >= 0 && x0 + i < q->iw;
+    }
+    for (int c = 0; c < cb; c++) {
+        const float *src = in + chunk_at(q->blk, q->cin, hw, img, c);
+        float *v = V + v_at(q, lt, c * BLK);
+        __m256 d[6][6], tt[6][6], col[6], o[6];
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++)
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++)
+                d[i][j] = rv[i] && cv[j] ? _mm256_loadu_ps(src + ((size_t)(y0 + i) * q->iw + (x0 + j)) * ps)
+                                         : _mm256_setzero_ps();
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; j++) {
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) col[i] = d[i][j];
+            bt_1d(col, o);
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) tt[i][j] = o[i];
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            bt_1d(tt[i], o);
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) _mm256_storeu_ps(v + (size_t)(i * 6 + j) * pstride, o[j]);
+        }
+    }
+}
+
+/* row lt of V zero at every position */
+static void input_zero(const Geo *q, int lt, float *V) {
+    const size_t pstride = (size_t)q->tc * q->cin;
+    for (int p = 0; p < NP; p++)
+        for (int k0 = 0; k0 < q->cin; k0 += KC)
+            memset(V + p * pstride + v_at(q, lt, k0), 0, (size_t)(q->cin - k0 < KC ? q->cin - k0 : KC) * sizeof(float));
+}
+
+/* V[position] = B^T d B of tiles t0 + lt (lt < nt); rows nt to tpad zero. */
+static void input_transform(const Geo *q, const float *in, int t0, int nt, int tpad, float *V) {
 #pragma omp parallel for schedule(static)
     for (int lt = 0; lt < tpad; lt++) {
-        if (lt >= nt) {
-            for (int p = 0; p < NP; p++)
-                for (int k0 = 0; k0 < q->cin; k0 += KC)
-                    memset(V + p * pstride + v_at(q, lt, k0), 0, (size_t)(q->cin - k0 < KC ? q->cin - k0 : KC) * sizeof(float));
-            continue;
-        }
-        int img, y0, x0;
-        tile_at(q, t0 + lt, &img, &y0, &x0);
-        y0 -= q->pt;
-        x0 -= q->pl;
-        int rv[6], cv[6];
-        for (int i = 0; i < 6; i++) {
-            rv[i] = y0 + i >= 0 && y0 + i < q->ih;
-            cv[i] = x0 + i >= 0 && x0 + i < q->iw;
-        }
-        for (int c = 0; c < cb; c++) {
-            const float *src = in + chunk_at(q->blk, q->cin, hw, img, c);
-            float *v = V + v_at(q, lt, c * BLK);
-            __m256 d[6][6], t[6][6], col[6], o[6];
-#pragma GCC unroll 6
-            for (int i = 0; i < 6; i++)
-#pragma GCC unroll 6
-                for (int j = 0; j < 6; j++)
-                    d[i][j] = rv[i] && cv[j] ? _mm256_loadu_ps(src + ((size_t)(y0 + i) * q->iw + (x0 + j)) * ps)
-                                             : _mm256_setzero_ps();
-#pragma GCC unroll 6
-            for (int j = 0; j < 6; j++) {
-#pragma GCC unroll 6
-                for (int i = 0; i < 6; i++) col[i] = d[i][j];
-                bt_1d(col, o);
-#pragma GCC unroll 6
-                for (int i = 0; i < 6; i++) t[i][j] = o[i];
-            }
-#pragma GCC unroll 6
-            for (int i = 0; i < 6; i++) {
-                bt_1d(t[i], o);
-#pragma GCC unroll 6
-                for (int j = 0; j < 6; j++) _mm256_storeu_ps(v + (size_t)(i * 6 + j) * pstride, o[j]);
-            }
-        }
+        if (lt < nt)
+            input_tile(q, in, t0 + lt, lt, V);
+        else
+            input_zero(q, lt, V);
     }
 }
 
@@ -378,6 +400,14 @@ typedef struct Kernels {
 static const Kernels k_avx2 = {product_avx2, sum6_avx2, sum4_avx2}, k_avx512 = {product_avx512, sum6_avx512, sum4_avx512},
                      k_wide_avx2 = {product_wide_avx2, sum6_wide_avx2, sum4_wide_avx2};
 static int kernels_asked; /* dn_wino_kernels */
+static int unfused_asked = -1; /* dn_wino_unfused; -1: NVCNN_WINO_FUSED=off in the environment (to compare) */
+static int unfused(void) {
+    if (unfused_asked < 0) {
+        const char *e = getenv("NVCNN_WINO_FUSED");
+        unfused_asked = e && strcmp(e, "off") == 0;
+    }
+    return unfused_asked;
+}
 
 static int has_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
 
@@ -397,6 +427,11 @@ static const Kernels *kernels(void) {
     case DN_WINO_WIDE: return has_avx512() ? &k_avx512 : &k_wide_avx2;
     default: return auto_avx512() ? &k_avx512 : &k_avx2;
     }
+}
+
+int dn_wino_unfused(int on) {
+    unfused_asked = on;
+    return on;
 }
 
 const char *dn_wino_kernels(int which) {
@@ -469,43 +504,46 @@ static void products_u(const Geo *q, const float *U, const float *V, float *M, i
         }
 }
 
-/* out's pixels of tiles t0 + lt (lt < nt) = A^T M A (+ bias, relu) */
-TGT static void output_transform(const Geo *q, const float *M, int t0, int nt, const float *bias, int relu, float *out) {
+/* out's pixels of tile t = A^T M A (+ bias, relu), M's row lt */
+TGT static void output_tile(const Geo *q, const float *M, int t, int lt, const float *bias, int relu, float *out) {
     const int kb = q->cout / BLK;
     const size_t pstride = (size_t)q->tc * q->coutp, hw = (size_t)q->oh * q->ow, ps = (size_t)q->blk;
-#pragma omp parallel for schedule(static)
-    for (int lt = 0; lt < nt; lt++) {
-        int img, y0, x0;
-        tile_at(q, t0 + lt, &img, &y0, &x0);
-        const int nh = q->oh - y0 < q->m ? q->oh - y0 : q->m, nw = q->ow - x0 < q->m ? q->ow - x0 : q->m;
-        const float *m = M + (size_t)lt * q->coutp;
-        for (int c = 0; c < kb; c++) {
-            __m256 s[4][6], col[6], o[4];
+    int img, y0, x0;
+    tile_at(q, t, &img, &y0, &x0);
+    const int nh = q->oh - y0 < q->m ? q->oh - y0 : q->m, nw = q->ow - x0 < q->m ? q->ow - x0 : q->m;
+    const float *m = M + (size_t)lt * q->coutp;
+    for (int c = 0; c < kb; c++) {
+        __m256 s[4][6], col[6], o[4];
 #pragma GCC unroll 6
-            for (int j = 0; j < 6; j++) {
+        for (int j = 0; j < 6; j++) {
 #pragma GCC unroll 6
-                for (int i = 0; i < 6; i++) col[i] = _mm256_loadu_ps(m + (size_t)(i * 6 + j) * pstride + c * BLK);
-                if (q->m == 4)
-                    at_1d(col, o);
-                else
-                    at2_1d(col, o);
-                for (int i = 0; i < q->m; i++) s[i][j] = o[i];
-            }
-            const __m256 b = bias ? _mm256_loadu_ps(bias + c * BLK) : _mm256_setzero_ps(), zero = _mm256_setzero_ps();
-            float *dst = out + chunk_at(q->blk, q->cout, hw, img, c) + ((size_t)y0 * q->ow + x0) * ps;
-            for (int i = 0; i < nh; i++) {
-                if (q->m == 4)
-                    at_1d(s[i], o);
-                else
-                    at2_1d(s[i], o);
-                for (int j = 0; j < nw; j++) {
-                    __m256 r = _mm256_add_ps(o[j], b);
-                    if (relu) r = _mm256_max_ps(zero, r); /* max(0, NaN) is NaN */
-                    _mm256_storeu_ps(dst + ((size_t)i * q->ow + j) * ps, r);
-                }
+            for (int i = 0; i < 6; i++) col[i] = _mm256_loadu_ps(m + (size_t)(i * 6 + j) * pstride + c * BLK);
+            if (q->m == 4)
+                at_1d(col, o);
+            else
+                at2_1d(col, o);
+            for (int i = 0; i < q->m; i++) s[i][j] = o[i];
+        }
+        const __m256 b = bias ? _mm256_loadu_ps(bias + c * BLK) : _mm256_setzero_ps(), zero = _mm256_setzero_ps();
+        float *dst = out + chunk_at(q->blk, q->cout, hw, img, c) + ((size_t)y0 * q->ow + x0) * ps;
+        for (int i = 0; i < nh; i++) {
+            if (q->m == 4)
+                at_1d(s[i], o);
+            else
+                at2_1d(s[i], o);
+            for (int j = 0; j < nw; j++) {
+                __m256 r = _mm256_add_ps(o[j], b);
+                if (relu) r = _mm256_max_ps(zero, r); /* max(0, NaN) is NaN */
+                _mm256_storeu_ps(dst + ((size_t)i * q->ow + j) * ps, r);
             }
         }
     }
+}
+
+/* out's pixels of tiles t0 + lt (lt < nt) = A^T M A (+ bias, relu) */
+static void output_transform(const Geo *q, const float *M, int t0, int nt, const float *bias, int relu, float *out) {
+#pragma omp parallel for schedule(static)
+    for (int lt = 0; lt < nt; lt++) output_tile(q, M, t0 + lt, lt, bias, relu, out);
 }
 
 /* ---- the weight gradient ----
@@ -693,8 +731,48 @@ static int threads_of(const Geo *q, size_t scratch_floats) {
     return (int)t;
 }
 
+/* The three passes 6 tiles at a time, each thread with its own V and M (fused). The same sums in
+ * the same order as the passes over many tiles: the same bits. */
+static void run_fused(const Geo *q, const float *in, const Filters *f, const float *bias, int relu, float *out,
+                      float *scratch, size_t scratch_floats) {
+    const size_t uf = u_floats(q), per = fused_floats(q);
+    size_t most = scratch_floats > uf ? (scratch_floats - uf) / per : 0;
+    if (most < 1) die("wino.c: %zu floats of scratch are too few", scratch_floats);
+    const int threads = most < (size_t)omp_get_max_threads() ? (int)most : omp_get_max_threads();
+    float *U = scratch;
+    weights_transform(q, f, U);
+    Geo ql = *q;
+    ql.tc = MR; /* V and M of 6 tiles: V[position][tile][cin], M[position][tile][coutp] */
+    const Kernels *kp = kernels();
+    const int groups = (q->tiles + MR - 1) / MR, nkb = q->coutp / NR;
+    const size_t vps = (size_t)MR * q->cin, mps = (size_t)MR * q->coutp, ups = uf / NP;
+#pragma omp parallel num_threads(threads)
+    {
+        float *V = U + uf + (size_t)omp_get_thread_num() * per, *M = V + (size_t)NP * vps;
+#pragma omp for schedule(static)
+        for (int gi = 0; gi < groups; gi++) {
+            const int t0 = gi * MR, nt = q->tiles - t0 < MR ? q->tiles - t0 : MR;
+            for (int lt = 0; lt < MR; lt++) {
+                if (lt < nt)
+                    input_tile(&ql, in, t0 + lt, lt, V);
+                else
+                    input_zero(&ql, lt, V);
+            }
+            for (int p = 0; p < NP; p++)
+                for (int kb = 0; kb < nkb; kb++)
+                    kp->product(q->cin, V + p * vps, q->cin, U + p * ups + (size_t)kb * q->cin * NR, M + p * mps + (size_t)kb * NR,
+                                q->coutp, 0);
+            for (int lt = 0; lt < nt; lt++) output_tile(&ql, M, t0 + lt, lt, bias, relu, out);
+        }
+    }
+}
+
 static void run(const Geo *q, const float *in, const Filters *f, const float *bias, int relu, float *out, float *scratch,
                 size_t scratch_floats) {
+    if (fused(q) && !unfused()) {
+        run_fused(q, in, f, bias, relu, out, scratch, scratch_floats);
+        return;
+    }
     const int whole = u_whole(q), threads = whole ? 0 : threads_of(q, scratch_floats);
     if (whole ? scratch_floats < geo_scratch(q, 0) : !threads) die("wino.c: %zu floats of scratch are too few", scratch_floats);
     float *V = scratch, *M = V + (size_t)NP * q->tc * q->cin, *U = M + (size_t)NP * q->tc * q->coutp;
@@ -751,6 +829,11 @@ void dn_wino_dw(const DnWino *g, const float *x, const float *dy, float *dw, flo
     if (db) bias_sums(g, dy, db);
 }
 #else
+int dn_wino_unfused(int on) {
+    (void)on;
+    return 0;
+}
+
 const char *dn_wino_kernels(int which) {
     (void)which;
     return "none (not an x86 CPU)";

@@ -48,4 +48,9 @@ void dn_wino_dw(const DnWino *g, const float *x, const float *dy, float *dw, flo
 enum { DN_WINO_AUTO, DN_WINO_YMM, DN_WINO_WIDE };
 const char *dn_wino_kernels(int which);
 
+/* 1: the forward and backward data always by passes over many tiles, never 6 tiles at a time
+ * through all three passes (where the transformed filters are small enough for it): for tests,
+ * which compare the two; 0: the default. Not thread-safe. */
+int dn_wino_unfused(int on);
+
 #endif
