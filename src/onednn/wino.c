@@ -18,7 +18,8 @@
  * = 2.25 multiply-adds per input channel instead of 9. 5x5 filters use F(2x2, 5x5): the same 6x6
  * input tiles and B (the same interpolation points 0, 1, -1, 2, -2 and infinity), G 6x5, A^T 2x6,
  * 36/4 = 9 multiply-adds an output instead of 25. Three passes, over as many tiles as keep
- * their transformed inputs V and products M within about 8 MiB:
+ * their transformed inputs V and products M within about 8 MiB (or, where the transformed filters
+ * fit a core's L2, 6 tiles at a time on each thread: run_fused):
  *
  *   1. input transform: each tile's 6x6 pixels of 8 channels (a vector each; zeros outside the
  *      image) through B^T . B, into V[position] (tiles x cin, in chunks of KC channels);
