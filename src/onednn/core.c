@@ -426,7 +426,7 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
     /* NVCNN_ONEDNN_WGRAD=onednn: every weight gradient by oneDNN's primitives (to compare) */
     const char *wg = getenv("NVCNN_ONEDNN_WGRAD");
     dn->blk_dw = !(wg && strcmp(wg, "onednn") == 0);
-    /* NVCNN_ONEDNN_WINOGRAD=off: every 3x3 convolution by oneDNN's direct kernels (to compare) */
+    /* NVCNN_ONEDNN_WINOGRAD=off: every 3x3 and 5x5 convolution by oneDNN's direct kernels (to compare) */
     const char *wi = getenv("NVCNN_ONEDNN_WINOGRAD");
     dn->wino = !(wi && strcmp(wi, "off") == 0);
     /* NVCNN_ONEDNN_BLOCK=16: the convolutions' activations in nChw16c, oneDNN's layout on AVX-512,
