@@ -33,6 +33,15 @@ static inline void blk_window(const DnBlkPool *g, int oy, int ox, int *ys, int *
     *x1 = *xs + g->kw > g->w ? g->w : *xs + g->kw;
 }
 
+/* The outputs [o0, o1] whose window [o * stride - pad, o * stride - pad + k) holds input i (along
+ * one axis of n outputs). */
+static inline void blk_outputs_of(int i, int pad, int k, int stride, int n, int *o0, int *o1) {
+    const int lo = i + pad - k + 1;
+    *o0 = lo <= 0 ? 0 : (lo + stride - 1) / stride;
+    *o1 = (i + pad) / stride;
+    if (*o1 > n - 1) *o1 = n - 1;
+}
+
 /* One output row of image plane block xp (B channels a position). */
 static inline __attribute__((always_inline)) void blk_forward_row(const DnBlkPool *g, const float *xp, float *yr,
                                                                   uint8_t *pr, int oy, const int B) {
@@ -96,16 +105,11 @@ static inline __attribute__((always_inline)) void blk_forward_row(const DnBlkPoo
 static inline __attribute__((always_inline)) void blk_backward_row(const DnBlkPool *g, const float *dyp,
                                                                    const uint8_t *pp, float *dxr, int iy, int add,
                                                                    const int B) {
-    /* outputs oy whose window [oy * sh - pt, oy * sh - pt + kh) holds iy; the same for columns */
-    const int lo = iy + g->pt - g->kh + 1;
-    const int oy0 = lo <= 0 ? 0 : (lo + g->sh - 1) / g->sh;
-    int oy1 = (iy + g->pt) / g->sh;
-    if (oy1 > g->oh - 1) oy1 = g->oh - 1;
+    int oy0, oy1;
+    blk_outputs_of(iy, g->pt, g->kh, g->sh, g->oh, &oy0, &oy1);
     for (int ix = 0; ix < g->w; ix++) {
-        const int lx = ix + g->pl - g->kw + 1;
-        const int ox0 = lx <= 0 ? 0 : (lx + g->sw - 1) / g->sw;
-        int ox1 = (ix + g->pl) / g->sw;
-        if (ox1 > g->ow - 1) ox1 = g->ow - 1;
+        int ox0, ox1;
+        blk_outputs_of(ix, g->pl, g->kw, g->sw, g->ow, &ox0, &ox1);
         float acc[16];
 #ifdef __SSE4_1__
         __m128 va[4];
@@ -191,15 +195,11 @@ TGT static inline __attribute__((always_inline)) void avx2_forward_row(const DnB
 TGT static inline __attribute__((always_inline)) void avx2_backward_row(const DnBlkPool *g, const float *dyp,
                                                                          const uint8_t *pp, float *dxr, int iy, int add,
                                                                          const int B) {
-    const int lo = iy + g->pt - g->kh + 1;
-    const int oy0 = lo <= 0 ? 0 : (lo + g->sh - 1) / g->sh;
-    int oy1 = (iy + g->pt) / g->sh;
-    if (oy1 > g->oh - 1) oy1 = g->oh - 1;
+    int oy0, oy1;
+    blk_outputs_of(iy, g->pt, g->kh, g->sh, g->oh, &oy0, &oy1);
     for (int ix = 0; ix < g->w; ix++) {
-        const int lx = ix + g->pl - g->kw + 1;
-        const int ox0 = lx <= 0 ? 0 : (lx + g->sw - 1) / g->sw;
-        int ox1 = (ix + g->pl) / g->sw;
-        if (ox1 > g->ow - 1) ox1 = g->ow - 1;
+        int ox0, ox1;
+        blk_outputs_of(ix, g->pl, g->kw, g->sw, g->ow, &ox0, &ox1);
         __m256 va[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int oy = oy0; oy <= oy1; oy++)
             for (int ox = ox0; ox <= ox1; ox++) {

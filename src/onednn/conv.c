@@ -118,7 +118,8 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
      * oneDNN's primitives would read and write nChw8c (its choice on AVX2) or nChw16c (AVX-512) */
     DnWino wg = {N, c->cin, c->cout, c->h, c->w, c->oh, c->ow, c->pt, c->pl, c->kh, 0};
     int wino = 0;
-    for (int b = 8; b <= 16 && !wino && dn->wino && G == 1 && c->kh == c->kw && c->sh == 1 && c->sw == 1; b += 8) {
+    const int wino_shape = dn->wino && G == 1 && c->kh == c->kw && c->sh == 1 && c->sw == 1;
+    for (int b = 8; b <= 16 && wino_shape && !wino; b += 8) {
         wg.blk = b;
         if (!dn_wino_ok(&wg)) continue;
         const dnnl_format_tag_t tag = b == 8 ? dnnl_aBcd8b : dnnl_aBcd16b;
