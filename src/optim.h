@@ -26,6 +26,9 @@ void optim_free(Optimizer *o);
 double optim_l2(const Net *net);
 /* Adds weight decay to net->grads, applies LARC per parameter tensor, then the momentum update. */
 void optim_step(Optimizer *o, Net *net, double lr);
+/* optim_step, and where l2 is not NULL, optim_l2 of the weights before the update into *l2 (the
+ * same bits; without LARC taken in the update's pass). */
+void optim_step_l2(Optimizer *o, Net *net, double lr, double *l2);
 
 typedef enum { SCHED_POLY = 0, SCHED_STEP } SchedPolicy;
 typedef struct LrSchedule {

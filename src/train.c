@@ -55,11 +55,16 @@ void trainer_free(Trainer *t) {
     }
 }
 
+/* On the bits (exponent all ones: inf or NaN), so that it runs in vector registers. */
 static int all_finite(const float *g, size_t n) {
-    int ok = 1;
-#pragma omp parallel for reduction(& : ok) schedule(static)
-    for (size_t i = 0; i < n; i++) ok &= isfinite(g[i]) ? 1 : 0;
-    return ok;
+    uint32_t bad = 0;
+#pragma omp parallel for simd reduction(| : bad) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, g + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
 }
 
 /* Counts the step as skipped (inf/nan gradients) or good, and moves a dynamic loss scale: halved
@@ -212,11 +217,8 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr) {
     net->labels = labels;
     net->training = 1;
     net_forward(net);
-    const double tl = now_seconds();
-    double l2 = t->opt.c.weight_decay != 0 ? optim_l2(net) : 0;
-    double loss = net->loss + t->opt.c.weight_decay * l2;
+    const double data_loss = net->loss;
     double t0 = now_seconds();
-    profile_span(t->prof, PROF_L2, tl, t0);
     if (t->sync) gradsync_begin(t->sync);
     net_backward_scaled(net, (float)t->loss_scale);
     double t1 = now_seconds();
@@ -231,10 +233,21 @@ double trainer_step(Trainer *t, const int32_t *labels, double lr) {
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < net->params_total; i++) g[i] *= inv;
     }
-    /* identical on every rank: the averaged gradients are the same everywhere */
-    if (account_step(t, all_finite(net->grads, net->params_total))) optim_step(&t->opt, net, lr);
-    profile_span(t->prof, PROF_OPTIMIZER, t2, now_seconds());
-    return loss;
+    /* identical on every rank: the averaged gradients are the same everywhere. The loss's
+     * weight-decay term is of the weights the forward used: the update takes it in its pass over
+     * them, and a skipped step in a pass of its own. */
+    const int wd = t->opt.c.weight_decay != 0;
+    double l2 = 0;
+    if (account_step(t, all_finite(net->grads, net->params_total))) {
+        optim_step_l2(&t->opt, net, lr, wd ? &l2 : NULL);
+        profile_span(t->prof, PROF_OPTIMIZER, t2, now_seconds());
+    } else if (wd) {
+        const double tl = now_seconds();
+        l2 = optim_l2(net);
+        profile_span(t->prof, PROF_OPTIMIZER, t2, tl);
+        profile_span(t->prof, PROF_L2, tl, now_seconds());
+    }
+    return data_loss + t->opt.c.weight_decay * l2;
 }
 
 void trainer_forward_begin(Trainer *t, const int32_t *labels) {

@@ -1,12 +1,14 @@
 /* test_softmax_xent.c: softmax cross-entropy against a naive long-double log-sum-exp, large
  * logits, the logits' gradient against a formula and finite differences, bad labels. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 #include "layer_death.h"
 #include "layers/layers.h"
+#include "layers/priv.h"
 #include "testutil.h"
 
 /* -log softmax(z)[label] without any shift: long double has the range for |z| ~ 1000. */
@@ -56,6 +58,47 @@ TEST(softmax_xent_forward_matches_naive) {
     for (int i = 0; i < 50; i++) net->node[0].data[i] = 0.3f;
     net->layer[0].ops->forward(&net->layer[0], net);
     CHECK_NEAR(net->loss, log(10.0), 1e-6);
+    net_free(net);
+}
+
+/* A batch large enough for the threads (64 x 1000, ImageNet's classes): the probabilities against
+ * the naive softmax element by element, the loss against the naive one, and the same bits with one
+ * and two threads. */
+TEST_CORES(softmax_xent_thousand_classes_in_threads_match_naive, 2) {
+    enum { N = 64, C = 1000 };
+    int32_t labels[N];
+    for (int i = 0; i < N; i++) labels[i] = (int32_t)((i * 37) % C);
+    Net *net = xent_net(N, C, labels);
+    Rng r;
+    rng_seed(&r, 9);
+    tu_fill_uniform(net->node[0].data, (size_t)N * C, -8, 8, &r);
+    const Xent *x = net->layer[0].priv;
+    float *p1 = malloc((size_t)N * C * sizeof(float));
+    double loss1 = 0;
+    for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        check_forward(net, labels, 1e-6, threads == 1 ? "64 x 1000, one thread" : "64 x 1000, two threads");
+        if (threads == 1) {
+            memcpy(p1, x->prob, (size_t)N * C * sizeof(float));
+            loss1 = net->loss;
+            continue;
+        }
+        CHECK_MSG(net->loss == loss1, "loss %.17g with one thread, %.17g with two", loss1, net->loss);
+        CHECK(memcmp(p1, x->prob, (size_t)N * C * sizeof(float)) == 0);
+    }
+    /* each probability within a float's rounding (2^-24, and a little for the exp) of the naive one */
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        const float *z = net->node[0].data + (size_t)i * C;
+        long double s = 0;
+        for (int j = 0; j < C; j++) s += expl((long double)z[j]);
+        for (int j = 0; j < C; j++) {
+            const long double want = expl((long double)z[j]) / s;
+            worst = fmax(worst, (double)(fabsl((long double)p1[(size_t)i * C + j] - want) / want));
+        }
+    }
+    CHECK_MSG(worst <= 1.2e-7, "probabilities off by %.3g relative", worst);
+    free(p1);
     net_free(net);
 }
 

@@ -6,6 +6,7 @@
 
 #include "harness.h"
 #include "models.h"
+#include "optim.h"
 #include "testutil.h"
 #include "train.h"
 
@@ -93,6 +94,77 @@ TEST(train_nan_gradients_skip_the_step) {
     CHECK(memcmp(before, net->params, net->params_total * sizeof(float)) == 0);
     free(before);
     trainer_free(&t);
+    net_free(net);
+}
+
+/* 0.5 sum w^2 in long double, one element after another: the naive reference */
+static double naive_half_sumsq(const float *w, size_t n) {
+    long double s = 0;
+    for (size_t i = 0; i < n; i++) s += (long double)w[i] * w[i];
+    return (double)(0.5L * s);
+}
+
+/* The loss a step returns is the forward's loss plus wd/2 ||w||^2 of the weights that forward
+ * used, whether the update takes the term in its pass (a step that updates) or not (a skipped one:
+ * a static loss scale so large that the gradients overflow to inf while the loss is finite). */
+TEST(train_loss_weight_decay_term_is_of_the_forwards_weights) {
+    const int N = 4, K = 5;
+    const double wd = 0.05;
+    for (int skip = 0; skip < 2; skip++) {
+        Net *net = model_build_net(model_find("lenet"), N, K);
+        net_finalize(net, 13);
+        Rng r;
+        rng_seed(&r, 4);
+        tu_fill_uniform(net->node[0].data, shape_count(net->node[0].shape), -1, 1, &r);
+        int32_t labels[4] = {0, 1, 2, 3};
+        Dist d = one_rank();
+        TrainerConfig tc = {{0.9, 1, wd, 0, 0}, skip ? 3e38 : 1.0, 0, 0, 0, 0, 0};
+        Trainer t;
+        trainer_init(&t, net, &d, &tc, NULL);
+        for (int s = 0; s < 3; s++) {
+            const double l2 = naive_half_sumsq(net->params, net->params_total);
+            const double loss = trainer_step(&t, labels, 0.2), want = net->loss + wd * l2;
+            /* the term is about 9 here (lenet's 0.43M weights); the double sums differ from the
+             * long double one by ~1e-16 relative */
+            CHECK_MSG(fabs(loss - want) <= 1e-12 * fabs(want), "skip %d step %d: loss %.17g, forward's loss + wd l2 %.17g", skip, s,
+                      loss, want);
+            CHECK_MSG(wd * l2 > 0.1 * net->loss, "skip %d: the term %g is too small to be seen beside %g", skip, wd * l2, net->loss);
+        }
+        /* (with the scale of 3e38, 2 of the 3 steps overflow) */
+        CHECK_MSG(skip ? t.skipped_steps >= 1 : t.skipped_steps == 0, "skip %d: %ld steps skipped", skip, (long)t.skipped_steps);
+        trainer_free(&t);
+        net_free(net);
+    }
+}
+
+/* optim_l2 gives the same bits with 1 and 2 threads, and the update's pass (optim_step_l2) the
+ * same bits as optim_l2 of the weights before it, with and without LARC. */
+TEST_CORES(train_weight_decay_sums_agree_across_threads_and_passes, 2) {
+    Net *net = model_build_net(model_find("lenet"), 4, 10);
+    net_finalize(net, 17);
+    Rng r;
+    rng_seed(&r, 6);
+    tu_fill_uniform(net->grads, net->params_total, -1, 1, &r);
+    omp_set_num_threads(1);
+    const double one = optim_l2(net);
+    omp_set_num_threads(2);
+    const double two = optim_l2(net);
+    CHECK_MSG(one == two, "optim_l2: %.17g with 1 thread, %.17g with 2", one, two);
+    const double naive = naive_half_sumsq(net->params, net->params_total);
+    CHECK_MSG(fabs(one - naive) <= 1e-13 * naive, "optim_l2 %.17g, naive %.17g", one, naive);
+    for (int larc = 0; larc < 2; larc++) {
+        OptimConfig c = {0.9, 1, 1e-3, larc ? 0.002 : 0, 0};
+        Optimizer o;
+        optim_init(&o, &c, net->params_total);
+        for (int s = 0; s < 2; s++) {
+            const double before = optim_l2(net);
+            double got = -1;
+            optim_step_l2(&o, net, 0.1, &got);
+            CHECK_MSG(got == before, "larc %d step %d: the update's %.17g, optim_l2's %.17g", larc, s, got, before);
+            CHECK_MSG(optim_l2(net) != before, "larc %d step %d: the weights did not move", larc, s);
+        }
+        optim_free(&o);
+    }
     net_free(net);
 }
 

@@ -67,6 +67,8 @@ typedef struct Xent {
     int classes;
     float *prob;    /* [n][classes] softmax of the last forward */
     int32_t *label; /* [n] labels of the last forward */
+    double *e;      /* [n][classes] exp(z - max z) of the last forward, in double */
+    double *li;     /* [n] each sample's loss, added in order afterwards */
 } Xent;
 
 #endif
