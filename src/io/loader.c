@@ -241,6 +241,34 @@ static void all_skipped(const Loader *l, const size_t *skipped) {
              l->cfg.subset, all, files);
 }
 
+/* A shard that is a compressed stream (what TensorFlow writes with TFRecordOptions'
+ * compression_type "GZIP" or "ZLIB", or a gzip'd file) rather than TFRecords: its name for the
+ * format, or NULL. Asked only of a file whose first record did not frame (so a TFRecord whose first
+ * length happens to begin like a zlib header is never taken for one): gzip's magic 1f 8b, or a
+ * zlib header (deflate, a window of at most 32 KiB, a check value that is a multiple of 31). */
+static const char *compressed_format(const char *path) {
+    uint8_t h[2];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    ssize_t k = pread(fd, h, sizeof h, 0);
+    close(fd);
+    if (k != (ssize_t)sizeof h) return NULL;
+    if (h[0] == 0x1f && h[1] == 0x8b) return "GZIP";
+    if ((h[0] & 0x0f) == 8 && (h[0] >> 4) <= 7 && (h[0] * 256u + h[1]) % 31 == 0 && !(h[1] & 0x20)) return "ZLIB";
+    return NULL;
+}
+
+/* Exit 4 if shard f, whose first record did not frame, is a compressed stream: not corruption, so
+ * --skip_corrupt does not pass over it (it would skip the whole file as records that do not frame). */
+static void refuse_compressed(const Loader *l, int f) {
+    const char *c = compressed_format(l->paths[f]);
+    if (!c) return;
+    die_code(EXIT_DATA,
+             "%s: a %s-compressed file, not TFRecords (TensorFlow writes these with compression_type=\"%s\"); nvcnn reads "
+             "uncompressed TFRecord shards: decompress each one first (%s)",
+             l->paths[f], c, c, c[0] == 'G' ? "gzip -dc < SHARD > OUT" : "a zlib stream: Python's zlib.decompress");
+}
+
 /* Scans every shard and keeps this rank's records. */
 static void build_index(Loader *l) {
     int nf = l->nfiles;
@@ -259,6 +287,10 @@ static void build_index(Loader *l) {
 
     size_t total = 0;
     for (int f = 0; f < nf; f++) {
+        /* the first record did not frame: an error at offset 0, or (skipping) no record at 0 */
+        const int first_bad = j.count[f] < 0 ? strstr(j.err[f], "byte offset 0 (") != NULL
+                                             : j.skipped[f] > 0 && (j.count[f] == 0 || j.ix[f][0].offset != 0);
+        if (first_bad) refuse_compressed(l, f);
         if (j.count[f] < 0) {
             if (strstr(j.err[f], "byte offset 0 (")) die_code(EXIT_DATA, "%s; not a TFRecord file", j.err[f]);
             die_code(EXIT_DATA, "%s", j.err[f]);
