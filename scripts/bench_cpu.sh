@@ -7,8 +7,10 @@
 # Usage: scripts/bench_cpu.sh [rounds]     (default 3)
 #   ROWS="lenet:64:60 resnet50:8:6"   model:batch:steps (default: lenet, alexnet, googlenet, resnet50)
 #   THREADS=2        compute threads of both sides (nvcnn: OMP_NUM_THREADS; PyTorch: set_num_threads)
-#   ISA=avx2         caps both sides' instruction set (ONEDNN_MAX_CPU_ISA for nvcnn's and PyTorch's
-#                    oneDNN, ATEN_CPU_CAPABILITY for PyTorch's own kernels), to show an older CPU
+#   ISA=avx2         caps both sides' instruction set, to show an older CPU (sse41, avx, avx2,
+#                    avx512_core): ONEDNN_MAX_CPU_ISA for nvcnn's and PyTorch's oneDNN and nvcnn's
+#                    own kernels, ATEN_CPU_CAPABILITY for PyTorch's own kernels,
+#                    MKL_ENABLE_INSTRUCTIONS for PyTorch's MKL, OPENBLAS_CORETYPE for nvcnn's OpenBLAS
 #   PYTHON=python3   an interpreter with torch + torchvision. Default: the venv VENV
 #                    (~/.cache/nvcnn-bench-venv), created and filled from PyPI (pip install torch
 #                    torchvision, a few GB) the first time the script runs; never by make test.
@@ -27,7 +29,16 @@ REFERENCE=${REFERENCE:-1}
 VENV=${VENV:-$HOME/.cache/nvcnn-bench-venv}
 burnin=2
 if [ -n "${ISA:-}" ]; then
+  # nvcnn's own kernels follow ONEDNN_MAX_CPU_ISA too; PyTorch's GEMMs (MKL, im2col convolutions
+  # where its oneDNN has no kernel at the cap) and nvcnn's OpenBLAS (reference layers) each choose
+  # their kernels by their own setting: capped alike, so that both sides run one instruction set
   export ONEDNN_MAX_CPU_ISA=${ISA^^} ATEN_CPU_CAPABILITY=${ISA,,}
+  case ${ISA,,} in
+    sse41) export MKL_ENABLE_INSTRUCTIONS=SSE4_2 OPENBLAS_CORETYPE=Nehalem ;;
+    avx) export MKL_ENABLE_INSTRUCTIONS=AVX OPENBLAS_CORETYPE=Sandybridge ;;
+    avx2) export MKL_ENABLE_INSTRUCTIONS=AVX2 OPENBLAS_CORETYPE=Haswell ;;
+    avx512_core) export MKL_ENABLE_INSTRUCTIONS=AVX512 OPENBLAS_CORETYPE=SkylakeX ;;
+  esac
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -x ./nvcnn ] || { echo "bench_cpu.sh: ./nvcnn is missing: run make first" >&2; exit 1; }

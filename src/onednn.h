@@ -50,6 +50,9 @@ int onednn_blkconv_layers(const Net *net);
  * oneDNN's primitives; NVCNN_ONEDNN_WINOGRAD=off in the environment at the plan leaves them to
  * oneDNN. */
 int onednn_winograd_layers(const Net *net);
+/* Primitives of the plan that are oneDNN's reference (unoptimised) kernels: 0 wherever the plan
+ * could choose (batch norm fuses its relu only where oneDNN has an optimised kernel for that). */
+int onednn_ref_primitives(const Net *net);
 /* Copies node `id`'s data (grad = 0) or gradient (grad = 1) into out[n][c][h][w], whatever the
  * layout the plan gave the node (a plain copy without a plan). */
 void onednn_node_nchw(const Net *net, int id, int grad, float *out);

@@ -32,6 +32,11 @@ int onednn_blkconv_layers(const Net *net) {
     return 0;
 }
 
+int onednn_ref_primitives(const Net *net) {
+    (void)net;
+    return 0;
+}
+
 int onednn_winograd_layers(const Net *net) {
     (void)net;
     return 0;

@@ -176,6 +176,42 @@ int same_output_path(const char *a, const char *b) {
     return path_in_folder(b, da);
 }
 
+int cpu_isa_cap_of(const char *v) {
+    if (!v || !*v) return 2;
+    char u[32];
+    size_t n = 0;
+    for (; v[n] && n + 1 < sizeof u; n++) u[n] = (char)(v[n] >= 'a' && v[n] <= 'z' ? v[n] - 'a' + 'A' : v[n]);
+    u[n] = 0;
+    if (strcmp(u, "SSE41") == 0 || strcmp(u, "AVX") == 0) return 0;
+    if (strncmp(u, "AVX2", 4) == 0) return 1;
+    return 2;
+}
+
+static int cpu_cap(void) {
+    static int cap = -1;
+    if (cap < 0) {
+        const char *v = getenv("ONEDNN_MAX_CPU_ISA");
+        cap = cpu_isa_cap_of(v && *v ? v : getenv("DNNL_MAX_CPU_ISA"));
+    }
+    return cap;
+}
+
+int cpu_avx2_fma(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return cpu_cap() >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+int cpu_avx512f(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return cpu_cap() >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
 double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -63,6 +63,16 @@ int same_output_path(const char *a, const char *b);
 /* Wall clock in seconds (CLOCK_MONOTONIC). */
 double now_seconds(void);
 
+/* The vector instructions nvcnn's own CPU kernels (src/onednn/: Winograd, pooling, weight
+ * gradients) may use: the CPU's, capped as oneDNN's kernels are by ONEDNN_MAX_CPU_ISA (or
+ * DNNL_MAX_CPU_ISA) where it is set, so that a capped run is all of one instruction set:
+ * SSE41 or AVX: neither AVX2 nor AVX-512; AVX2 (and its VNNI variants): no AVX-512. Read once. */
+int cpu_avx2_fma(void);
+int cpu_avx512f(void);
+/* The cap that a value of ONEDNN_MAX_CPU_ISA sets: 0 below AVX2, 1 AVX2, 2 none (AVX-512, AMX,
+ * ALL, unset or unknown). */
+int cpu_isa_cap_of(const char *value);
+
 /* ---- Random numbers: xoshiro256** seeded through splitmix64. Deterministic per seed. ---- */
 typedef struct Rng {
     uint64_t s[4];

@@ -305,7 +305,7 @@ TEST(conv_blocked_weight_gradient_matches_definition) {
         {3, 8, 16, 28, 28, 28, 28, 3, 3, 1, 1}, {3, 8, 8, 40, 40, 40, 40, 3, 3, 1, 1},
     };
     if (!dn_blkconv_dw_ok(&geo[0])) {
-        th_skip("this CPU has no AVX2 and FMA: the oneDNN plan keeps oneDNN's weight gradients");
+        th_skip("no AVX2 and FMA (this CPU, or ONEDNN_MAX_CPU_ISA below AVX2): the oneDNN plan keeps oneDNN's weight gradients");
         return;
     }
     double worst = 0;
@@ -359,7 +359,7 @@ TEST(conv_first_weight_gradient_matches_definition) {
         {3, 3, 16, 3, 3, 3, 3, 5, 5, 2, 2}, /* rows and columns shorter than the filter */
     };
     if (!dn_firstconv_ok(&geo[0])) {
-        th_skip("this CPU has no AVX2 and FMA: the oneDNN plan keeps oneDNN's weight gradients");
+        th_skip("no AVX2 and FMA (this CPU, or ONEDNN_MAX_CPU_ISA below AVX2): the oneDNN plan keeps oneDNN's weight gradients");
         return;
     }
     double worst = 0;
@@ -434,7 +434,7 @@ TEST(conv_winograd_matches_definition) {
         {1, 512, 240, 3, 5, 3, 5, 1, 1, 3, 16},   {2, 32, 64, 14, 14, 14, 14, 2, 2, 5, 16}, {3, 16, 48, 7, 11, 6, 10, 1, 3, 5, 16},
     };
     if (!dn_wino_ok(&geo[0])) {
-        th_skip("this CPU has no AVX2 and FMA: the oneDNN plan keeps oneDNN's 3x3 convolutions");
+        th_skip("no AVX2 and FMA (this CPU, or ONEDNN_MAX_CPU_ISA below AVX2): the oneDNN plan keeps oneDNN's 3x3 convolutions");
         return;
     }
     double worst[2][3] = {{0, 0, 0}, {0, 0, 0}}; /* [3x3, 5x5][forward, backward data, weight gradient] */

@@ -18,6 +18,7 @@
 
 #include "conv_cases.h"
 #include "harness.h"
+#include "util.h"
 #include "layers/layers.h"
 #include "layers/priv.h"
 #include "models.h"
@@ -442,6 +443,8 @@ TEST(onednn_first_conv_weight_gradient_switch) {
     if (!have_onednn()) return;
     char isa[64];
     onednn_bf16_capable(isa, sizeof isa);
+    /* firstconv.c runs where oneDNN's kernels are AVX2's: its nChw8c output gradient, and the
+     * instruction set that ONEDNN_MAX_CPU_ISA allows nvcnn's own kernels too (cpu_avx2_fma) */
     const int avx2 = strcmp(isa, "avx2") == 0;
     char *keep = env_set("NVCNN_ONEDNN_WGRAD", NULL), *keep_wino = env_set("NVCNN_ONEDNN_WINOGRAD", "off");
     for (int off = 0; off < 2; off++) {
@@ -504,11 +507,7 @@ TEST(onednn_winograd_switch) {
     if (!have_onednn()) return;
     char isa[64];
     onednn_bf16_capable(isa, sizeof isa);
-#if defined(__x86_64__) || defined(__i386__)
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    const int avx2 = 0;
-#endif
+    const int avx2 = cpu_avx2_fma(); /* the CPU's AVX2 and FMA, where ONEDNN_MAX_CPU_ISA allows them */
     char *keep = env_set("NVCNN_ONEDNN_WINOGRAD", NULL), *keep_blk = env_set("NVCNN_ONEDNN_BLOCK", NULL);
     static const char *mode[3] = {"oneDNN's own layout", "NVCNN_ONEDNN_WINOGRAD=off", "NVCNN_ONEDNN_BLOCK=16"};
     for (int m = 0; m < 3; m++) {
@@ -535,6 +534,72 @@ TEST(onednn_winograd_switch) {
     }
     env_restore("NVCNN_ONEDNN_WINOGRAD", keep);
     env_restore("NVCNN_ONEDNN_BLOCK", keep_blk);
+}
+
+/* ONEDNN_MAX_CPU_ISA's values as caps of nvcnn's own kernels: oneDNN's names, any case */
+TEST(onednn_isa_cap_of_each_value) {
+    static const struct {
+        const char *v;
+        int cap;
+    } c[] = {{NULL, 2},        {"", 2},           {"sse41", 0},       {"SSE41", 0}, {"avx", 0},
+             {"AVX2", 1},      {"avx2_vnni", 1},  {"AVX2_VNNI_2", 1}, {"AVX512_CORE", 2},
+             {"avx512_core_amx", 2}, {"ALL", 2}, {"DEFAULT", 2}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        CHECK_MSG(cpu_isa_cap_of(c[i].v) == c[i].cap, "ONEDNN_MAX_CPU_ISA=%s: cap %d, want %d", c[i].v ? c[i].v : "(unset)",
+                  cpu_isa_cap_of(c[i].v), c[i].cap);
+}
+
+/* The reduced resnet, googlenet and lenet planned: no reference primitive in any plan */
+static void no_reference_kernels(const char *isa) {
+    static const char *name[3] = {"resnet (widths/4)", "googlenet", "lenet"};
+    Body bodies[3] = {small_resnet, model_googlenet, model_lenet};
+    const int sizes[3] = {32, 64, 28};
+    for (int k = 0; k < 3; k++) {
+        Net *net = build_model(bodies[k], 2, sizes[k], 10);
+        net_finalize(net, 3);
+        char err[256];
+        CHECK_MSG(onednn_plan(net, err, sizeof err) == 0, "%s", err);
+        CHECK_MSG(onednn_ref_primitives(net) == 0, "%s, oneDNN %s: %d reference primitives in the plan", name[k], isa,
+                  onednn_ref_primitives(net));
+        printf("    %s, oneDNN %s: %d reference primitives\n", name[k], isa, onednn_ref_primitives(net));
+        net_free(net);
+    }
+}
+
+/* The plan takes none of oneDNN's reference kernels where an optimised one computes the layer: on
+ * this CPU's own instruction set, and capped to SSE4.1 (ONEDNN_MAX_CPU_ISA, read by oneDNN at its
+ * first use: this test's process has made none), where oneDNN 2.6 fuses a relu into batch norm only
+ * in its reference kernel (bnorm_ref, about 10 times slower than bnorm_jit:sse41 at resnet50's
+ * shapes), so the relu runs on its own there; the steps match the reference layers. The cap holds
+ * for nvcnn's own kernels too: no AVX2 (no Winograd, no own weight gradients, SSE4.1's pooling). */
+TEST(onednn_plans_no_reference_kernels_sse41_too) {
+    if (!have_onednn()) return;
+    setenv("ONEDNN_MAX_CPU_ISA", "SSE41", 1);
+    char isa[64];
+    onednn_bf16_capable(isa, sizeof isa);
+    CHECK_MSG(strcmp(isa, "sse41") == 0, "ONEDNN_MAX_CPU_ISA=SSE41 gave oneDNN %s: oneDNN was used before the test", isa);
+    CHECK_MSG(!cpu_avx2_fma() && !cpu_avx512f(), "nvcnn's own kernels take AVX2 (%d) or AVX-512 (%d) under ONEDNN_MAX_CPU_ISA=SSE41",
+              cpu_avx2_fma(), cpu_avx512f());
+    no_reference_kernels(isa);
+    for (int k = 0; k < 2; k++) {
+        Net *net = build_model(k ? small_resnet : model_lenet, 2, k ? 32 : 28, 10);
+        net_finalize(net, 3);
+        char err[256];
+        CHECK_MSG(onednn_plan(net, err, sizeof err) == 0, "%s", err);
+        CHECK_MSG(onednn_winograd_layers(net) == 0 && onednn_blkconv_layers(net) == 0,
+                  "%s under SSE41: %d Winograd layers, %d own weight gradients", k ? "resnet" : "lenet", onednn_winograd_layers(net),
+                  onednn_blkconv_layers(net));
+        net_free(net);
+    }
+    train_parity("resnet (widths/4) on 32x32, batch 8, oneDNN capped to sse41", small_resnet, 8, 32, 6, 0.05, train_tol);
+    unsetenv("ONEDNN_MAX_CPU_ISA");
+}
+
+TEST(onednn_plans_no_reference_kernels) {
+    if (!have_onednn()) return;
+    char isa[64];
+    onednn_bf16_capable(isa, sizeof isa);
+    no_reference_kernels(isa);
 }
 
 TEST(onednn_training_steps_match_reference_googlenet) {

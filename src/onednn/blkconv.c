@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "onednn/blkconv.h"
+#include "util.h"
 
 #define BLK 8
 #define KH_MAX 7
@@ -80,7 +81,7 @@ TGT static void dw_rows_3(const DnBlkConv *g, const float *xb, const float *dyb,
         for (int s = 0; s < ICS; s++) _mm256_storeu_ps(acc + ((size_t)k * BLK + ic0 + s) * BLK, a[k][s]);
 }
 
-static int has_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+static int has_avx2_fma(void) { return cpu_avx2_fma(); }
 #else
 static int has_avx2_fma(void) { return 0; }
 #endif

@@ -21,6 +21,7 @@
 #endif
 
 #include "onednn/blkpool.h"
+#include "util.h"
 
 /* The window of output (oy, ox) clipped to the input: rows [y0, y1), columns [x0, x1); (ys, xs)
  * its unclipped corner. */
@@ -246,7 +247,7 @@ TGT static void avx2_backward(const DnBlkPool *g, const float *dy, float *dx, in
 }
 
 static int use_avx2 = -1; /* -1: where the CPU has AVX2 (dn_blkpool_avx2) */
-static int avx2_on(void) { return use_avx2 < 0 ? __builtin_cpu_supports("avx2") : use_avx2 && __builtin_cpu_supports("avx2"); }
+static int avx2_on(void) { return use_avx2 < 0 ? cpu_avx2_fma() : use_avx2 && __builtin_cpu_supports("avx2"); }
 #else
 static int avx2_on(void) { return 0; }
 #endif

@@ -7,9 +7,12 @@
  * gradients of gamma and beta are used in place in the arenas (the gradients written, not added,
  * so net_backward does not zero them). A relu that is the output's only consumer is fused (oneDNN's
  * fuse_norm_relu, with the positions of the positive outputs kept in a workspace for backward):
- * this layer writes the relu's output node and reads its gradient. */
+ * this layer writes the relu's output node and reads its gradient. Not where oneDNN has the fused
+ * kernel in its reference implementation only and an optimised one without (oneDNN 2.6 on SSE4.1):
+ * the relu runs on its own there. */
 #ifdef NVCNN_DNNL
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -24,34 +27,58 @@ typedef struct DnBn {
     int training; /* mode of the last forward */
 } DnBn;
 
+/* The forward (training, inference) and backward (training, inference) primitive descriptors of
+ * batch norm on data, with the relu fused or not: 1 with all four in pd, 0 (pd[0] NULL) where
+ * oneDNN has not all of them. */
+static int bn_pds(Dn *dn, const Md *data, int relu, dnnl_primitive_desc_t pd[4]) {
+    const unsigned flags = dnnl_use_scale | dnnl_use_shift | (relu ? dnnl_fuse_norm_relu : 0);
+    dnnl_batch_normalization_desc_t d;
+    memset(pd, 0, 4 * sizeof *pd);
+    DN_CHECK(dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_training, data, BN_EPSILON, flags));
+    pd[0] = dn_pd(dn, &d, NULL);
+    DN_CHECK(dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_training, data, BN_EPSILON, flags | dnnl_use_global_stats));
+    pd[1] = dn_pd(dn, &d, NULL);
+    if (pd[0] && pd[1]) {
+        DN_CHECK(dnnl_batch_normalization_backward_desc_init(&d, dnnl_backward, data, data, BN_EPSILON, flags));
+        pd[2] = dn_pd(dn, &d, pd[0]);
+        DN_CHECK(dnnl_batch_normalization_backward_desc_init(&d, dnnl_backward, data, data, BN_EPSILON, flags | dnnl_use_global_stats));
+        pd[3] = dn_pd(dn, &d, pd[1]);
+    }
+    if (pd[0] && pd[1] && pd[2] && pd[3]) return 1;
+    for (int i = 0; i < 4; i++)
+        if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
+    pd[0] = NULL;
+    return 0;
+}
+
+static int bn_pds_ref(dnnl_primitive_desc_t pd[4]) {
+    for (int i = 0; i < 4; i++)
+        if (dn_pd_is_ref(pd[i])) return 1;
+    return 0;
+}
+
 static void *bn_plan(Dn *dn, Layer *l, int li) {
     Net *net = dn->net;
     Node *in = &net->node[l->in[0]], *out = &net->node[l->out];
     const int C = in->shape.c;
     if (!in->grad) return NULL; /* bn on the network input: the reference's (oneDNN always writes diff_src) */
     Md data = dn->md[l->in[0]];
-    const int relu_li = dn_relu_after(dn, l->out);
-    const unsigned flags = dnnl_use_scale | dnnl_use_shift | (relu_li >= 0 ? dnnl_fuse_norm_relu : 0);
-    dnnl_batch_normalization_desc_t d;
-    dnnl_primitive_desc_t ft, fi, bt = NULL, bi = NULL;
-    DN_CHECK(dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_training, &data, BN_EPSILON, flags));
-    ft = dn_pd(dn, &d, NULL);
-    DN_CHECK(dnnl_batch_normalization_forward_desc_init(&d, dnnl_forward_training, &data, BN_EPSILON,
-                                                        flags | dnnl_use_global_stats));
-    fi = dn_pd(dn, &d, NULL);
-    if (ft && fi) {
-        DN_CHECK(dnnl_batch_normalization_backward_desc_init(&d, dnnl_backward, &data, &data, BN_EPSILON, flags));
-        bt = dn_pd(dn, &d, ft);
-        DN_CHECK(dnnl_batch_normalization_backward_desc_init(&d, dnnl_backward, &data, &data, BN_EPSILON,
-                                                             flags | dnnl_use_global_stats));
-        bi = dn_pd(dn, &d, fi);
+    int relu_li = dn_relu_after(dn, l->out);
+    dnnl_primitive_desc_t pd[4];
+    if (!bn_pds(dn, &data, relu_li >= 0, pd)) return NULL;
+    if (relu_li >= 0 && bn_pds_ref(pd)) {
+        /* oneDNN 2.6 on SSE4.1 has fuse_norm_relu in its reference kernels only (bnorm_ref:any, about
+         * 10 times slower than bnorm_jit:sse41 at resnet50's shapes): the relu on its own there */
+        dnnl_primitive_desc_t alone[4];
+        if (bn_pds(dn, &data, 0, alone) && !bn_pds_ref(alone)) {
+            for (int i = 0; i < 4; i++) dnnl_primitive_desc_destroy(pd[i]);
+            memcpy(pd, alone, sizeof pd);
+            relu_li = -1;
+        } else if (alone[0]) {
+            for (int i = 0; i < 4; i++) dnnl_primitive_desc_destroy(alone[i]);
+        }
     }
-    if (!ft || !fi || !bt || !bi) {
-        dnnl_primitive_desc_t all[4] = {ft, fi, bt, bi};
-        for (int i = 0; i < 4; i++)
-            if (all[i]) dnnl_primitive_desc_destroy(all[i]);
-        return NULL;
-    }
+    dnnl_primitive_desc_t ft = pd[0], fi = pd[1], bt = pd[2], bi = pd[3];
     DnBn *b = xcalloc(1, sizeof *b);
     b->c = C;
     b->m = (double)in->shape.n * in->shape.h * in->shape.w;

@@ -71,6 +71,12 @@ dnnl_primitive_desc_t dn_pd(Dn *dn, const void *op_desc, const_dnnl_primitive_de
     return pd;
 }
 
+int dn_pd_is_ref(const_dnnl_primitive_desc_t pd) {
+    const char *s = NULL;
+    if (!pd || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return 0;
+    return strncmp(s, "ref", 3) == 0 || strstr(s, "_ref") != NULL;
+}
+
 dnnl_primitive_desc_t dn_pd_relu(Dn *dn, const void *op_desc) {
     dnnl_primitive_attr_t attr;
     dnnl_post_ops_t po;
@@ -102,6 +108,7 @@ static void scratch_of(Dn *dn, const_dnnl_primitive_desc_t pd, DnPrim *p) {
 DnPrim dn_prim(Dn *dn, dnnl_primitive_desc_t pd) {
     DnPrim p;
     DN_CHECK(dnnl_primitive_create(&p.p, pd));
+    dn->nref += dn_pd_is_ref(pd);
     GROW(dn->prims, dn->nprims, dn->cap_prims);
     dn->prims[dn->nprims++] = p.p;
     scratch_of(dn, pd, &p);
@@ -513,6 +520,11 @@ int onednn_layers(const Net *net) {
 int onednn_blkconv_layers(const Net *net) {
     Dn *dn = dn_of(net);
     return dn ? dn->nblk_dw : 0;
+}
+
+int onednn_ref_primitives(const Net *net) {
+    Dn *dn = dn_of(net);
+    return dn ? dn->nref : 0;
 }
 
 int onednn_winograd_layers(const Net *net) {

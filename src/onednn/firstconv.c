@@ -120,7 +120,7 @@ TGT static void db_sum(const float *dyb, size_t npix, float *s) {
     _mm256_storeu_ps(s, _mm256_add_ps(_mm256_loadu_ps(s), t));
 }
 
-static int has_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+static int has_avx2_fma(void) { return cpu_avx2_fma(); }
 #else
 static int has_avx2_fma(void) { return 0; }
 #endif

@@ -90,6 +90,7 @@ struct Dn {
     int nblk_dw;                    /* convolutions whose weight gradient blkconv.c or firstconv.c computes */
     int wino;                       /* 1: 3x3 convolutions' forward and backward data by wino.c where it can */
     int nwino;                      /* convolutions that wino.c computes */
+    int nref;                       /* primitives that are oneDNN's reference kernels */
     int force16;                    /* 1: convolutions' activations in nChw16c (NVCNN_ONEDNN_BLOCK=16, tests) */
     /* what the plan owns, released by dn_destroy */
     dnnl_primitive_t *prims;
@@ -140,6 +141,8 @@ DnPrim dn_prim(Dn *dn, dnnl_primitive_desc_t pd);
 /* A primitive descriptor of op_desc with the plan's attributes (hint: the forward's, or NULL).
  * Returns NULL when oneDNN has no implementation for it; dies on other errors. */
 dnnl_primitive_desc_t dn_pd(Dn *dn, const void *op_desc, const_dnnl_primitive_desc_t hint);
+/* 1 if pd is one of oneDNN's reference implementations (its name "ref..." or "..._ref...") */
+int dn_pd_is_ref(const_dnnl_primitive_desc_t pd);
 /* The same with a relu after the operation (an eltwise post-op). */
 dnnl_primitive_desc_t dn_pd_relu(Dn *dn, const void *op_desc);
 dnnl_memory_t dn_mem(Dn *dn, const Md *md, void *ptr);

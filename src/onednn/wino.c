@@ -135,7 +135,7 @@ size_t dn_wino_scratch_floats(const DnWino *g, int threads) {
 
 #define TGT __attribute__((target("avx2,fma")))
 
-static int has_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+static int has_avx2_fma(void) { return cpu_avx2_fma(); }
 
 /* o = G a: G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1] */
 TGT static inline void g_1d(__m256 a0, __m256 a1, __m256 a2, __m256 o[6]) {
@@ -410,7 +410,7 @@ static int unfused(void) {
     return unfused_asked;
 }
 
-static int has_avx512(void) { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"); }
+static int has_avx512(void) { return cpu_avx512f(); }
 
 /* AVX-512's kernels where the CPU has them, unless NVCNN_WINO_AVX512=off (to compare) */
 static int auto_avx512(void) {
