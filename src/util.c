@@ -196,21 +196,13 @@ static int cpu_cap(void) {
     return cap;
 }
 
-int cpu_avx2_fma(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    return cpu_cap() >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#define CPU_HAS(feature) __builtin_cpu_supports(feature)
 #else
-    return 0;
+#define CPU_HAS(feature) 0
 #endif
-}
-
-int cpu_avx512f(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    return cpu_cap() >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-#else
-    return 0;
-#endif
-}
+int cpu_avx2_fma(void) { return cpu_cap() >= 1 && CPU_HAS("avx2") && CPU_HAS("fma"); }
+int cpu_avx512f(void) { return cpu_cap() >= 2 && CPU_HAS("avx512f") && CPU_HAS("fma"); }
 
 double now_seconds(void) {
     struct timespec ts;

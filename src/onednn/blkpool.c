@@ -218,32 +218,18 @@ TGT static inline __attribute__((always_inline)) void avx2_backward_row(const Dn
     }
 }
 
-TGT static void avx2_forward(const DnBlkPool *g, const float *x, float *y) {
-    const size_t in_plane = (size_t)g->h * g->w * g->b, out_plane = (size_t)g->oh * g->ow * g->b;
-    const int planes = g->n * g->cb;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int pl = 0; pl < planes; pl++)
-        for (int oy = 0; oy < g->oh; oy++) {
-            const size_t o = (size_t)pl * out_plane + (size_t)oy * g->ow * g->b;
-            if (g->b == 8)
-                avx2_forward_row(g, x + (size_t)pl * in_plane, y + o, g->pos + o, oy, 8);
-            else
-                avx2_forward_row(g, x + (size_t)pl * in_plane, y + o, g->pos + o, oy, 16);
-        }
+/* the rows of each block size as plain functions, for the walkers below */
+TGT static void avx2_fwd8(const DnBlkPool *g, const float *xp, float *yr, uint8_t *pr, int oy) {
+    avx2_forward_row(g, xp, yr, pr, oy, 8);
 }
-
-TGT static void avx2_backward(const DnBlkPool *g, const float *dy, float *dx, int add) {
-    const size_t in_plane = (size_t)g->h * g->w * g->b, out_plane = (size_t)g->oh * g->ow * g->b;
-    const int planes = g->n * g->cb;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int pl = 0; pl < planes; pl++)
-        for (int iy = 0; iy < g->h; iy++) {
-            const size_t o = (size_t)pl * out_plane, i = (size_t)pl * in_plane + (size_t)iy * g->w * g->b;
-            if (g->b == 8)
-                avx2_backward_row(g, dy + o, g->pos + o, dx + i, iy, add, 8);
-            else
-                avx2_backward_row(g, dy + o, g->pos + o, dx + i, iy, add, 16);
-        }
+TGT static void avx2_fwd16(const DnBlkPool *g, const float *xp, float *yr, uint8_t *pr, int oy) {
+    avx2_forward_row(g, xp, yr, pr, oy, 16);
+}
+TGT static void avx2_bwd8(const DnBlkPool *g, const float *dyp, const uint8_t *pp, float *dxr, int iy, int add) {
+    avx2_backward_row(g, dyp, pp, dxr, iy, add, 8);
+}
+TGT static void avx2_bwd16(const DnBlkPool *g, const float *dyp, const uint8_t *pp, float *dxr, int iy, int add) {
+    avx2_backward_row(g, dyp, pp, dxr, iy, add, 16);
 }
 
 static int use_avx2 = -1; /* -1: where the CPU has AVX2 (dn_blkpool_avx2) */
@@ -261,12 +247,26 @@ int dn_blkpool_avx2(int on) {
     return avx2_on();
 }
 
+typedef void (*FwdRow)(const DnBlkPool *g, const float *xp, float *yr, uint8_t *pr, int oy);
+typedef void (*BwdRow)(const DnBlkPool *g, const float *dyp, const uint8_t *pp, float *dxr, int iy, int add);
+
+static void sse_fwd8(const DnBlkPool *g, const float *xp, float *yr, uint8_t *pr, int oy) {
+    blk_forward_row(g, xp, yr, pr, oy, 8);
+}
+static void sse_fwd16(const DnBlkPool *g, const float *xp, float *yr, uint8_t *pr, int oy) {
+    blk_forward_row(g, xp, yr, pr, oy, 16);
+}
+static void sse_bwd8(const DnBlkPool *g, const float *dyp, const uint8_t *pp, float *dxr, int iy, int add) {
+    blk_backward_row(g, dyp, pp, dxr, iy, add, 8);
+}
+static void sse_bwd16(const DnBlkPool *g, const float *dyp, const uint8_t *pp, float *dxr, int iy, int add) {
+    blk_backward_row(g, dyp, pp, dxr, iy, add, 16);
+}
+
 void dn_blkpool_forward(const DnBlkPool *g, const float *x, float *y) {
+    FwdRow row = g->b == 8 ? sse_fwd8 : sse_fwd16;
 #ifdef BLK_AVX2
-    if (avx2_on()) {
-        avx2_forward(g, x, y);
-        return;
-    }
+    if (avx2_on()) row = g->b == 8 ? avx2_fwd8 : avx2_fwd16;
 #endif
     const size_t in_plane = (size_t)g->h * g->w * g->b, out_plane = (size_t)g->oh * g->ow * g->b;
     const int planes = g->n * g->cb;
@@ -274,19 +274,14 @@ void dn_blkpool_forward(const DnBlkPool *g, const float *x, float *y) {
     for (int pl = 0; pl < planes; pl++)
         for (int oy = 0; oy < g->oh; oy++) {
             const size_t o = (size_t)pl * out_plane + (size_t)oy * g->ow * g->b;
-            if (g->b == 8)
-                blk_forward_row(g, x + (size_t)pl * in_plane, y + o, g->pos + o, oy, 8);
-            else
-                blk_forward_row(g, x + (size_t)pl * in_plane, y + o, g->pos + o, oy, 16);
+            row(g, x + (size_t)pl * in_plane, y + o, g->pos + o, oy);
         }
 }
 
 void dn_blkpool_backward(const DnBlkPool *g, const float *dy, float *dx, int add) {
+    BwdRow row = g->b == 8 ? sse_bwd8 : sse_bwd16;
 #ifdef BLK_AVX2
-    if (avx2_on()) {
-        avx2_backward(g, dy, dx, add);
-        return;
-    }
+    if (avx2_on()) row = g->b == 8 ? avx2_bwd8 : avx2_bwd16;
 #endif
     const size_t in_plane = (size_t)g->h * g->w * g->b, out_plane = (size_t)g->oh * g->ow * g->b;
     const int planes = g->n * g->cb;
@@ -294,10 +289,6 @@ void dn_blkpool_backward(const DnBlkPool *g, const float *dy, float *dx, int add
     for (int pl = 0; pl < planes; pl++)
         for (int iy = 0; iy < g->h; iy++) {
             const size_t o = (size_t)pl * out_plane, i = (size_t)pl * in_plane + (size_t)iy * g->w * g->b;
-            if (g->b == 8)
-                blk_backward_row(g, dy + o, g->pos + o, dx + i, iy, add, 8);
-            else
-                blk_backward_row(g, dy + o, g->pos + o, dx + i, iy, add, 16);
+            row(g, dy + o, g->pos + o, dx + i, iy, add);
         }
 }
-

@@ -340,46 +340,43 @@ typedef float V16 __attribute__((vector_size(64)));
 #define VLOAD(v, p) memcpy(&(v), (p), sizeof(v))
 #define VSTORE(p, v) memcpy((p), &(v), sizeof(v))
 
-/* m[r][0..16) (+)= sum over k < K of v[r vs + k] u[k][0..16), r < MR: 6 tiles by 16 output
- * channels in NV vectors VT; acc: add to what m holds. */
+/* o(r)[0..16) (+)= sum over k < N of A(r, k) B(k)[0..16), r < R: R rows by 16 output channels in
+ * NV vectors VT, one broadcast of A and NV vector loads of B a step; acc: add to what o holds. The
+ * products and the weight gradient's sums are this one kernel with other strides. */
+#define RX16_BODY(R, VT, NV, N, A, B, O)                                              \
+    VT c[R][NV], b[NV];                                                               \
+    const int w = NR / NV;                                                            \
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) for (int j = 0; j < NV; j++) { \
+        c[r][j] = (VT){0};                                                            \
+        if (acc) VLOAD(c[r][j], O(r) + j * w);                                        \
+    }                                                                                 \
+    _Pragma("GCC unroll 2") for (int k = 0; k < N; k++) {                            \
+        for (int j = 0; j < NV; j++) VLOAD(b[j], B(k) + j * w);                       \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                        \
+            const float a = A(r, k);                                                  \
+            for (int j = 0; j < NV; j++) c[r][j] += b[j] * a;                         \
+        }                                                                             \
+    }                                                                                 \
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) for (int j = 0; j < NV; j++)  \
+        VSTORE(O(r) + j * w, c[r][j]);
+
+/* m[r][0..16) (+)= sum over k < K of v[r vs + k] u[k][0..16), r < MR: 6 tiles by 16 output channels */
+#define PRODUCT_A(r, k) v[(r) * vs + (k)]
+#define PRODUCT_B(k) (u + (size_t)(k) * NR)
+#define PRODUCT_O(r) (m + (r) * ms)
 #define PRODUCT_6X16(NAME, TARGET, VT, NV)                                                                     \
     TARGET static void NAME(int K, const float *v, size_t vs, const float *u, float *m, size_t ms, int acc) { \
-        VT c[MR][NV], b[NV];                                                                                   \
-        const int w = NR / NV;                                                                                 \
-        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) for (int j = 0; j < NV; j++) {                   \
-            c[r][j] = (VT){0};                                                                                 \
-            if (acc) VLOAD(c[r][j], m + r * ms + j * w);                                                       \
-        }                                                                                                      \
-        _Pragma("GCC unroll 2") for (int k = 0; k < K; k++) {                                                 \
-            for (int j = 0; j < NV; j++) VLOAD(b[j], u + (size_t)k * NR + j * w);                             \
-            _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {                                            \
-                const float a = v[r * vs + k];                                                                 \
-                for (int j = 0; j < NV; j++) c[r][j] += b[j] * a;                                              \
-            }                                                                                                  \
-        }                                                                                                      \
-        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) for (int j = 0; j < NV; j++)                     \
-            VSTORE(m + r * ms + j * w, c[r][j]);                                                               \
+        RX16_BODY(MR, VT, NV, K, PRODUCT_A, PRODUCT_B, PRODUCT_O)                                              \
     }
 
 /* s[r][0..16) (+)= sum over tiles t < nt of v[t vs + r] z[t zs + 0..16), r < R: R input channels by
- * 16 output channels in NV vectors VT; acc: add to what s holds. */
-#define SUM_RX16(NAME, R, TARGET, VT, NV)                                                                          \
-    TARGET static void NAME(int nt, const float *z, size_t zs, const float *v, size_t vs, float *s, int acc) {     \
-        VT c[R][NV], b[NV];                                                                                        \
-        const int w = NR / NV;                                                                                     \
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) for (int j = 0; j < NV; j++) {                        \
-            c[r][j] = (VT){0};                                                                                     \
-            if (acc) VLOAD(c[r][j], s + r * NR + j * w);                                                           \
-        }                                                                                                          \
-        _Pragma("GCC unroll 2") for (int t = 0; t < nt; t++) {                                                    \
-            for (int j = 0; j < NV; j++) VLOAD(b[j], z + t * zs + j * w);                                          \
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                 \
-                const float a = v[t * vs + r];                                                                     \
-                for (int j = 0; j < NV; j++) c[r][j] += b[j] * a;                                                  \
-            }                                                                                                      \
-        }                                                                                                          \
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) for (int j = 0; j < NV; j++)                          \
-            VSTORE(s + r * NR + j * w, c[r][j]);                                                                   \
+ * 16 output channels */
+#define SUM_A(r, t) v[(t) * vs + (r)]
+#define SUM_B(t) (z + (t) * zs)
+#define SUM_O(r) (s + (r) * NR)
+#define SUM_RX16(NAME, R, TARGET, VT, NV)                                                                      \
+    TARGET static void NAME(int nt, const float *z, size_t zs, const float *v, size_t vs, float *s, int acc) { \
+        RX16_BODY(R, VT, NV, nt, SUM_A, SUM_B, SUM_O)                                                          \
     }
 
 #define TGT512 __attribute__((target("avx512f,fma")))
