@@ -24,12 +24,22 @@ int convalgo_math_ok(int precision, int math) {
 
 int convalgo_desc_math(int precision, int math) { return precision == PREC_FP32 ? CONVALGO_MATH_FMA : math; }
 
-int convalgo_order(const ConvAlgoList *l, int precision, int deterministic, size_t limit, int *idx, int *over) {
+int convalgo_accurate(int precision, int dir, int algo, int kh, int kw) {
+    if (precision != PREC_FP32 || (kh <= 3 && kw <= 3)) return 1;
+    const int nonfused = dir == CONV_FWD        ? CONVALGO_FWD_WINOGRAD_NONFUSED
+                         : dir == CONV_BWD_DATA ? CONVALGO_BWD_DATA_WINOGRAD_NONFUSED
+                                                : CONVALGO_BWD_FILTER_WINOGRAD_NONFUSED;
+    return algo != nonfused;
+}
+
+int convalgo_order(const ConvAlgoList *l, int dir, int kh, int kw, int precision, int deterministic, size_t limit, int *idx, int *over) {
     int k = 0, smallest = -1;
     *over = 0;
     for (int i = 0; i < l->n && i < CONVALGO_MAX; i++) {
         const ConvAlgoPerf *p = &l->p[i];
-        if (!p->ok || !convalgo_math_ok(precision, p->math) || (deterministic && !p->deterministic)) continue;
+        if (!p->ok || !convalgo_math_ok(precision, p->math) || !convalgo_accurate(precision, dir, p->algo, kh, kw) ||
+            (deterministic && !p->deterministic))
+            continue;
         if (smallest < 0 || p->memory < l->p[smallest].memory ||
             (p->memory == l->p[smallest].memory && p->ms < l->p[smallest].ms))
             smallest = i;

@@ -6,7 +6,8 @@
  * and reports its status, time, workspace and the math type it ran with. A result serves a
  * precision only if its math type keeps that precision's arithmetic (true fp32 takes no tensor-op
  * result: no TF32; nothing but fp16 takes a result that converted its data to fp16). Of those,
- * the fastest whose workspace fits a limit is chosen; if none fits, the one with the smallest
+ * true fp32 takes no WINOGRAD_NONFUSED on a filter larger than 3x3 either (convalgo_accurate).
+ * Of those, the fastest whose workspace fits a limit is chosen; if none fits, the one with the smallest
  * workspace. A deterministic run (--deterministic) takes only results that cuDNN reports
  * CUDNN_DETERMINISTIC, from its heuristics' list instead of its measurements (their order does
  * not depend on timings), in that list's order. Measurements are cached by what they depend on
@@ -49,15 +50,27 @@ typedef struct ConvAlgoList {
 
 /* Whether a result measured with math type `math` may serve `precision` (a Precision). */
 int convalgo_math_ok(int precision, int math);
+/* cuDNN's WINOGRAD_NONFUSED in each direction (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t;
+ * src/cuda/conv.cu asserts that they are cuDNN's values) */
+enum { CONVALGO_FWD_WINOGRAD_NONFUSED = 7, CONVALGO_BWD_DATA_WINOGRAD_NONFUSED = 5, CONVALGO_BWD_FILTER_WINOGRAD_NONFUSED = 5 };
+/* Whether algorithm `algo` of direction `dir` (a ConvDir) keeps `precision`'s accuracy on a
+ * kh x kw filter. cuDNN 9 reports its WINOGRAD_NONFUSED on a 5x5 filter with CUDNN_FMA_MATH, yet
+ * on an H200 it gave the same bits with and without TF32 allowed, 1.2e-3 to 8.1e-3 of the largest
+ * element away from a double reference in every direction (the other algorithms in TF32: up to 3.3e-4),
+ * where its 3x3 kernels and every other algorithm stayed under 3e-6 (docs/gpu-runs,
+ * tests/test_cudnn.c): true fp32 does not take it on a filter larger than 3x3. Every other
+ * algorithm, and every algorithm in the other precisions, keeps the precision's accuracy. */
+int convalgo_accurate(int precision, int dir, int algo, int kh, int kw);
 /* The math type to set on the direction's descriptor for a result measured with `math`: the
  * measured one, except that fp32 always runs with FMA math (never TF32). */
 int convalgo_desc_math(int precision, int math);
-/* The candidates in the order to try them: indexes into l->p of the results that ran, serve
- * `precision` (and are deterministic, when `deterministic`) and need at most `limit` bytes of
+/* The candidates in the order to try them: indexes into l->p of the results of direction `dir`
+ * for a kh x kw filter that ran, serve `precision` (its math type and convalgo_accurate; and are
+ * deterministic, when `deterministic`) and need at most `limit` bytes of
  * workspace, fastest first (equal times in the list's order). When none fits, the one result that
  * serves with the smallest workspace, and *over = 1. Returns how many (0: nothing serves).
  * idx holds CONVALGO_MAX entries. */
-int convalgo_order(const ConvAlgoList *l, int precision, int deterministic, size_t limit, int *idx, int *over);
+int convalgo_order(const ConvAlgoList *l, int dir, int kh, int kw, int precision, int deterministic, size_t limit, int *idx, int *over);
 
 /* The list as one line for an error message: "algo 1 FMA 0.120 ms 0 B, algo 0 FMA 0.100 ms 0 B
  * non-deterministic, algo 6 DEFAULT failed, ...". */

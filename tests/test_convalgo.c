@@ -1,6 +1,6 @@
 /* test_convalgo.c: the rules by which the GPU backend picks cuDNN's convolution algorithms
  * (src/convalgo.c), on measurement lists written by hand: which math types each precision
- * accepts, the order of the candidates (fastest first, within the workspace limit), the fallback
+ * accepts (and true fp32's refusal of an inaccurate algorithm), the order of the candidates (fastest first, within the workspace limit), the fallback
  * when nothing fits; and the measurement cache's keys against a count of resnet50's distinct
  * convolution shapes made by hand. */
 #include <string.h>
@@ -62,8 +62,8 @@ TEST(convalgo_fp32_finds_fma_among_default_duplicates) {
     int idx[CONVALGO_MAX], over = -1;
     ConvAlgoList cut = l;
     cut.n = 8; /* what a request for CUDNN_CONVOLUTION_FWD_ALGO_COUNT (8) results gets */
-    CHECK(convalgo_order(&cut, PREC_FP32, 0, (size_t)-1, idx, &over) == 0);
-    int k = convalgo_order(&l, PREC_FP32, 0, (size_t)-1, idx, &over);
+    CHECK(convalgo_order(&cut, CONV_FWD, 3, 3, PREC_FP32, 0, (size_t)-1, idx, &over) == 0);
+    int k = convalgo_order(&l, CONV_FWD, 3, 3, PREC_FP32, 0, (size_t)-1, idx, &over);
     CHECK_MSG(k == 6 && l.p[idx[0]].algo == 0 && l.p[idx[0]].math == FMA, "k %d", k);
     CHECK(CONVALGO_MAX >= 4 * 8); /* every forward algorithm in every math type */
     char buf[512];
@@ -84,16 +84,16 @@ TEST(convalgo_order_fastest_first_within_the_limit) {
     add(&l, 4, 1, 0.20f, 10 * MB, CONV);
     add(&l, 5, 1, 0.60f, 300 * MB, DEF);
     int idx[CONVALGO_MAX], over = -1, k;
-    k = convalgo_order(&l, PREC_FP32, 0, (size_t)-1, idx, &over);
+    k = convalgo_order(&l, CONV_FWD, 3, 3, PREC_FP32, 0, (size_t)-1, idx, &over);
     CHECK_MSG(k == 2 && !over && strcmp(seq(&l, idx, k), "3,0") == 0, "fp32: %s", seq(&l, idx, k));
-    k = convalgo_order(&l, PREC_TF32, 0, (size_t)-1, idx, &over);
+    k = convalgo_order(&l, CONV_FWD, 3, 3, PREC_TF32, 0, (size_t)-1, idx, &over);
     CHECK_MSG(k == 4 && !over && strcmp(seq(&l, idx, k), "1,5,3,0") == 0, "tf32: %s", seq(&l, idx, k));
-    k = convalgo_order(&l, PREC_FP16, 0, (size_t)-1, idx, &over);
+    k = convalgo_order(&l, CONV_FWD, 3, 3, PREC_FP16, 0, (size_t)-1, idx, &over);
     CHECK_MSG(k == 5 && strcmp(seq(&l, idx, k), "4,1,5,3,0") == 0, "fp16: %s", seq(&l, idx, k));
     /* a limit leaves out what needs more */
-    k = convalgo_order(&l, PREC_TF32, 0, 200 * MB, idx, &over);
+    k = convalgo_order(&l, CONV_FWD, 3, 3, PREC_TF32, 0, 200 * MB, idx, &over);
     CHECK_MSG(k == 2 && !over && strcmp(seq(&l, idx, k), "3,0") == 0, "tf32, 200 MiB: %s", seq(&l, idx, k));
-    k = convalgo_order(&l, PREC_BF16, 0, 0, idx, &over);
+    k = convalgo_order(&l, CONV_FWD, 3, 3, PREC_BF16, 0, 0, idx, &over);
     CHECK_MSG(k == 1 && !over && strcmp(seq(&l, idx, k), "0") == 0, "bf16, no workspace: %s", seq(&l, idx, k));
     /* nothing fits: the smallest workspace, flagged */
     ConvAlgoList m;
@@ -101,7 +101,7 @@ TEST(convalgo_order_fastest_first_within_the_limit) {
     add(&m, 7, 1, 0.3f, 900 * MB, DEF);
     add(&m, 8, 1, 0.9f, 400 * MB, FMA);
     add(&m, 9, 1, 0.1f, 100 * MB, CONV); /* smaller, but not for tf32 */
-    k = convalgo_order(&m, PREC_TF32, 0, 50 * MB, idx, &over);
+    k = convalgo_order(&m, CONV_FWD, 3, 3, PREC_TF32, 0, 50 * MB, idx, &over);
     CHECK_MSG(k == 1 && over == 1 && m.p[idx[0]].algo == 8, "tf32 over the limit: k %d over %d algo %d", k, over,
               k ? m.p[idx[0]].algo : -1);
     /* nothing serves the precision */
@@ -109,7 +109,49 @@ TEST(convalgo_order_fastest_first_within_the_limit) {
     memset(&t, 0, sizeof t);
     add(&t, 1, 1, 0.1f, 0, TOP);
     add(&t, 2, 0, 0.1f, 0, FMA);
-    CHECK(convalgo_order(&t, PREC_FP32, 0, (size_t)-1, idx, &over) == 0);
+    CHECK(convalgo_order(&t, CONV_FWD, 3, 3, PREC_FP32, 0, (size_t)-1, idx, &over) == 0);
+}
+
+/* True fp32 takes no WINOGRAD_NONFUSED on a filter above 3x3 (its operands in TF32 whatever the
+ * math type, measured on an H200: convalgo.h), in any direction; on 3x3 it does; and every other
+ * precision takes it everywhere. Lists as cuDNN returns them (FMA results, the Winograd fastest). */
+TEST(convalgo_fp32_refuses_winograd_nonfused_above_3x3) {
+    const int nonfused[CONV_NDIR] = {CONVALGO_FWD_WINOGRAD_NONFUSED, CONVALGO_BWD_DATA_WINOGRAD_NONFUSED,
+                                     CONVALGO_BWD_FILTER_WINOGRAD_NONFUSED};
+    CHECK(nonfused[0] == 7 && nonfused[1] == 5 && nonfused[2] == 5); /* cuDNN 9's cudnn_cnn.h */
+    for (int dir = 0; dir < CONV_NDIR; dir++) {
+        ConvAlgoList l;
+        memset(&l, 0, sizeof l);
+        add(&l, nonfused[dir], 1, 0.05f, 0, FMA);
+        add(&l, 1, 1, 0.10f, 0, FMA);
+        add(&l, 0, 1, 0.20f, 0, FMA);
+        int idx[CONVALGO_MAX], over = -1, k;
+        const struct {
+            int kh, kw, prec;
+            const char *want;
+        } cases[] = {{5, 5, PREC_FP32, "1,0"}, {3, 5, PREC_FP32, "1,0"}, {5, 3, PREC_FP32, "1,0"}, {7, 7, PREC_FP32, "1,0"},
+                     {3, 3, PREC_FP32, "x,1,0"}, {1, 1, PREC_FP32, "x,1,0"}, {5, 5, PREC_TF32, "x,1,0"},
+                     {5, 5, PREC_FP16, "x,1,0"}, {5, 5, PREC_BF16, "x,1,0"}};
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            char want[32];
+            if (cases[c].want[0] == 'x')
+                snprintf(want, sizeof want, "%d%s", nonfused[dir], cases[c].want + 1);
+            else
+                snprintf(want, sizeof want, "%s", cases[c].want);
+            k = convalgo_order(&l, dir, cases[c].kh, cases[c].kw, cases[c].prec, 0, (size_t)-1, idx, &over);
+            CHECK_MSG(strcmp(seq(&l, idx, k), want) == 0, "direction %d, %dx%d, precision %d: %s, want %s", dir, cases[c].kh, cases[c].kw,
+                      cases[c].prec, seq(&l, idx, k), want);
+            CHECK(convalgo_accurate(cases[c].prec, dir, nonfused[dir], cases[c].kh, cases[c].kw) == (cases[c].want[0] == 'x'));
+        }
+        /* the rule is about that algorithm only */
+        CHECK(convalgo_accurate(PREC_FP32, dir, nonfused[dir] == 5 ? 4 : 6, 5, 5));
+    }
+    /* nothing else on a 5x5 filter in fp32: nothing to take */
+    ConvAlgoList w;
+    memset(&w, 0, sizeof w);
+    add(&w, CONVALGO_FWD_WINOGRAD_NONFUSED, 1, 0.05f, 0, FMA);
+    int idx[CONVALGO_MAX], over = -1;
+    CHECK(convalgo_order(&w, CONV_FWD, 5, 5, PREC_FP32, 0, (size_t)-1, idx, &over) == 0);
 }
 
 /* A deterministic run takes only what cuDNN reports CUDNN_DETERMINISTIC, in the list's order
@@ -127,18 +169,18 @@ TEST(convalgo_deterministic_takes_only_deterministic_results) {
     l.p[2].deterministic = 0;
     add(&l, 5, 1, 3.0f, 300 * MB, FMA);
     int idx[CONVALGO_MAX], over = -1, k;
-    k = convalgo_order(&l, PREC_FP32, 1, (size_t)-1, idx, &over);
+    k = convalgo_order(&l, CONV_FWD, 3, 3, PREC_FP32, 1, (size_t)-1, idx, &over);
     CHECK_MSG(k == 2 && !over && strcmp(seq(&l, idx, k), "1,5") == 0, "deterministic: %s", seq(&l, idx, k));
-    k = convalgo_order(&l, PREC_FP32, 0, (size_t)-1, idx, &over);
+    k = convalgo_order(&l, CONV_FWD, 3, 3, PREC_FP32, 0, (size_t)-1, idx, &over);
     CHECK_MSG(k == 4 && strcmp(seq(&l, idx, k), "0,1,3,5") == 0, "any: %s", seq(&l, idx, k));
     /* nothing deterministic fits 100 MiB but algorithm 1 (0 B) */
-    k = convalgo_order(&l, PREC_FP32, 1, 100 * MB, idx, &over);
+    k = convalgo_order(&l, CONV_FWD, 3, 3, PREC_FP32, 1, 100 * MB, idx, &over);
     CHECK_MSG(k == 1 && !over && l.p[idx[0]].algo == 1, "deterministic, 100 MiB: %s", seq(&l, idx, k));
     ConvAlgoList m;
     memset(&m, 0, sizeof m);
     add(&m, 0, 1, 0.1f, 0, FMA);
     m.p[0].deterministic = 0;
-    CHECK(convalgo_order(&m, PREC_FP32, 1, (size_t)-1, idx, &over) == 0);
+    CHECK(convalgo_order(&m, CONV_FWD, 3, 3, PREC_FP32, 1, (size_t)-1, idx, &over) == 0);
     char text[256];
     convalgo_describe(&m, text, sizeof text);
     CHECK_MSG(strstr(text, "non-deterministic") != NULL, "%s", text);

@@ -7,7 +7,8 @@
  * deterministic GpuNet (GPUNET_DETERMINISTIC) asks cuDNN's heuristics instead
  * (cudnnGet*Algorithm_v7), whose order does not depend on timings. Once the arena is planned,
  * choose() takes per direction the fastest result the precision accepts (convalgo.h: true fp32
- * takes no tensor-op result; a deterministic GpuNet only CUDNN_DETERMINISTIC ones, in the
+ * takes no tensor-op result, nor WINOGRAD_NONFUSED on a filter above 3x3, whose error is TF32's;
+ * a deterministic GpuNet only CUDNN_DETERMINISTIC ones, in the
  * heuristics' order) whose workspace fits the memory the arena leaves, sets the direction's
  * descriptor to the math type it was measured with, and takes its workspace from
  * cudnnGet*WorkspaceSize on that final descriptor. conv_desc() is the one place a descriptor is
@@ -195,8 +196,13 @@ static cudnnStatus_t workspace_of(GpuNet *g, ConvGpu *p, int dir, int algo, size
  * workspace, taken on the descriptor set to its measured math type, is at most `limit` (or, if
  * none fits, the acceptable one with the smallest workspace). Leaves cd[dir] set for it. */
 static void choose_dir(GpuNet *g, const Layer *l, ConvGpu *p, int dir, const ConvAlgoList *found, size_t limit) {
+    static_assert((int)CONVALGO_FWD_WINOGRAD_NONFUSED == (int)CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED &&
+                      (int)CONVALGO_BWD_DATA_WINOGRAD_NONFUSED == (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED &&
+                      (int)CONVALGO_BWD_FILTER_WINOGRAD_NONFUSED == (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
+                  "convalgo.h's algorithm numbers are cuDNN's");
+    const Conv *c = (const Conv *)l->priv;
     int idx[CONVALGO_MAX], over = 0;
-    int k = convalgo_order(found, g->prec, g->deterministic, limit, idx, &over);
+    int k = convalgo_order(found, dir, c->kh, c->kw, g->prec, g->deterministic, limit, idx, &over);
     for (int i = 0; i < k; i++) {
         const ConvAlgoPerf *q = &found->p[idx[i]];
         CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd[dir], (cudnnMathType_t)convalgo_desc_math(g->prec, q->math)));

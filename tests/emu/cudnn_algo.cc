@@ -28,7 +28,8 @@
  *     FFT_TILING: the same on 32x32 tiles (overlap-save).
  *   Winograd: WINOGRAD F(2x2, 3x3) with its transforms in fp32 (a fused kernel: no tensor cores);
  *     WINOGRAD_NONFUSED F(4x4, 3x3) or F(2x2, 5x5) (and for the filter gradient F(3x3, 4x4) or
- *     F(5x5, 2x2)) with the transformed operands stored as the GEMM between them takes them.
+ *     F(5x5, 2x2)) with the transformed operands stored as the GEMM between them takes them
+ *     (on a 5x5 filter in TF32 even under CUDNN_FMA_MATH, as cuDNN 9 does: wino_operand).
  *     The transforms' matrices come from Toom-Cook with the points 0, 1, -1, 2, -2 and infinity,
  *     computed in double and rounded to fp32 (checked against a direct sum at their first use).
  * The operands of every product run on tensor cores are rounded as the tensor cores take them:
@@ -86,6 +87,17 @@ float operand(float v, const Arith &a, Kind k) {
     case CUDNN_DATA_BFLOAT16: return to_bf16(v);
     default: return v;
     }
+}
+
+/* A transformed operand of WINOGRAD_NONFUSED as it is stored. With a 5x5 filter cuDNN 9 rounds
+ * fp32 data to TF32 even under CUDNN_FMA_MATH: on an H200 its results were the same bits with FMA
+ * and DEFAULT math, 1.2e-3 to 8.1e-3 of the largest element off a double reference in every
+ * direction (2026-11-26 and 27, tests/test_cudnn.c), where its 3x3 kernels gave 2.8e-6 and every
+ * other fp32 algorithm under 1e-5. Modelled so (taps: the filter's side, or for the filter
+ * gradient the side of the result). */
+float wino_operand(float v, const Arith &a, Kind k, int taps) {
+    if (k == WINOGRAD_NONFUSED && taps == 5 && a.data == CUDNN_DATA_FLOAT) return emu::tf32(v);
+    return operand(v, a, k);
 }
 
 std::vector<float> operands(const std::vector<float> &v, const Arith &a, Kind k) {
@@ -634,7 +646,7 @@ void wino_correlate(int B, int K, int J, const Planes &in, const Planes &f, cons
     for (int kj = 0; kj < K * J; kj++) {
         float *u = &U[(size_t)kj * nn];
         sandwich<n, r, r, n>(W.G.data(), f.at(kj / J, kj % J), W.G.data(), u);
-        for (int e = 0; e < nn; e++) u[e] = operand(u[e], a, kind);
+        for (int e = 0; e < nn; e++) u[e] = wino_operand(u[e], a, kind, r);
     }
     const int ty = (out.h + m - 1) / m, tx = (out.w + m - 1) / m;
 #pragma omp parallel if (par)
@@ -648,7 +660,7 @@ void wino_correlate(int B, int K, int J, const Planes &in, const Planes &f, cons
                 window(in.at(b, j), in.h, in.w, y0, x0, n, d);
                 float *v = &V[(size_t)j * nn];
                 sandwich<n, n, n, n>(W.Bt.data(), d, W.Bt.data(), v);
-                for (int e = 0; e < nn; e++) v[e] = operand(v[e], a, kind);
+                for (int e = 0; e < nn; e++) v[e] = wino_operand(v[e], a, kind, r);
             }
             for (int k = 0; k < K; k++) {
                 std::fill(M.begin(), M.end(), 0.0f);
@@ -681,7 +693,7 @@ void wino_filter_grad(int B, int K, int J, const Planes &in, const Planes &f, co
         window(in.at(b, j), in.h, in.w, c / tx * t, c % tx * t, n, d);
         float *v = &V[(size_t)i * nn];
         sandwich<n, n, n, n>(W.Bt.data(), d, W.Bt.data(), v);
-        for (int e = 0; e < nn; e++) v[e] = operand(v[e], a, kind);
+        for (int e = 0; e < nn; e++) v[e] = wino_operand(v[e], a, kind, m);
     }
 #pragma omp parallel if (par)
     {
@@ -694,7 +706,7 @@ void wino_filter_grad(int B, int K, int J, const Planes &in, const Planes &f, co
                 for (int c = 0; c < nt; c++) {
                     window(f.at(k, j), f.h, f.w, c / tx * t, c % tx * t, t, g);
                     sandwich<n, t, t, n>(W.G.data(), g, W.G.data(), u);
-                    for (int e = 0; e < nn; e++) u[e] = operand(u[e], a, kind);
+                    for (int e = 0; e < nn; e++) u[e] = wino_operand(u[e], a, kind, m);
                     for (int b = 0; b < B; b++) {
                         const float *v = &V[(((size_t)j * nt + c) * B + b) * nn];
                         float *mb = &M[(size_t)b * nn];
