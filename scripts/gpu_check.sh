@@ -15,14 +15,15 @@
 #             design on in turn (NCHW unfused call by call; --data_format=NHWC; --fuse=on;
 #             --cuda_graph=on; DESIGN=full: all 8 combinations), 20 steps each, next to PyTorch
 #             eager (channels_last), then torch.compile if it compiles in the time left; a flag
-#             this nvcnn rejects skips its rows with nvcnn's message                          150
+#             this nvcnn rejects skips its rows with nvcnn's message                          125
 #   mpi       mpirun -np 2 on the one GPU (the MPI fallback): lenet 20 steps, and the ranks'
 #             parameters bitwise identical and within 2e-3 of one CPU process (tests/mpi/mpi_train,
 #             buckets of 25 and 0.02 MiB, the small ones three times and once deterministic)  25
 #   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     40
+#   profile   googlenet fp16 batch 64 --profile in NHWC and in NCHW: the layers and types      25
 # (What the stages took on an H200, 2026-11-26: build 4.9-6.1 s, tests 197 (every GPU test, run
 # one at a time), sanitize 10-14, models 157 (44 runs), peer 105, design 197 (with torch.compile),
-# mpi 4-5 (before its mpi_train rows), input 29-47. The models and peer stages are the ones a
+# mpi 4-5 (before its mpi_train rows; 11 with them, 2026-11-27), input 29-47. The models and peer stages are the ones a
 # second call gives more time: BUDGET_models=400 --only=models, say.) The whole run stays within GC_TOTAL seconds (570: one
 # call of at most 10 minutes on a lent machine): a stage may use what the stages before it
 # left of their budgets, never what the stages after it are owed; a stage that ignored its
@@ -67,12 +68,12 @@ use_deps() {
 }
 use_deps
 
-STAGES="build tests sanitize models peer design mpi input"
-declare -A BUDGET=([build]=15 [tests]=225 [sanitize]=20 [models]=50 [peer]=45 [design]=150 [mpi]=25 [input]=40)
+STAGES="build tests sanitize models peer design mpi input profile"
+declare -A BUDGET=([build]=15 [tests]=225 [sanitize]=20 [models]=50 [peer]=45 [design]=125 [mpi]=25 [input]=40 [profile]=25)
 declare -A TITLE=([build]="build" [tests]="GPU tests and parity table" [sanitize]="compute-sanitizer memcheck"
                   [models]="every model, 20 steps" [peer]="nvcnn and the PyTorch peer"
                   [design]="resnet50 b256: NCHW/NHWC, fusion, CUDA Graph" [mpi]="two ranks on one GPU (MPI)"
-                  [input]="real data / synthetic on the GPU")
+                  [input]="real data / synthetic on the GPU" [profile]="googlenet fp16: where NHWC loses")
 
 usage() {
   echo "gpu_check.sh: $1 (usage: scripts/gpu_check.sh [--only=STAGE[,STAGE...]] [--no-build] OUTDIR; stages: $STAGES)" >&2
@@ -485,6 +486,32 @@ stage_input() {
   { echo "$(grep -m1 '^input pipeline:' <<<"$out")"; echo; echo "${line:-no ratio line: see log.txt}"; } >>"$W/input.md"
   echo "ratio ${ratio:-not measured} (target >= 0.95)" >"$W/input.note"
   [ -n "$ratio" ] || touch "$W/input.fail"
+}
+
+# googlenet fp16 batch 64 ran at 1,858 img/s in NHWC (the 16-bit default) against 2,380 in fp32 NCHW
+# on the H200 of 2026-11-27, where 16 bits should be the faster: --profile of both layouts (layers
+# and types, wall clock per layer) says which layers NHWC loses in.
+stage_profile() {
+  local f out rc lim
+  for f in NHWC NCHW; do
+    lim=$(( $(left) - 2 ))
+    [ "$lim" -gt 40 ] && lim=40
+    if [ "$lim" -lt 8 ]; then echo "googlenet fp16 $f: not run (stage budget)" >>"$W/profile.md"; echo >>"$W/profile.md"; continue; fi
+    out=$(timeout --foreground -k 5 "$lim" ./nvcnn --model=googlenet --precision=fp16 --device=gpu --data_format="$f" --batch_size=64 \
+          --num_batches=10 --nstep_burnin=3 --profile="$W/googlenet-$f.json" --profile_steps=5:3 2>&1)
+    rc=$?
+    printf '== googlenet fp16 %s: exit %s\n%s\n' "$f" "$rc" "$out"
+    {
+      echo "googlenet fp16 batch 64, --data_format=$f: exit $rc, $(grep -m1 '^Images/sec' <<<"$out" || echo 'no Images/sec line')"
+      echo
+      echo '```'
+      awk '/^Profile of steps/ { on = 1 } on && n < 16 { print; n++ } /^  by type:/ { print } /^  not in any layer/ { print }' <<<"$out" | awk '!seen[$0]++'
+      echo '```'
+      echo
+    } >>"$W/profile.md"
+    [ "$rc" -eq 0 ] || touch "$W/profile.fail"
+  done
+  echo "googlenet fp16 --profile, NHWC and NCHW: $(grep -c '^googlenet' "$W/profile.md") run(s)" >"$W/profile.note"
 }
 
 # ---------------------------------------------------------------------------------------------
