@@ -221,7 +221,12 @@ TEST_IN_GROUP(hosts_slurm_node_lost_job_resumes_and_equals_an_uninterrupted_run,
         char name[64], want[1200], sub[800];
         snprintf(name, sizeof name, "%s.out", jobs[k]);
         char *t = sc_slurp(dir, name);
-        CHECK_MSG(sc_job_is(o, jobs[k], "COMPLETED", "0:0", 1), "%s: %s\n%s", jobs[k], o, t);
+        /* the harness requeues once more a restarted run that died inside MPI_Init (Open MPI's
+         * TCP transport, tests/hosts/run.sh): that run printed no line of nvcnn's */
+        char crash[160];
+        snprintf(crash, sizeof crash, "lost %s: a task of the restarted run died inside MPI_Init", jobs[k]);
+        const int init_crash = strstr(o, crash) != NULL;
+        CHECK_MSG(sc_job_is(o, jobs[k], "COMPLETED", "0:0", 1 + init_crash), "%s: %s\n%s", jobs[k], o, t);
         const char *second = strstr(t, ", restart 1,");
         CHECK_MSG(strstr(t, ", restart 0,") && second, "%s", t);
         if (!second) {
