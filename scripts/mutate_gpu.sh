@@ -59,6 +59,8 @@ bn_biased_running_var|src/cuda/bn.cu|factor * (float)(m > 1 ? var * m / (m - 1) 
 fp16_unscale_10pc|src/cuda/optim.cu|    return use_state && st->scale != 1.0f ? (float)(1.0 / (double)st->scale) : 1.0f;|    return use_state && st->scale != 1.0f ? (float)(1.1 / (double)st->scale) : 1.0f;
 fp32_takes_tensor_ops|src/convalgo.c|        return math == CONVALGO_MATH_FMA; /* DEFAULT|        return 1; /* DEFAULT|int convalgo_desc_math(int precision, int math) { return precision == PREC_FP32 ? CONVALGO_MATH_FMA : math; }|int convalgo_desc_math(int precision, int math) { (void)precision; return math; }
 fp32_inaccurate_winograd|src/convalgo.c|    return algo != nonfused;|    return nonfused >= 0;
+bias_vec_lane_dropped|src/cuda/bias.cu|            for (int j = 0; j < L; j++) sum += sh[|            for (int j = 1; j < L; j++) sum += sh[
+concat_vec_off_by_one|src/cuda/concat.cu|        const size_t j = (size_t)s * chw_out + off + r;|        const size_t j = (size_t)s * chw_out + off + r + (s > 0);
 deterministic_by_find|src/cuda/conv.cu|    const int h = g->deterministic;|    const int h = 0;
 nccl_before_backward|src/cuda/gpunet.cu|        enter(NULL, -1, NULL);\n        if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);\n|        enter(NULL, -1, NULL);\n|        g->impl[i]->backward(g, l, i);\n|        if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);\n        g->impl[i]->backward(g, l, i);\n
 nccl_no_wait|src/cuda/allreduce.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->cs, ready, 0));\n|

@@ -3,7 +3,8 @@
  *   - a padded convolution on the network's input reserves no gradient buffer for that input
  *     (conv.cu: the gradient of the input is never computed);
  *   - the bias gradient handles more than 65,535 channels (bias.cu: channels on the grid's x,
- *     whose limit is 2^31 - 1, not on y, whose limit is 65,535);
+ *     whose limit is 2^31 - 1, not on y, whose limit is 65,535), and in NHWC sums a vector of
+ *     channels a thread wherever the channels fill vectors;
  *   - parameters out of layer order end gpunet_new with a message (gpunet.cu: NCCL's buckets and
  *     on_ready hand gradients on by arena offset, which needs the layer order);
  *   - LARC is three launches per step whatever the number of parameter tensors (optim.cu): counted
@@ -123,6 +124,73 @@ TEST(gpu_bias_gradient_over_65535_channels) {
     free(dy);
     gpunet_free(g);
     net_free(net);
+}
+
+/* The NHWC bias gradient a 16-byte vector of channels a thread (bias.cu's k_bias_partial_nhwc_vec)
+ * and a channel a thread where the channels do not fill vectors: a 1x1 convolution with bias, in
+ * NHWC, its bias gradient against the sums of its output's gradient (downloaded) in double, in
+ * fp32, fp16 and bf16, for channel counts that make one vector column (8 in 16 bits), several
+ * (24, 64: a block's lanes of 10 and 4 rows), more columns than a block holds (2056: 514 in fp32,
+ * 257 in 16 bits, two and three blocks across) and no whole vectors (13, 2: the scalar kernel),
+ * over enough rows (8 x 16 x 16 = 2048) for several splits. The limit: fp32 sums of up to 2048
+ * values in another order, 2e-6 of the sum of their magnitudes (measured: below). */
+TEST(gpu_bias_gradient_nhwc_vectors_match_sums) {
+    if (!tu_select_gpu()) return;
+    const int precs[3] = {PREC_FP32, PREC_FP16, PREC_BF16}, chans[6] = {8, 24, 64, 2056, 13, 2};
+    double worst_all = 0;
+    for (int pi = 0; pi < 3; pi++)
+        for (int ci = 0; ci < 6; ci++) {
+            const int N = 8, H = 16, W = 16, C = chans[ci];
+            Net *net = net_new(N, 3, H, W);
+            int y = conv_create(net, net->input, C, 1, 1, 1, 1, PAD_SAME, 1);
+            softmax_xent_create(net, fc_create(net, flatten_create(net, y), 3, 1));
+            net_finalize(net, 5);
+            Rng r;
+            rng_seed(&r, 40 + (uint64_t)ci);
+            tu_fill_uniform(net->node[net->input].data, shape_count(net->node[net->input].shape), -1, 1, &r);
+            int32_t labels[N];
+            for (int i = 0; i < N; i++) labels[i] = (int32_t)rng_below(&r, 3);
+            char err[512];
+            int oom;
+            GpuNet *g = gpunet_new(net, 0, precs[pi], GPUNET_WORKSPACE_DEFAULT, GPUNET_NHWC, err, sizeof err, &oom);
+            CHECK_MSG(g != NULL, "gpunet_new: %s", err);
+            if (!g) {
+                net_free(net);
+                continue;
+            }
+            gpunet_set_input(g, net->node[net->input].data);
+            gpunet_set_labels(g, labels);
+            gpunet_forward(g);
+            gpunet_backward(g, 1.0f, NULL, NULL);
+            const size_t ny = shape_count(net->node[y].shape), hw = (size_t)H * W;
+            float *dy = malloc(ny * sizeof *dy);
+            gpunet_download_node(g, y, dy, 1);
+            gpunet_download_grads(g);
+            const Conv *c = (const Conv *)net->layer[0].priv;
+            const float *db = net->grads + net->param[c->pb].off;
+            double worst = 0, mags = 0;
+            int bad = -1;
+            for (int ch = 0; ch < C; ch++) {
+                double sum = 0, mag = 0;
+                for (int i = 0; i < N; i++)
+                    for (size_t p = 0; p < hw; p++) {
+                        const double v = dy[((size_t)i * C + ch) * hw + p];
+                        sum += v, mag += fabs(v);
+                    }
+                mags = fmax(mags, mag);
+                const double e = fabs(sum - db[ch]) / fmax(mag, 1e-30);
+                if (e > worst) worst = e, bad = ch;
+            }
+            CHECK_MSG(mags > 1e-12, "%s, %d channels: the output's gradient is all zero", precision_name((Precision)precs[pi]), C);
+            CHECK_MSG(worst <= 2e-6, "%s, %d channels: channel %d's bias gradient off by %.3g of its values' magnitudes",
+                      precision_name((Precision)precs[pi]), C, bad, worst);
+            worst_all = fmax(worst_all, worst);
+            free(dy);
+            gpunet_free(g);
+            net_free(net);
+        }
+    printf("    NHWC bias gradients, 6 channel counts in fp32, fp16, bf16: largest error %.3e of the summed magnitudes\n", worst_all);
+    tu_parity_row("NHWC bias gradient, 2 to 2056 channels, against the sums of dy", "all", worst_all, worst_all, 2e-6);
 }
 
 /* gpunet_new on a net whose layers' parameters are not in layer order (two convolutions' tensors

@@ -10,7 +10,9 @@
  * tensor as one flat array and tracks the channel element by element. Backward is deterministic:
  * blocks (s, c) sum channel c over their share of the samples into partial[c][s] (fp32), then
  * one thread per channel adds its partials in order into db. Blocks are (channel, split): any
- * number of channels (the grid's x), at most 256 splits (its y). */
+ * number of channels (the grid's x), at most 256 splits (its y). In NHWC, channels that fill
+ * 16-byte vectors are summed a vector a thread (k_bias_partial_nhwc_vec), others a channel a
+ * thread. */
 #include "gpunet_internal.h"
 
 /* Partial sums per channel: enough blocks to fill the GPU (about 1024 in all), at most one per
@@ -110,6 +112,40 @@ template <typename T> __global__ void k_bias_partial_nhwc(const T *dy, float *pa
     partial[(size_t)ch * S + s] = acc;
 }
 
+/* NHWC with channels in 16-byte vectors (c a multiple of V = 16 / sizeof(T), dy 16-byte aligned):
+ * block (x, s) covers vector columns [x Gb, (x+1) Gb) of dy [rows][c / V] (Gb = min(c / V,
+ * GPU_THREADS)) and rows [s rows / S, (s+1) rows / S); its threads are L = GPU_THREADS / Gb lanes
+ * of Gb columns: thread (lane, col) sums rows lane, lane + L, ... of its share, V channels at a
+ * time, so a warp reads whole rows' contiguous vectors (the scalar kernel above reads 2 or 4
+ * bytes a thread, one thread a channel: 16 of 256 threads at work for 16 channels). The lanes'
+ * sums are added in lane order (deterministic) into partial[ch][s]. */
+template <typename T> __global__ void k_bias_partial_nhwc_vec(const T *dy, float *partial, size_t rows, int c, int Gb) {
+    constexpr int V = 16 / sizeof(T);
+    __shared__ float sh[GPU_THREADS * V];
+    const int G = c / V, L = GPU_THREADS / Gb, t = threadIdx.x, lane = t / Gb, cl = t % Gb, col = blockIdx.x * Gb + cl;
+    const int s = blockIdx.y, S = gridDim.y;
+    const size_t r0 = rows * s / S, r1 = rows * (s + 1) / S;
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) acc[k] = 0;
+    if (lane < L && col < G)
+        for (size_t r = r0 + lane; r < r1; r += L) {
+            alignas(16) T v[V];
+            gpu_load16(v, dy, r * G + col);
+#pragma unroll
+            for (int k = 0; k < V; k++) acc[k] += to_f(v[k]);
+        }
+#pragma unroll
+    for (int k = 0; k < V; k++) sh[t * V + k] = acc[k];
+    __syncthreads();
+    if (lane == 0 && col < G)
+        for (int k = 0; k < V; k++) {
+            float sum = 0;
+            for (int j = 0; j < L; j++) sum += sh[(j * Gb + cl) * V + k];
+            partial[(size_t)(col * V + k) * S + s] = sum;
+        }
+}
+
 /* db[ch] += sum over s of partial[ch][s], in order */
 __global__ void k_bias_collect(const float *partial, float *db, int c, int S) {
     for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
@@ -130,6 +166,20 @@ void gpu_bias_backward(GpuNet *g, const void *dy, float *db, int n, int c, size_
     if (n == 0 || c == 0) return;
     if (g->nhwc) {
         const size_t rows = (size_t)n * hw;
+        const size_t V = 16 / g->esize;
+        if ((size_t)c % V == 0 && ((uintptr_t)dy & 15) == 0 && (size_t)c / V < 0x80000000u / GPU_THREADS) {
+            const int G = (int)((size_t)c / V), Gb = G < GPU_THREADS ? G : GPU_THREADS, L = GPU_THREADS / Gb;
+            const unsigned gx = (unsigned)((G + Gb - 1) / Gb);
+            /* about 1024 blocks in all, each thread at least 16 rows, within the scratch's splits */
+            size_t S = (1024 + gx - 1) / gx, most = rows / ((size_t)L * 16);
+            if (S > most) S = most;
+            if (S > (size_t)bias_splits_nhwc(rows)) S = (size_t)bias_splits_nhwc(rows);
+            if (S < 1) S = 1;
+            GPU_DISPATCH(g, T,
+                         LAUNCH(k_bias_partial_nhwc_vec<T>, dim3(gx, (unsigned)S), GPU_THREADS, 0, g->s, (const T *)dy, partial, rows, c, Gb));
+            LAUNCH(k_bias_collect, (c + GPU_THREADS - 1) / GPU_THREADS, GPU_THREADS, 0, g->s, partial, db, c, (int)S);
+            return;
+        }
         const int S = bias_splits_nhwc(rows);
         GPU_DISPATCH(g, T,
                      LAUNCH(k_bias_partial_nhwc<T>, dim3((unsigned)((c + GPU_THREADS - 1) / GPU_THREADS), (unsigned)S), GPU_THREADS, 0, g->s,
