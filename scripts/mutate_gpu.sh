@@ -61,6 +61,8 @@ fp32_takes_tensor_ops|src/convalgo.c|        return math == CONVALGO_MATH_FMA; /
 fp32_inaccurate_winograd|src/convalgo.c|    return algo != nonfused;|    return nonfused >= 0;
 bias_vec_lane_dropped|src/cuda/bias.cu|            for (int j = 0; j < L; j++) sum += sh[|            for (int j = 1; j < L; j++) sum += sh[
 concat_vec_off_by_one|src/cuda/concat.cu|        const size_t j = (size_t)s * chw_out + off + r;|        const size_t j = (size_t)s * chw_out + off + r + (s > 0);
+pad_vec_edge|src/cuda/conv.cu|        if (sy >= 0 && sy < h && sx >= 0 && sx < w)\n            gpu_load16(a, x,|        if (sy >= 0 && sy < h && sx >= 0 && sx <= w)\n            gpu_load16(a, x,
+unpad_vec_shifted|src/cuda/conv.cu|            gpu_load16(a, dxp, (((size_t)img * hp + py) * wp + px) * G + gv);|            gpu_load16(a, dxp, (((size_t)img * hp + py) * wp + px - (px > 0)) * G + gv);
 deterministic_by_find|src/cuda/conv.cu|    const int h = g->deterministic;|    const int h = 0;
 nccl_before_backward|src/cuda/gpunet.cu|        enter(NULL, -1, NULL);\n        if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);\n|        enter(NULL, -1, NULL);\n|        g->impl[i]->backward(g, l, i);\n|        if (l->nparam > 0 && g->comm) gpu_allreduce_ready(g, g->poff[l->param0], g->lev[i]);\n        g->impl[i]->backward(g, l, i);\n
 nccl_no_wait|src/cuda/allreduce.cu|    CUDA_CHECK(cudaStreamWaitEvent(g->cs, ready, 0));\n|
