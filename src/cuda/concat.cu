@@ -33,13 +33,7 @@ __global__ void k_concat_vec(T *x, T *y, unsigned total, unsigned chw_in, unsign
             continue;
         }
         gpu_load16(a, y, j);
-        if (acc) {
-            alignas(16) T b[V];
-            gpu_load16(b, x, i);
-#pragma unroll
-            for (int k = 0; k < V; k++) a[k] = from_f<T>(to_f(b[k]) + to_f(a[k]));
-        }
-        gpu_store16(x, i, a);
+        gpu_store16_acc(x, i, a, acc);
     }
 }
 

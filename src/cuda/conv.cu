@@ -111,13 +111,7 @@ __global__ void k_unpad_add_nhwc_vec(const T *dxp, T *dx, unsigned nvec, unsigne
             gpu_load16(a, dxp, (((size_t)img * hp + py) * wp + px) * G + gv);
         else
             *reinterpret_cast<uint4 *>(a) = make_uint4(0, 0, 0, 0);
-        if (acc) {
-            alignas(16) T b[V];
-            gpu_load16(b, dx, v);
-#pragma unroll
-            for (int k = 0; k < V; k++) a[k] = from_f<T>(to_f(b[k]) + to_f(a[k]));
-        }
-        gpu_store16(dx, v, a);
+        gpu_store16_acc(dx, v, a, acc);
     }
 }
 /* whether the NHWC vector kernels take a padding of `c` channels between tensors a and b of at

@@ -304,6 +304,16 @@ template <typename T> __device__ __forceinline__ void gpu_load16(T *dst, const T
 template <typename T> __device__ __forceinline__ void gpu_store16(T *dst, size_t v, const T *src) {
     reinterpret_cast<uint4 *>(dst)[v] = *reinterpret_cast<const uint4 *>(src);
 }
+/* dst's vector v = a, or (acc) dst's vector v + a, added in fp32 (a is overwritten with the sum) */
+template <typename T> __device__ __forceinline__ void gpu_store16_acc(T *dst, size_t v, T *a, int acc) {
+    if (acc) {
+        alignas(16) T b[16 / sizeof(T)];
+        gpu_load16(b, dst, v);
+#pragma unroll
+        for (int k = 0; k < (int)(16 / sizeof(T)); k++) a[k] = from_f<T>(to_f(b[k]) + to_f(a[k]));
+    }
+    gpu_store16(dst, v, a);
+}
 /* Blocks for a grid-stride loop over n elements. */
 static inline unsigned gpu_blocks(size_t n) {
     size_t b = (n + GPU_THREADS - 1) / GPU_THREADS;
