@@ -23,6 +23,7 @@
 #include "layer_death.h"
 #include "layers/layers.h"
 #include "layers/priv.h"
+#include "models.h"
 #include "testutil.h"
 #ifdef NVCNN_GPU_EMU
 #include "emu/emu_counts.h"
@@ -191,6 +192,59 @@ TEST(gpu_bias_gradient_nhwc_vectors_match_sums) {
         }
     printf("    NHWC bias gradients, 6 channel counts in fp32, fp16, bf16: largest error %.3e of the summed magnitudes\n", worst_all);
     tu_parity_row("NHWC bias gradient, 2 to 2056 channels, against the sums of dy", "all", worst_all, worst_all, 2e-6);
+}
+
+/* googlenet in fp16 NHWC (its widths, 32x32 images, batch 2): a training step takes the vector
+ * kernels for every bias gradient, concat and explicit padding (its channel counts are multiples of
+ * 8, the first convolution's 3 colours padded to 8), and never the element-a-thread ones, which
+ * the H200 measured googlenet's NHWC step losing to NCHW with (docs/performance.md, fourth GPU
+ * session). Counted by the emulated device, so the test runs only there. */
+TEST(gpu_nhwc_googlenet_takes_the_vector_kernels) {
+#ifndef NVCNN_GPU_EMU
+    if (tu_gpus() == 0) return;
+    th_skip("launch counts come from the emulated device (make GPU_EMU=1), which make test builds");
+    return;
+#else
+    if (!tu_select_gpu()) return;
+    Net *net = model_build_reduced(model_find("googlenet"), 2, 10, 32, 1, ACT_RELU);
+    net_finalize(net, 11);
+    Rng r;
+    rng_seed(&r, 12);
+    tu_fill_uniform(net->node[net->input].data, shape_count(net->node[net->input].shape), -1, 1, &r);
+    int32_t labels[2] = {3, 7};
+    char err[512];
+    int oom;
+    GpuNet *g = gpunet_new(net, 0, PREC_FP16, GPUNET_WORKSPACE_DEFAULT, GPUNET_NHWC, err, sizeof err, &oom);
+    CHECK_MSG(g != NULL, "gpunet_new: %s", err);
+    if (!g) {
+        net_free(net);
+        return;
+    }
+    gpunet_set_input(g, net->node[net->input].data);
+    gpunet_set_labels(g, labels);
+    int convs = 0, concats = 0;
+    for (int i = 0; i < net->nlayer; i++) {
+        convs += strcmp(net->layer[i].ops->type, "conv") == 0;
+        concats += strcmp(net->layer[i].ops->type, "concat") == 0;
+    }
+    static const char *const names[6] = {"k_bias_partial_nhwc_vec<T>", "k_bias_partial_nhwc<T>", "k_concat_vec<T>", "k_concat<T>",
+                                         "k_pad_nhwc_vec<T>", "k_pad<T>"};
+    long before[6];
+    for (int k = 0; k < 6; k++) before[k] = emu_launches(names[k]);
+    gpunet_forward(g);
+    gpunet_backward(g, 1.0f, NULL, NULL);
+    long d[6];
+    for (int k = 0; k < 6; k++) d[k] = emu_launches(names[k]) - before[k];
+    printf("    googlenet fp16 NHWC, one step: %d convolutions, %d concats; launches: %s %ld, %s %ld, %s %ld, %s %ld, %s %ld, %s %ld\n", convs,
+           concats, names[0], d[0], names[1], d[1], names[2], d[2], names[3], d[3], names[4], d[4], names[5], d[5]);
+    /* every convolution has a bias: one bias gradient each; a concat copies each input forward and
+     * backward; the first convolution (7x7/2 SAME on an even size) pads explicitly */
+    CHECK_MSG(d[0] == convs && d[1] == 0, "bias gradients: %ld vector, %ld scalar, %d convolutions", d[0], d[1], convs);
+    CHECK_MSG(concats == 9 && d[2] == 2 * 4 * concats && d[3] == 0, "concat copies: %ld vector, %ld scalar, %d concats", d[2], d[3], concats);
+    CHECK_MSG(d[4] == 1 && d[5] == 0, "explicit padding: %ld vector, %ld scalar", d[4], d[5]);
+    gpunet_free(g);
+    net_free(net);
+#endif
 }
 
 /* gpunet_new on a net whose layers' parameters are not in layer order (two convolutions' tensors
