@@ -29,8 +29,9 @@
 #include "emu/emu_counts.h"
 #endif
 
-/* net's input and labels filled at random (seed), the GpuNet made in fp32. */
-static GpuNet *gpu_of(Net *net, int32_t *labels, uint64_t seed) {
+/* net's input and labels filled at random (seed), the GpuNet made in `precision` with gpunet_new's
+ * layout `flags` (0: the precision's default). */
+static GpuNet *gpu_of_in(Net *net, int32_t *labels, uint64_t seed, int precision, unsigned flags) {
     Rng r;
     rng_seed(&r, seed);
     tu_fill_uniform(net->node[net->input].data, shape_count(net->node[net->input].shape), -1, 1, &r);
@@ -38,7 +39,7 @@ static GpuNet *gpu_of(Net *net, int32_t *labels, uint64_t seed) {
     for (int i = 0; i < net->batch; i++) labels[i] = (int32_t)rng_below(&r, classes);
     char err[512];
     int oom;
-    GpuNet *g = gpunet_new(net, 0, PREC_FP32, GPUNET_WORKSPACE_DEFAULT, 0, err, sizeof err, &oom);
+    GpuNet *g = gpunet_new(net, 0, precision, GPUNET_WORKSPACE_DEFAULT, flags, err, sizeof err, &oom);
     CHECK_MSG(g != NULL, "gpunet_new: %s", err);
     if (g) {
         gpunet_set_input(g, net->node[net->input].data);
@@ -46,6 +47,9 @@ static GpuNet *gpu_of(Net *net, int32_t *labels, uint64_t seed) {
     }
     return g;
 }
+
+/* ... in fp32. */
+static GpuNet *gpu_of(Net *net, int32_t *labels, uint64_t seed) { return gpu_of_in(net, labels, seed, PREC_FP32, 0); }
 
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
@@ -146,21 +150,12 @@ TEST(gpu_bias_gradient_nhwc_vectors_match_sums) {
             int y = conv_create(net, net->input, C, 1, 1, 1, 1, PAD_SAME, 1);
             softmax_xent_create(net, fc_create(net, flatten_create(net, y), 3, 1));
             net_finalize(net, 5);
-            Rng r;
-            rng_seed(&r, 40 + (uint64_t)ci);
-            tu_fill_uniform(net->node[net->input].data, shape_count(net->node[net->input].shape), -1, 1, &r);
             int32_t labels[N];
-            for (int i = 0; i < N; i++) labels[i] = (int32_t)rng_below(&r, 3);
-            char err[512];
-            int oom;
-            GpuNet *g = gpunet_new(net, 0, precs[pi], GPUNET_WORKSPACE_DEFAULT, GPUNET_NHWC, err, sizeof err, &oom);
-            CHECK_MSG(g != NULL, "gpunet_new: %s", err);
+            GpuNet *g = gpu_of_in(net, labels, 40 + (uint64_t)ci, precs[pi], GPUNET_NHWC);
             if (!g) {
                 net_free(net);
                 continue;
             }
-            gpunet_set_input(g, net->node[net->input].data);
-            gpunet_set_labels(g, labels);
             gpunet_forward(g);
             gpunet_backward(g, 1.0f, NULL, NULL);
             const size_t ny = shape_count(net->node[y].shape), hw = (size_t)H * W;
@@ -208,20 +203,12 @@ TEST(gpu_nhwc_googlenet_takes_the_vector_kernels) {
     if (!tu_select_gpu()) return;
     Net *net = model_build_reduced(model_find("googlenet"), 2, 10, 32, 1, ACT_RELU);
     net_finalize(net, 11);
-    Rng r;
-    rng_seed(&r, 12);
-    tu_fill_uniform(net->node[net->input].data, shape_count(net->node[net->input].shape), -1, 1, &r);
-    int32_t labels[2] = {3, 7};
-    char err[512];
-    int oom;
-    GpuNet *g = gpunet_new(net, 0, PREC_FP16, GPUNET_WORKSPACE_DEFAULT, GPUNET_NHWC, err, sizeof err, &oom);
-    CHECK_MSG(g != NULL, "gpunet_new: %s", err);
+    int32_t labels[2];
+    GpuNet *g = gpu_of_in(net, labels, 12, PREC_FP16, GPUNET_NHWC);
     if (!g) {
         net_free(net);
         return;
     }
-    gpunet_set_input(g, net->node[net->input].data);
-    gpunet_set_labels(g, labels);
     int convs = 0, concats = 0;
     for (int i = 0; i < net->nlayer; i++) {
         convs += strcmp(net->layer[i].ops->type, "conv") == 0;
