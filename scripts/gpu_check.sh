@@ -307,8 +307,10 @@ stage_peer() {
     return
   fi
   local out
-  # rows by importance: resnet50 first; 20 timed steps after 5; each run stopped at the deadline
-  out=$(ROWS=${PEER_ROWS:-"resnet50:256:fp16 resnet50:256:fp32 resnet50:256:tf32 resnet50:256:bf16 googlenet:256:fp16 alexnet:512:fp16 resnet152:128:fp16 vgg16:128:fp16"} \
+  # rows by importance: resnet50 fp16 first, then googlenet fp16 (its NHWC kernels of 2026-11-27,
+  # unmeasured), bf16, fp32; tf32 last (PyTorch's tf32 run outlasted the 26 s left to it on
+  # 2026-11-27); 20 timed steps after 5; each run stopped at the deadline
+  out=$(ROWS=${PEER_ROWS:-"resnet50:256:fp16 googlenet:256:fp16 resnet50:256:bf16 resnet50:256:fp32 alexnet:512:fp16 resnet152:128:fp16 vgg16:128:fp16 resnet50:256:tf32"} \
         BURNIN=5 ROW_TIMEOUT=60 DEADLINE=$(( $(date +%s) + $(left) - 2 )) PYTHON="$py" scripts/bench_gpu.sh 20 2>&1 |
         tee -a /dev/stderr)
   echo "$out" >>"$W/peer.md"
