@@ -441,8 +441,7 @@ static void conv_backward(GpuNet *g, Layer *l, int li) {
         CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dy, p->cd[CONV_BWD_DATA], algo, g->ws, g->ws_bytes, &zero,
                                                  p->xp, p->dxpad));
         const size_t total = (size_t)n * cin * c->h * c->w, V = 16 / g->esize;
-        const size_t ptotal = (size_t)n * cin * p->hp * p->wp;
-        if (pad_vec_ok(g, cin, p->dxpad, dxs, ptotal > total ? ptotal : total))
+        if (pad_vec_ok(g, cin, p->dxpad, dxs, (size_t)n * cin * p->hp * p->wp)) /* (the padded tensor is the larger) */
             GPU_DISPATCH(g, T,
                          LAUNCH(k_unpad_add_nhwc_vec<T>, gpu_blocks(total / V), GPU_THREADS, 0, g->s, (const T *)p->dxpad, (T *)dxs,
                                 (unsigned)(total / V), (unsigned)((size_t)cin / V), c->h, c->w, p->hp, p->wp, c->pt, c->pl,
