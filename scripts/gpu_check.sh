@@ -612,6 +612,7 @@ write_summary() {
     fi
     echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';' - | grep . || echo '(no nvidia-smi)')"
     echo "- device: ${gpu_line:-?}"
+    echo "- host CPU: ${cpu_line:-?}"
     echo "- total: $(since "$run_start") s of $total s"
     echo
     echo "| stage | status | wall s | result |"
@@ -645,6 +646,13 @@ else
   gpu_line="no ./nvcnn (build it first: the build stage)"
 fi
 echo "$gpu_line" >>"$log"
+# The host's CPU: where its flags have bf16 arithmetic (avx512_bf16, amx_bf16), the CPU backend's
+# bf16 (which oneDNN runs from avx512_core) can be developed and measured there
+cpu_flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+cpu_bf16=$(grep -o -w -E 'avx512_core|avx512f|avx512_bf16|amx_bf16|amx_tile' <<<"$cpu_flags" | sort -u | paste -sd ' ' -)
+cpu_layers=$( [ -x ./nvcnn ] && timeout -k 5 60 ./nvcnn --model=lenet --device=cpu --num_batches=1 --nstep_burnin=0 2>&1 | sed -n 's/^CPU layers: *//p' | head -n 1)
+cpu_line="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1); AVX-512/bf16 flags: ${cpu_bf16:-none}; nvcnn's CPU layers: ${cpu_layers:-?}"
+echo "host CPU: $cpu_line" >>"$log"
 if [ "$has_gpu" = 0 ] && grep -q 'nvidia-smi lists' <<<"$gpu_line"; then
   # the driver sees GPUs that the CUDA runtime cannot use (a driver older than the build's CUDA
   # needs): not a machine without a GPU, a machine that must be fixed

@@ -32,6 +32,9 @@ TEST(check_script_without_a_device_says_so_and_exits_0) {
     CHECK(th_run(cmd, &s) == 0 && s);
     CHECK_MSG(s && strstr(s, "| build | ok |") && strstr(s, "| tests | not run (no GPU) |") && strstr(s, "| input | not run (no GPU) |"),
               "%s", s);
+    /* the host's CPU, with its AVX-512/bf16 flags and the CPU layers nvcnn runs there */
+    CHECK_MSG(s && strstr(s, "- host CPU: ") && strstr(s, "AVX-512/bf16 flags: ") && strstr(s, "nvcnn's CPU layers: ") && !strstr(s, "nvcnn's CPU layers: ?"),
+              "%s", s);
     free(s);
     snprintf(path, sizeof path, "%s/gc/log.txt", t);
     CHECK_MSG(access(path, R_OK) == 0, "no %s", path);
