@@ -61,6 +61,8 @@ fp32_takes_tensor_ops|src/convalgo.c|        return math == CONVALGO_MATH_FMA; /
 fp32_inaccurate_winograd|src/convalgo.c|    return algo != nonfused;|    return nonfused >= 0;
 bias_vec_lane_dropped|src/cuda/bias.cu|            for (int j = 0; j < L; j++) sum += sh[|            for (int j = 1; j < L; j++) sum += sh[
 bias_fwd_nhwc_shifted|src/cuda/bias.cu|plane = hw == 1 ? i : i / hw|plane = hw == 1 ? i + 1 : i / hw
+pool_at_pixel_shifted|src/cuda/pool.cu|        a.pix = (int)(i % hw);|        a.pix = (int)((i + 1) % hw);
+bn_walk_channel_shifted|src/cuda/gpunet_internal.h|            ch = (int)(q % (unsigned)c);|            ch = (int)((q + 1) % (unsigned)c);
 concat_vec_off_by_one|src/cuda/concat.cu|        const size_t j = (size_t)s * chw_out + off + r;|        const size_t j = (size_t)s * chw_out + off + r + (s > 0);
 pad_vec_edge|src/cuda/conv.cu|        if (sy >= 0 && sy < h && sx >= 0 && sx < w)\n            gpu_load16(a, x,|        if (sy >= 0 && sy < h && sx >= 0 && sx <= w)\n            gpu_load16(a, x,
 unpad_vec_shifted|src/cuda/conv.cu|            gpu_load16(a, dxp, (((size_t)img * hp + py) * wp + px) * G + gv);|            gpu_load16(a, dxp, (((size_t)img * hp + py) * wp + px - (px > 0)) * G + gv);

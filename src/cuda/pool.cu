@@ -25,23 +25,24 @@ struct PoolAt {
     int pix;
     size_t base;
 };
-__device__ static PoolAt pool_at(size_t i, int h, int w, const PoolDims &d) {
+template <typename I> __device__ static PoolAt pool_at(I i, int h, int w, const PoolDims &d) {
     PoolAt a;
+    const I hw = (I)h * (I)w;
     if (d.nhwc) {
-        const size_t r = i / (size_t)d.c;
-        a.pix = (int)(r % ((size_t)h * w));
-        a.base = r / ((size_t)h * w) * (size_t)h * w * d.c + i % (size_t)d.c;
+        const I r = i / (I)d.c;
+        a.pix = (int)(r % hw);
+        a.base = (size_t)(r / hw * hw * (I)d.c + i % (I)d.c);
     } else {
-        a.pix = (int)(i % ((size_t)h * w));
-        a.base = i - (size_t)a.pix;
+        a.pix = (int)(i % hw);
+        a.base = (size_t)(i - (I)a.pix);
     }
     return a;
 }
 
 /* the same (sample, channel)'s pixel 0 in a tensor of h2 x w2 pixels */
-__device__ static size_t pool_rebase(size_t base, int h, int w, int h2, int w2, const PoolDims &d) {
-    if (d.nhwc) return base / ((size_t)h * w * d.c) * (size_t)h2 * w2 * d.c + base % (size_t)d.c;
-    return base / ((size_t)h * w) * (size_t)h2 * w2;
+template <typename I> __device__ static size_t pool_rebase(I base, int h, int w, int h2, int w2, const PoolDims &d) {
+    if (d.nhwc) return (size_t)(base / ((I)h * w * d.c) * ((I)h2 * w2 * d.c) + base % (I)d.c);
+    return (size_t)(base / ((I)h * w) * ((I)h2 * w2));
 }
 
 __device__ static void window(const PoolDims &d, int oy, int ox, int *y0, int *y1, int *x0, int *x1) {
@@ -63,11 +64,14 @@ __device__ static void covering(const PoolDims &d, int yy, int xx, int *oy_lo, i
     if (*ox_hi > d.ow - 1) *ox_hi = d.ow - 1;
 }
 
-template <typename T> __global__ void k_pool_forward(const T *x, T *y, int32_t *am, size_t total, PoolDims d, int is_max) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const PoolAt o = pool_at(i, d.oh, d.ow, d);
+/* The element-wise kernels' index arithmetic in I: 32-bit where input and output both have fewer
+ * than 2^31 elements (pool_narrow), where each element's pixel, sample and channel cost a few 32-bit
+ * divisions instead of 64-bit ones of a few dozen instructions each. */
+template <typename T, typename I> __device__ void pool_forward_range(const T *x, T *y, int32_t *am, I total, const PoolDims &d, int is_max) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const PoolAt o = pool_at<I>(i, d.oh, d.ow, d);
         const int ox = o.pix % d.ow, oy = o.pix / d.ow, step = d.nhwc ? d.c : 1;
-        const T *xp = x + pool_rebase(o.base, d.oh, d.ow, d.h, d.w, d);
+        const T *xp = x + pool_rebase<I>((I)o.base, d.oh, d.ow, d.h, d.w, d);
         int y0, y1, x0, x1;
         window(d, oy, ox, &y0, &y1, &x0, &x1);
         if (is_max) {
@@ -91,14 +95,20 @@ template <typename T> __global__ void k_pool_forward(const T *x, T *y, int32_t *
         }
     }
 }
+template <typename T> __global__ void k_pool_forward(const T *x, T *y, int32_t *am, size_t total, PoolDims d, int is_max, int narrow) {
+    if (narrow)
+        pool_forward_range<T, unsigned>(x, y, am, (unsigned)total, d, is_max);
+    else
+        pool_forward_range<T, size_t>(x, y, am, total, d, is_max);
+}
 
 /* gather form: each input element sums the outputs whose window holds it (no atomics) */
-template <typename T>
-__global__ void k_pool_backward(const T *dy, const int32_t *am, T *dx, size_t total, PoolDims d, int is_max, int acc) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const PoolAt at = pool_at(i, d.h, d.w, d);
+template <typename T, typename I>
+__device__ void pool_backward_range(const T *dy, const int32_t *am, T *dx, I total, const PoolDims &d, int is_max, int acc) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const PoolAt at = pool_at<I>(i, d.h, d.w, d);
         const int xx = at.pix % d.w, yy = at.pix / d.w, step = d.nhwc ? d.c : 1;
-        const size_t ob = pool_rebase(at.base, d.h, d.w, d.oh, d.ow, d);
+        const size_t ob = pool_rebase<I>((I)at.base, d.h, d.w, d.oh, d.ow, d);
         const T *g = dy + ob;
         const int32_t *a = is_max ? am + ob : NULL;
         int oy_lo, oy_hi, ox_lo, ox_hi;
@@ -119,11 +129,18 @@ __global__ void k_pool_backward(const T *dy, const int32_t *am, T *dx, size_t to
         dx[i] = from_f<T>(acc ? to_f(dx[i]) + s : s);
     }
 }
+template <typename T>
+__global__ void k_pool_backward(const T *dy, const int32_t *am, T *dx, size_t total, PoolDims d, int is_max, int acc, int narrow) {
+    if (narrow)
+        pool_backward_range<T, unsigned>(dy, am, dx, (unsigned)total, d, is_max, acc);
+    else
+        pool_backward_range<T, size_t>(dy, am, dx, total, d, is_max, acc);
+}
 
 /* NHWC with c a multiple of the 16-byte vector's V = 16 / sizeof(T) elements, every tensor 16-byte
  * aligned and fewer than 2^31 vectors (pool_vec): a thread takes a vector of V channels of one
  * pixel, its window walked once for all V (the kernels above take one element at a time, each
- * finding its pixel, sample and channel by six 64-bit divisions). The same results, element for
+ * finding its pixel, sample and channel by several divisions). The same results, element for
  * element: the first maximum in the window's order (the output is that input element, as above),
  * the argmax in the output's layout, the sums in the same order. */
 template <typename T> __global__ void k_pool_forward_nhwc(const T *x, T *y, int32_t *am, unsigned nvec, PoolDims d, int is_max) {
@@ -229,6 +246,12 @@ static bool pool_vec(const GpuNet *g, const Layer *l, size_t esize, const void *
            shape_count(si) / V < 0x80000000u && shape_count(g->net->node[l->out].shape) / V < 0x80000000u;
 }
 
+/* Whether input and output both count fewer than 2^31 elements: the element-wise kernels' indices,
+ * and those of the other tensor that they compute, in 32 bits */
+static int pool_narrow(const GpuNet *g, const Layer *l) {
+    return shape_count(g->net->node[l->in[0]].shape) < 0x80000000u && shape_count(g->net->node[l->out].shape) < 0x80000000u;
+}
+
 static void pool_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
     const Pool *p = (const Pool *)l->priv;
     g->lp[li] = xcalloc(1, sizeof(PoolGpu));
@@ -256,7 +279,7 @@ static void pool_forward(GpuNet *g, Layer *l, int li) {
     }
     GPU_DISPATCH(g, T,
                  LAUNCH(k_pool_forward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)x, (T *)y, am, total, dims(g, l, p),
-                        p->kind == POOL_MAX));
+                        p->kind == POOL_MAX, pool_narrow(g, l)));
 }
 
 static void pool_backward(GpuNet *g, Layer *l, int li) {
@@ -274,7 +297,8 @@ static void pool_backward(GpuNet *g, Layer *l, int li) {
     }
     GPU_DISPATCH(g, T,
                  LAUNCH(k_pool_backward<T>, gpu_blocks(total), GPU_THREADS, 0, g->s, (const T *)g->dx[l->out], ((PoolGpu *)g->lp[li])->argmax,
-                                                                       (T *)dx, total, dims(g, l, p), p->kind == POOL_MAX, gpu_acc(g, li, 0)));
+                                                                       (T *)dx, total, dims(g, l, p), p->kind == POOL_MAX, gpu_acc(g, li, 0),
+                                                                       pool_narrow(g, l)));
 }
 
 const GpuLayerImpl gpu_maxpool_impl = {"maxpool", pool_plan, pool_bind, pool_forward, pool_backward, NULL, NULL};
