@@ -47,7 +47,7 @@ bf16_from_float|src/cuda/gpunet_internal.h|return __float2bfloat16_rn(v); }|retu
 missing_grad_memset|src/cuda/gpunet.cu|    CUDA_CHECK(cudaMemsetAsync(g->grads, 0, g->P * sizeof(float), g->s));\n|
 nccl_count|src/cuda/allreduce.cu|g->bhi[g->next] - g->blo[g->next], ncclFloat|g->bhi[g->next] - g->blo[g->next] - 1, ncclFloat
 not_unscaled|src/cuda/optim.cu|    return use_state && st->scale != 1.0f ? (float)(1.0 / (double)st->scale) : 1.0f;|    return use_state && st->scale != 1.0f ? 1.0f : 1.0f;
-bias_channel|src/cuda/bias.cu|        int ch = (int)(plane % (size_t)c);|        int ch = (int)(plane % (size_t)c) % (c > 1 ? c - 1 : 1);
+bias_channel|src/cuda/bias.cu|        int ch = (int)(plane % c);|        int ch = (int)(plane % c) % (c > 1 ? c - 1 : 1);
 syncthreads_missing|src/cuda/gpunet_internal.h|    for (int j = 0; j < N; j++) sh[j][threadIdx.x] = v[j];\n    __syncthreads();|    for (int j = 0; j < N; j++) sh[j][threadIdx.x] = v[j];
 xent_broadcast_unsynced|src/cuda/softmax_xent.cu|    if (threadIdx.x == 0) bcast = m;\n    __syncthreads();|    if (threadIdx.x == 0) bcast = m;
 dxpad_reserved|src/cuda/conv.cu|*scratch = (l->in[0] == net->input ? 1 : 2) *|*scratch = 2 *
@@ -63,6 +63,7 @@ bias_vec_lane_dropped|src/cuda/bias.cu|            for (int j = 0; j < L; j++) s
 bias_fwd_nhwc_shifted|src/cuda/bias.cu|plane = hw == 1 ? i : i / hw|plane = hw == 1 ? i + 1 : i / hw
 pool_at_pixel_shifted|src/cuda/pool.cu|        a.pix = (int)(i % hw);|        a.pix = (int)((i + 1) % hw);
 bn_walk_channel_shifted|src/cuda/gpunet_internal.h|            ch = (int)(q % (unsigned)c);|            ch = (int)((q + 1) % (unsigned)c);
+pad_at_row_shifted|src/cuda/conv.cu|    a.yy = (int)(rw % (I)h);|    a.yy = (int)((rw + 1) % (I)h);
 concat_vec_off_by_one|src/cuda/concat.cu|        const size_t j = (size_t)s * chw_out + off + r;|        const size_t j = (size_t)s * chw_out + off + r + (s > 0);
 pad_vec_edge|src/cuda/conv.cu|        if (sy >= 0 && sy < h && sx >= 0 && sx < w)\n            gpu_load16(a, x,|        if (sy >= 0 && sy < h && sx >= 0 && sx <= w)\n            gpu_load16(a, x,
 unpad_vec_shifted|src/cuda/conv.cu|            gpu_load16(a, dxp, (((size_t)img * hp + py) * wp + px) * G + gv);|            gpu_load16(a, dxp, (((size_t)img * hp + py) * wp + px - (px > 0)) * G + gv);

@@ -48,13 +48,13 @@ struct PadAt {
     size_t p;
     int yy, xx, ch;
 };
-__device__ static PadAt pad_at(size_t i, int c, int h, int w, int nhwc) {
+template <typename I> __device__ static PadAt pad_at(I i, int c, int h, int w, int nhwc) {
     PadAt a;
-    a.ch = nhwc ? (int)(i % (size_t)c) : 0;
-    const size_t r = nhwc ? i / (size_t)c : i;
-    a.xx = (int)(r % (size_t)w);
-    a.yy = (int)(r / (size_t)w % (size_t)h);
-    a.p = r / ((size_t)w * h);
+    a.ch = nhwc ? (int)(i % (I)c) : 0;
+    const I r = nhwc ? i / (I)c : i, rw = r / (I)w;
+    a.xx = (int)(r - rw * (I)w);
+    a.yy = (int)(rw % (I)h);
+    a.p = (size_t)(rw / (I)h);
     return a;
 }
 /* element (p, yy, xx, ch) of an image of h x w (and c channels in NHWC) */
@@ -64,29 +64,45 @@ __device__ static size_t pad_index(PadAt a, int yy, int xx, int c, int h, int w,
 
 /* x [n][c][h][w] -> xp [n][c][hp][wp] at (pt, pl), zeros around (NHWC: [n][h][w][c] ->
  * [n][hp][wp][c]) */
-template <typename T> __global__ void k_pad(const T *x, T *xp, size_t total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const PadAt a = pad_at(i, c, hp, wp, nhwc);
+/* (the element's position by 32-bit divisions below 2^31 elements: a 64-bit one is a few dozen
+ * instructions) */
+template <typename T, typename I>
+__device__ void pad_range(const T *x, T *xp, I total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const PadAt a = pad_at<I>(i, c, hp, wp, nhwc);
         int sy = a.yy - pt, sx = a.xx - pl;
         xp[i] = (sy >= 0 && sy < h && sx >= 0 && sx < w) ? x[pad_index(a, sy, sx, c, h, w, nhwc)] : from_f<T>(0.0f);
     }
 }
+template <typename T> __global__ void k_pad(const T *x, T *xp, size_t total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc) {
+    if (total < ((size_t)1 << 31))
+        pad_range<T, unsigned>(x, xp, (unsigned)total, c, h, w, hp, wp, pt, pl, nhwc);
+    else
+        pad_range<T, size_t>(x, xp, total, c, h, w, hp, wp, pt, pl, nhwc);
+}
 
 /* dx (+)= the part of dxp that lies over x (adds if acc) */
-template <typename T>
-__global__ void k_unpad_add(const T *dxp, T *dx, size_t total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc, int acc) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const PadAt a = pad_at(i, c, h, w, nhwc);
+template <typename T, typename I>
+__device__ void unpad_add_range(const T *dxp, T *dx, I total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc, int acc) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const PadAt a = pad_at<I>(i, c, h, w, nhwc);
         int py = a.yy + pt, px = a.xx + pl;
         float v = (py < hp && px < wp) ? to_f(dxp[pad_index(a, py, px, c, hp, wp, nhwc)]) : 0.0f;
         dx[i] = from_f<T>(acc ? to_f(dx[i]) + v : v);
     }
 }
+template <typename T>
+__global__ void k_unpad_add(const T *dxp, T *dx, size_t total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc, int acc) {
+    if (total < ((size_t)1 << 31))
+        unpad_add_range<T, unsigned>(dxp, dx, (unsigned)total, c, h, w, hp, wp, pt, pl, nhwc, acc);
+    else
+        unpad_add_range<T, size_t>(dxp, dx, total, c, h, w, hp, wp, pt, pl, nhwc, acc);
+}
 
 /* NHWC with channels in 16-byte vectors (c a multiple of V = 16 / sizeof(T), both tensors
  * 16-byte aligned, fewer than 2^31 vectors; the padded tensor's vectors are G = c / V a pixel):
  * k_pad and k_unpad_add a vector a thread, their positions found by 32-bit divisions once per
- * vector (the kernels above divide in 64 bits 3 to 4 times per element). */
+ * vector (the kernels above divide 3 to 4 times per element). */
 template <typename T>
 __global__ void k_pad_nhwc_vec(const T *x, T *xp, unsigned nvec, unsigned G, int h, int w, int hp, int wp, int pt, int pl) {
     for (unsigned v = blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += gridDim.x * blockDim.x) {
