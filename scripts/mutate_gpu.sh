@@ -81,7 +81,7 @@ bn_vec_mean_dy_dropped|src/cuda/bn.cu|        ma[k] = means[2 * (ch0 + k)];|    
 bn_vec_grid_not_whole_pixels|src/cuda/bn.cu|    return (unsigned)((b + q - 1) / q * q);|    return (unsigned)b;
 pool_vec_routes_to_neighbour|src/cuda/pool.cu|                        if (a[k] == self) s[k] += to_f(g[k]);|                        if (a[k] == self + 1) s[k] += to_f(g[k]);
 misaligned_vector|src/cuda/bias.cu|    size_t head = ((16 - ((uintptr_t)x & 15)) & 15) / sizeof(T);|    size_t head = 0;
-padding_not_zero|src/cuda/conv.cu|dst[i] = ch < c ? src[r * c + ch] : from_f<T>(0.0f);|dst[i] = ch < c ? src[r * c + ch] : src[r * c];
+padding_not_zero|src/cuda/conv.cu|dst[i] = ch < c ? src[(size_t)r * c + ch] : from_f<T>(0.0f);|dst[i] = ch < c ? src[(size_t)r * c + ch] : src[(size_t)r * c];
 fused_drops_shortcut_grad|src/cuda/bn.cu|    if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) + d : d);|    if (dzv) *dzv = from_f<T>(acc_z ? to_f(*dzv) : 0.0f);
 bn_tile_row_dropped|src/cuda/bn.cu|        for (int k = 0; k < BN_TR; k++) {|        for (int k = 1; k < BN_TR; k++) {
 bn_nchw_walk_wraps_late|src/cuda/bn.cu|        if (px >= hw) {|        if (px > hw) {

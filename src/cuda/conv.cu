@@ -137,14 +137,21 @@ static bool pad_vec_ok(const GpuNet *g, int c, const void *a, const void *b, siz
     return g->nhwc && (size_t)c % V == 0 && ((uintptr_t)a & 15) == 0 && ((uintptr_t)b & 15) == 0 && total / V < 0x80000000u;
 }
 
-/* Channel padding: dst [rows][cp] = src [rows][c] with zeros in channels c..cp-1 */
+/* Channel padding: dst [rows][cp] = src [rows][c] with zeros in channels c..cp-1 (the first
+ * convolution's input in 16-bit NHWC, every step: 32-bit divisions below 2^31 elements) */
+template <typename T, typename I> __device__ void chan_pad_range(const T *src, T *dst, I total, int c, int cp) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / (I)cp;
+        const int ch = (int)(i - r * (I)cp);
+        dst[i] = ch < c ? src[(size_t)r * c + ch] : from_f<T>(0.0f);
+    }
+}
 template <typename T> __global__ void k_chan_pad(const T *src, T *dst, size_t rows, int c, int cp) {
     const size_t total = rows * (size_t)cp;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const size_t r = i / (size_t)cp;
-        const int ch = (int)(i - r * cp);
-        dst[i] = ch < c ? src[r * c + ch] : from_f<T>(0.0f);
-    }
+    if (total < ((size_t)1 << 31))
+        chan_pad_range<T, unsigned>(src, dst, (unsigned)total, c, cp);
+    else
+        chan_pad_range<T, size_t>(src, dst, total, c, cp);
 }
 
 /* and back: dst [rows][c] (+)= the first c channels of src [rows][cp] (adds if acc) */
