@@ -7,7 +7,7 @@
 # Stages, in order, each with its own time budget (seconds; BUDGET_<stage>=S overrides):
 #   build     make -j$JOBS (JOBS: the cores; objects in NVCNN_BUILD, default build), its time 15
 #   tests     every GPU test (run_tests gpu: each in its own process) and the parity table    225
-#   sanitize  the parity tests under compute-sanitizer --tool memcheck, if the host has it     20
+#   sanitize  the parity tests under compute-sanitizer --tool memcheck, if the host has it     15
 #   models    every model of --help in fp32 and fp16 (and tf32, bf16 for resnet50, resnet18),
 #             20 steps: exit code, finite loss, img/s, peak GiB, algorithm-search seconds      50
 #   peer      scripts/bench_gpu.sh's table next to the PyTorch peer, each row time-bounded     45
@@ -15,12 +15,13 @@
 #             design on in turn (NCHW unfused call by call; --data_format=NHWC; --fuse=on;
 #             --cuda_graph=on; DESIGN=full: all 8 combinations), 20 steps each, next to PyTorch
 #             eager (channels_last), then torch.compile if it compiles in the time left; a flag
-#             this nvcnn rejects skips its rows with nvcnn's message                          125
+#             this nvcnn rejects skips its rows with nvcnn's message                          100
 #   mpi       mpirun -np 2 on the one GPU (the MPI fallback): lenet 20 steps, and the ranks'
 #             parameters bitwise identical and within 2e-3 of one CPU process (tests/mpi/mpi_train,
 #             buckets of 25 and 0.02 MiB, the small ones three times and once deterministic)  25
-#   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     40
-#   profile   googlenet fp16 batch 64 --profile in NHWC and in NCHW: the layers and types      25
+#   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     35
+#   profile   googlenet fp16 batch 64 --profile in NHWC and in NCHW: the layers and types;
+#             resnet50 fp16 at the default batch 64 --profile, and PyTorch eager at batch 64  60
 # (What the stages took on an H200, 2026-11-26: build 4.9-6.1 s, tests 197 (every GPU test, run
 # one at a time), sanitize 10-14, models 157 (44 runs), peer 105, design 197 (with torch.compile),
 # mpi 4-5 (before its mpi_train rows; 11 with them, 2026-11-27), input 29-47. The models and peer stages are the ones a
@@ -69,11 +70,11 @@ use_deps() {
 use_deps
 
 STAGES="build tests sanitize models peer design mpi input profile"
-declare -A BUDGET=([build]=15 [tests]=225 [sanitize]=20 [models]=50 [peer]=45 [design]=125 [mpi]=25 [input]=40 [profile]=25)
+declare -A BUDGET=([build]=15 [tests]=225 [sanitize]=15 [models]=50 [peer]=45 [design]=100 [mpi]=25 [input]=35 [profile]=60)
 declare -A TITLE=([build]="build" [tests]="GPU tests and parity table" [sanitize]="compute-sanitizer memcheck"
                   [models]="every model, 20 steps" [peer]="nvcnn and the PyTorch peer"
                   [design]="resnet50 b256: NCHW/NHWC, fusion, CUDA Graph" [mpi]="two ranks on one GPU (MPI)"
-                  [input]="real data / synthetic on the GPU" [profile]="googlenet fp16: where NHWC loses")
+                  [input]="real data / synthetic on the GPU" [profile]="googlenet fp16: where NHWC loses; resnet50 at batch 64")
 
 usage() {
   echo "gpu_check.sh: $1 (usage: scripts/gpu_check.sh [--only=STAGE[,STAGE...]] [--no-build] OUTDIR; stages: $STAGES)" >&2
@@ -513,7 +514,38 @@ stage_profile() {
     } >>"$W/profile.md"
     [ "$rc" -eq 0 ] || touch "$W/profile.fail"
   done
-  echo "googlenet fp16 --profile, NHWC and NCHW: $(grep -c '^googlenet' "$W/profile.md") run(s)" >"$W/profile.note"
+  # resnet50 fp16 at the default batch (64): 3,494 img/s on the H200 of 2026-11-27 against 6,169 at
+  # batch 256, a fixed cost of several ms a step; its profile ("not in any layer" and the layers) and
+  # PyTorch at the same batch say whether that is nvcnn's or the GPU's at that size
+  lim=$(( $(left) - 2 )); [ "$lim" -gt 30 ] && lim=30
+  if [ "$lim" -ge 10 ]; then
+    out=$(timeout --foreground -k 5 "$lim" ./nvcnn --model=resnet50 --precision=fp16 --device=gpu --batch_size=64 \
+          --num_batches=12 --nstep_burnin=4 --profile="$W/resnet50-b64.json" --profile_steps=6:4 2>&1)
+    rc=$?
+    printf '== resnet50 fp16 b64: exit %s\n%s\n' "$rc" "$out"
+    {
+      echo "resnet50 fp16 batch 64 (NHWC, fused, CUDA Graph off under --profile): exit $rc, $(grep -m1 '^Images/sec' <<<"$out" || echo 'no Images/sec line')"
+      echo
+      echo '```'
+      awk '/^Profile of steps/ { on = 1 } on && n < 12 { print; n++ } /^  by type:/ { print } /^  not in any layer/ { print }' <<<"$out" | awk '!seen[$0]++'
+      echo '```'
+      echo
+    } >>"$W/profile.md"
+    [ "$rc" -eq 0 ] || touch "$W/profile.fail"
+  else
+    echo "resnet50 fp16 batch 64: not run (stage budget)" >>"$W/profile.md"
+  fi
+  lim=$(( $(left) - 2 )); [ "$lim" -gt 45 ] && lim=45
+  if [ "$lim" -ge 15 ]; then
+    out=$(timeout --foreground -k 5 "$lim" "${PYTHON:-python3}" scripts/bench_gpu_peer.py --model resnet50 --batch 64 --precision fp16 \
+          --steps 30 --warmup 5 2>&1)
+    echo "$out" >&2
+    echo "PyTorch eager resnet50 fp16 batch 64 channels_last: $(sed -n 's/.*images_per_sec=\([0-9.]*\).*/\1/p' <<<"$out" | tail -n 1 | grep . ||
+      echo "failed or timed out ($lim s): $(cell "$(tail -n 1 <<<"$out")")")" >>"$W/profile.md"
+  else
+    echo "PyTorch resnet50 fp16 batch 64: not run (stage budget)" >>"$W/profile.md"
+  fi
+  echo "googlenet fp16 --profile, NHWC and NCHW; resnet50 fp16 batch 64 and its peer: $(grep -c '^googlenet\|^resnet50' "$W/profile.md") nvcnn run(s)" >"$W/profile.note"
 }
 
 # ---------------------------------------------------------------------------------------------
