@@ -494,6 +494,22 @@ stage_input() {
 # googlenet fp16 batch 64 ran at 1,858 img/s in NHWC (the 16-bit default) against 2,380 in fp32 NCHW
 # on the H200 of 2026-11-27, where 16 bits should be the faster: --profile of both layouts (layers
 # and types, wall clock per layer) says which layers NHWC loses in.
+# One nvcnn --profile run into the log and profile.md: title, exit code, the profile's first N lines, output
+profile_report() {
+  local title=$1 rc=$2 lines=$3 out=$4
+  printf '== %s: exit %s\n%s\n' "$title" "$rc" "$out"
+  {
+    echo "$title: exit $rc, $(grep -m1 '^Images/sec' <<<"$out" || echo 'no Images/sec line')"
+    echo
+    echo '```'
+    awk -v m="$lines" '/^Profile of steps/ { on = 1 } on && n < m { print; n++ } /^  by type:/ { print } /^  not in any layer/ { print }' <<<"$out" |
+      awk '!seen[$0]++'
+    echo '```'
+    echo
+  } >>"$W/profile.md"
+  [ "$rc" -eq 0 ] || touch "$W/profile.fail"
+}
+
 stage_profile() {
   local f out rc lim
   for f in NHWC NCHW; do
@@ -502,17 +518,7 @@ stage_profile() {
     if [ "$lim" -lt 8 ]; then echo "googlenet fp16 $f: not run (stage budget)" >>"$W/profile.md"; echo >>"$W/profile.md"; continue; fi
     out=$(timeout --foreground -k 5 "$lim" ./nvcnn --model=googlenet --precision=fp16 --device=gpu --data_format="$f" --batch_size=64 \
           --num_batches=10 --nstep_burnin=3 --profile="$W/googlenet-$f.json" --profile_steps=5:3 2>&1)
-    rc=$?
-    printf '== googlenet fp16 %s: exit %s\n%s\n' "$f" "$rc" "$out"
-    {
-      echo "googlenet fp16 batch 64, --data_format=$f: exit $rc, $(grep -m1 '^Images/sec' <<<"$out" || echo 'no Images/sec line')"
-      echo
-      echo '```'
-      awk '/^Profile of steps/ { on = 1 } on && n < 16 { print; n++ } /^  by type:/ { print } /^  not in any layer/ { print }' <<<"$out" | awk '!seen[$0]++'
-      echo '```'
-      echo
-    } >>"$W/profile.md"
-    [ "$rc" -eq 0 ] || touch "$W/profile.fail"
+    profile_report "googlenet fp16 batch 64, --data_format=$f" $? 16 "$out"
   done
   # resnet50 fp16 at the default batch (64): 3,494 img/s on the H200 of 2026-11-27 against 6,169 at
   # batch 256, a fixed cost of several ms a step; its profile ("not in any layer" and the layers) and
@@ -521,17 +527,7 @@ stage_profile() {
   if [ "$lim" -ge 10 ]; then
     out=$(timeout --foreground -k 5 "$lim" ./nvcnn --model=resnet50 --precision=fp16 --device=gpu --batch_size=64 \
           --num_batches=12 --nstep_burnin=4 --profile="$W/resnet50-b64.json" --profile_steps=6:4 2>&1)
-    rc=$?
-    printf '== resnet50 fp16 b64: exit %s\n%s\n' "$rc" "$out"
-    {
-      echo "resnet50 fp16 batch 64 (NHWC, fused, CUDA Graph off under --profile): exit $rc, $(grep -m1 '^Images/sec' <<<"$out" || echo 'no Images/sec line')"
-      echo
-      echo '```'
-      awk '/^Profile of steps/ { on = 1 } on && n < 12 { print; n++ } /^  by type:/ { print } /^  not in any layer/ { print }' <<<"$out" | awk '!seen[$0]++'
-      echo '```'
-      echo
-    } >>"$W/profile.md"
-    [ "$rc" -eq 0 ] || touch "$W/profile.fail"
+    profile_report "resnet50 fp16 batch 64 (NHWC, fused, CUDA Graph off under --profile)" $? 12 "$out"
   else
     echo "resnet50 fp16 batch 64: not run (stage budget)" >>"$W/profile.md"
   fi
