@@ -61,7 +61,7 @@ template <typename T, typename I> __device__ void bias_forward_range(T *y, const
     for (I i = nvec * V + blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += stride) y[i] = from_f<T>(to_f(y[i]) + b[(i / hw) % c]);
 }
 template <typename T> __global__ void k_bias_forward(T *y, const float *b, size_t total, int c, size_t hw) {
-    if (total < ((size_t)1 << 31))
+    if (total < GPU_NARROW)
         bias_forward_range<T, unsigned>(y, b, (unsigned)total, (unsigned)c, (unsigned)hw);
     else
         bias_forward_range<T, size_t>(y, b, total, (size_t)c, hw);

@@ -75,7 +75,7 @@ __device__ void pad_range(const T *x, T *xp, I total, int c, int h, int w, int h
     }
 }
 template <typename T> __global__ void k_pad(const T *x, T *xp, size_t total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc) {
-    if (total < ((size_t)1 << 31))
+    if (total < GPU_NARROW)
         pad_range<T, unsigned>(x, xp, (unsigned)total, c, h, w, hp, wp, pt, pl, nhwc);
     else
         pad_range<T, size_t>(x, xp, total, c, h, w, hp, wp, pt, pl, nhwc);
@@ -93,7 +93,7 @@ __device__ void unpad_add_range(const T *dxp, T *dx, I total, int c, int h, int 
 }
 template <typename T>
 __global__ void k_unpad_add(const T *dxp, T *dx, size_t total, int c, int h, int w, int hp, int wp, int pt, int pl, int nhwc, int acc) {
-    if (total < ((size_t)1 << 31))
+    if (total < GPU_NARROW)
         unpad_add_range<T, unsigned>(dxp, dx, (unsigned)total, c, h, w, hp, wp, pt, pl, nhwc, acc);
     else
         unpad_add_range<T, size_t>(dxp, dx, total, c, h, w, hp, wp, pt, pl, nhwc, acc);
@@ -148,7 +148,7 @@ template <typename T, typename I> __device__ void chan_pad_range(const T *src, T
 }
 template <typename T> __global__ void k_chan_pad(const T *src, T *dst, size_t rows, int c, int cp) {
     const size_t total = rows * (size_t)cp;
-    if (total < ((size_t)1 << 31))
+    if (total < GPU_NARROW)
         chan_pad_range<T, unsigned>(src, dst, (unsigned)total, c, cp);
     else
         chan_pad_range<T, size_t>(src, dst, total, c, cp);

@@ -320,6 +320,10 @@ template <typename T> __device__ __forceinline__ void gpu_store16_acc(T *dst, si
     }
     gpu_store16(dst, v, a);
 }
+/* Element counts below this index in 32 bits in the element-wise kernels (a 64-bit division is a
+ * few dozen instructions on the GPU, a 32-bit one a handful); a grid-stride loop's index plus its
+ * stride (at most gpu_blocks' 524,280 blocks) stays below 2^32. */
+#define GPU_NARROW ((size_t)1 << 31)
 /* Blocks for a grid-stride loop over n elements. */
 static inline unsigned gpu_blocks(size_t n) {
     size_t b = (n + GPU_THREADS - 1) / GPU_THREADS;

@@ -249,7 +249,7 @@ static bool pool_vec(const GpuNet *g, const Layer *l, size_t esize, const void *
 /* Whether input and output both count fewer than 2^31 elements: the element-wise kernels' indices,
  * and those of the other tensor that they compute, in 32 bits */
 static int pool_narrow(const GpuNet *g, const Layer *l) {
-    return shape_count(g->net->node[l->in[0]].shape) < 0x80000000u && shape_count(g->net->node[l->out].shape) < 0x80000000u;
+    return shape_count(g->net->node[l->in[0]].shape) < GPU_NARROW && shape_count(g->net->node[l->out].shape) < GPU_NARROW;
 }
 
 static void pool_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
