@@ -18,6 +18,8 @@
 #   PYTHON=python3   an interpreter with torch and numpy (not needed by make test)
 #   PEER_FORMAT=channels_last   the peer's memory format: channels_last (the default: PyTorch's
 #                    fastest fp32 on the CPU, about 1.2x NCHW there) or nchw
+#   PRECISION=fp32   or bf16: nvcnn --precision=bf16 against the peer under torch.autocast bf16 (needs
+#                    a CPU whose oneDNN has bf16: avx512_core or later; nvcnn exits 2 naming it otherwise)
 # Needs `make` and `make data` first.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -33,6 +35,9 @@ PYTHON=${PYTHON:-python3}
 PEER_FORMAT=${PEER_FORMAT:-channels_last}
 case $PEER_FORMAT in channels_last) peer_fmt=(--channels_last) ;; nchw) peer_fmt=() ;;
   *) echo "bench_tta.sh: PEER_FORMAT must be channels_last or nchw, got '$PEER_FORMAT'" >&2; exit 2 ;; esac
+PRECISION=${PRECISION:-fp32}
+case $PRECISION in fp32) nv_prec=() peer_prec=() ;; bf16) nv_prec=(--precision=bf16) peer_prec=(--bf16) ;;
+  *) echo "bench_tta.sh: PRECISION must be fp32 or bf16, got '$PRECISION'" >&2; exit 2 ;; esac
 [ "$MODEL" = lenet ] || { echo "bench_tta.sh: the PyTorch peer trains lenet only" >&2; exit 2; }
 [ -x ./nvcnn ] || { echo "bench_tta.sh: ./nvcnn is missing: run make first" >&2; exit 1; }
 "$PYTHON" -c 'import torch, numpy' 2>/dev/null || { echo "bench_tta.sh: $PYTHON has no torch/numpy" >&2; exit 1; }
@@ -42,8 +47,8 @@ mapfile -t recipe < <(PRINT_RECIPE=1 scripts/fashion_mnist.sh "$MODEL" "$EPOCHS"
 log=$(mktemp -d "${TMPDIR:-/tmp}/bench_tta.XXXXXX")
 
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $THREADS threads each"
-echo "nvcnn: scripts/fashion_mnist.sh $MODEL $EPOCHS --target_top1=$TARGET --seed=K"
-echo "PyTorch: $PYTHON scripts/fashion_mnist_torch.py ${recipe[*]} ${peer_fmt[*]} --target_top1=$TARGET --seed=K --threads=$THREADS"
+echo "nvcnn: scripts/fashion_mnist.sh $MODEL $EPOCHS ${nv_prec[*]} --target_top1=$TARGET --seed=K"
+echo "PyTorch: $PYTHON scripts/fashion_mnist_torch.py ${recipe[*]} ${peer_fmt[*]} ${peer_prec[*]} --target_top1=$TARGET --seed=K --threads=$THREADS"
 echo "(logs in $log)"
 echo
 echo "| round | nvcnn: epochs | wall to $TARGET % | top-1 | load | PyTorch: epochs | wall to $TARGET % | top-1 | load | PyTorch / nvcnn |"
@@ -55,7 +60,7 @@ ratios=() nv_walls=() pt_walls=()
 for k in $(seq "$FIRST" $((FIRST + rounds - 1))); do
   l0=$(load)
   s=$(now)
-  OMP_NUM_THREADS=$THREADS scripts/fashion_mnist.sh "$MODEL" "$EPOCHS" --target_top1="$TARGET" --seed="$k" \
+  OMP_NUM_THREADS=$THREADS scripts/fashion_mnist.sh "$MODEL" "$EPOCHS" "${nv_prec[@]}" --target_top1="$TARGET" --seed="$k" \
     >"$log/nvcnn-$k.txt" 2>&1
   rc=$?
   e=$(now)
@@ -75,7 +80,7 @@ for k in $(seq "$FIRST" $((FIRST + rounds - 1))); do
 
   l0=$(load)
   s=$(now)
-  "$PYTHON" scripts/fashion_mnist_torch.py "${recipe[@]}" "${peer_fmt[@]}" --target_top1="$TARGET" --seed="$k" --threads="$THREADS" \
+  "$PYTHON" scripts/fashion_mnist_torch.py "${recipe[@]}" "${peer_fmt[@]}" "${peer_prec[@]}" --target_top1="$TARGET" --seed="$k" --threads="$THREADS" \
     >"$log/pytorch-$k.txt" 2>&1
   rc=$?
   e=$(now)

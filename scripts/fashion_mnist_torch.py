@@ -85,6 +85,8 @@ def parse_args():
                    help="epochs between evaluations (0: at the end only)")
     p.add_argument("--target_top1", type=float, default=0, help="stop at the first evaluation reaching it (%%)")
     p.add_argument("--channels_last", action="store_true")
+    p.add_argument("--bf16", action="store_true",
+                   help='train and evaluate under torch.autocast("cpu", dtype=torch.bfloat16) (fp32 weights and optimizer)')
     p.add_argument("--order", choices=("permutation", "buffer"), default="permutation",
                    help="permutation: a new random permutation every epoch; buffer: nvcnn's loader (the 8 shards of "
                         "`make data` in a random order through a shuffle buffer of --shuffle_buffer records)")
@@ -286,7 +288,8 @@ def main():
         correct = 0
         with torch.no_grad():
             for i in range(0, xte.shape[0], 500):
-                out = model(to_input(xte[i:i + 500], a.channels_last))
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+                    out = model(to_input(xte[i:i + 500], a.channels_last))
                 correct += (out.argmax(1) == yte[i:i + 500]).sum().item()
         model.train()
         return 100.0 * correct / xte.shape[0]
@@ -339,7 +342,9 @@ def main():
             img[f] = img[f].flip(-1)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        loss = F.cross_entropy(model(to_input(img, a.channels_last)), ytr[torch.from_numpy(idx)])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            logits = model(to_input(img, a.channels_last))
+        loss = F.cross_entropy(logits.float(), ytr[torch.from_numpy(idx)])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -72,7 +72,7 @@ static const Flag flags[] = {
     {"display_every", 0, INT(display_every, 1, 1 << 30), .init = "10",
      .help = "print a row every N steps (and at the first and last step); not given: every 10, or as often as a row about every 10 s needs"},
     {"precision", 0, CHOICE(precision, "fp32|tf32|fp16|bf16", PREC_FP32), .init = "fp32",
-     .help = "fp32 | tf32 | fp16 | bf16 (the CPU backend: fp32 only; fp32 is true fp32 on the GPU: no TF32 in any convolution algorithm)"},
+     .help = "fp32 | tf32 | fp16 | bf16 (the CPU backend: fp32, and bf16 where the CPU has AVX-512; fp32 is true fp32 on the GPU: no TF32 in any convolution algorithm)"},
     {"fp16", 0, SET(precision, PREC_FP16), .help = "alias of --precision=fp16"},
     {"nofp16", 0, SET(precision, PREC_FP32), .help = "alias of --precision=fp32"},
     {"device", 0, CHOICE(device, "cpu|gpu", DEVICE_CPU), .def = "cpu (gpu: opt-in, see README)", .help = "gpu | cpu"},

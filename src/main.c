@@ -66,19 +66,19 @@ static void choose_device(Run *r) {
         return;
     }
     if (r->cfg.precision == PREC_BF16) {
+        /* bf16 mixed precision on oneDNN's layers (onednn_plan_bf16) where this CPU has bf16 that
+         * oneDNN can use; choose_cpu_impl refuses --cpu_impl=reference with it */
         char isa[64];
+        if (!onednn_built())
+            die_code(EXIT_USAGE, "--precision=bf16 on the CPU: this nvcnn was built without oneDNN, which bf16 needs; use "
+                                 "--precision=fp32 or --device=gpu");
         if (!onednn_bf16_capable(isa, sizeof isa))
             die_code(EXIT_USAGE,
                      "--precision=bf16 on the CPU: this CPU gives oneDNN %s, and bf16 needs avx512_core or later "
                      "(native bf16 from avx512_core_bf16); use --precision=fp32 or --device=gpu",
                      isa);
-        die_code(EXIT_USAGE,
-                 "--precision=bf16 on the CPU: this build trains the CPU backend in fp32 only (this CPU gives oneDNN "
-                 "%s); use --precision=fp32 or --device=gpu",
-                 isa);
-    }
-    if (r->cfg.precision != PREC_FP32)
-        die_code(EXIT_USAGE, "%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32",
+    } else if (r->cfg.precision != PREC_FP32)
+        die_code(EXIT_USAGE, "%s needs the GPU backend (--device=gpu); the CPU backend trains in fp32 or bf16",
                  config_given_as(&r->cfg, &r->cfg.precision, as, sizeof as));
     if (r->cfg.data_format == DATA_FORMAT_NHWC)
         die_code(EXIT_USAGE, "--data_format=NHWC needs the GPU backend (--device=gpu); the CPU backend computes in NCHW");
@@ -116,8 +116,13 @@ static void choose_cpu_impl(Run *r) {
     }
     if (r->cfg.cpu_impl == CPU_IMPL_ONEDNN) {
         onednn_describe(why, sizeof why);
-        snprintf(r->cpu_layers, sizeof r->cpu_layers, "onednn (%.150s)", why);
+        char isa[64] = "";
+        if (r->cfg.precision == PREC_BF16) onednn_bf16_capable(isa, sizeof isa);
+        snprintf(r->cpu_layers, sizeof r->cpu_layers, "onednn (%.150s)%s%s%s", why, isa[0] ? ", bf16 on " : "", isa,
+                 !isa[0] ? "" : strcmp(isa, "avx512_core") == 0 ? " (bf16 dot products emulated)" : "");
     } else {
+        if (r->cfg.precision == PREC_BF16)
+            die_code(EXIT_USAGE, "--precision=bf16 on the CPU needs --cpu_impl=onednn (the reference layers are fp32)");
         snprintf(r->cpu_layers, sizeof r->cpu_layers, "reference (im2col + OpenBLAS)");
     }
 }
@@ -127,7 +132,9 @@ static void choose_cpu_impl(Run *r) {
 static void plan_cpu(Run *r, Net *net, char *what, size_t n) {
     if (r->gpu || r->cfg.cpu_impl != CPU_IMPL_ONEDNN) return;
     char err[256];
-    if (onednn_plan(net, err, sizeof err) != 0) die_code(EXIT_USAGE, "--cpu_impl=onednn: %s", err);
+    const int bf16 = r->cfg.precision == PREC_BF16;
+    if ((bf16 ? onednn_plan_bf16 : onednn_plan)(net, err, sizeof err) != 0)
+        die_code(EXIT_USAGE, "--cpu_impl=onednn%s: %s", bf16 ? " --precision=bf16" : "", err);
     snprintf(what, n, " (oneDNN primitives for %d of %d layers)", onednn_layers(net), net->nlayer);
 }
 

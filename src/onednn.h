@@ -37,6 +37,16 @@ void onednn_describe(char *buf, size_t n);
  * err (this build has no oneDNN). Dies on a oneDNN error other than an unsupported shape: a layer
  * that oneDNN cannot run keeps its reference code. */
 int onednn_plan(Net *net, char *err, size_t errlen);
+/* The same in bf16 mixed precision (--precision=bf16): the activations and their gradients in
+ * bf16 wherever oneDNN's layers hand them on (4-D nodes between oneDNN layers; the network input,
+ * 2-D nodes, the reference layers' inputs and outputs stay fp32 NCHW, converted at those edges), the
+ * convolutions' weights converted to bf16 each forward from the fp32 parameters, and fp32 the
+ * parameters, their gradients (oneDNN accumulates them in fp32), batch norm's statistics, scale and
+ * shift, the FC layers, the loss and the optimizer. Returns -1 with the reason in err where this
+ * CPU has no bf16 that oneDNN can use (onednn_bf16_capable) or the build has no oneDNN. */
+int onednn_plan_bf16(Net *net, char *err, size_t errlen);
+/* 1 when the net's plan is a bf16 one. */
+int onednn_is_bf16(const Net *net);
 /* Layers of the planned net that run on oneDNN (0 without a plan). */
 int onednn_layers(const Net *net);
 /* Convolutions of the planned net whose weight gradient src/onednn/blkconv.c computes (stride 1,

@@ -22,6 +22,13 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
     return -1;
 }
 
+int onednn_plan_bf16(Net *net, char *err, size_t errlen) { return onednn_plan(net, err, errlen); }
+
+int onednn_is_bf16(const Net *net) {
+    (void)net;
+    return 0;
+}
+
 int onednn_layers(const Net *net) {
     (void)net;
     return 0;

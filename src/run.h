@@ -24,7 +24,7 @@ typedef struct Run {
     int nccl;        /* 1: the GPU backend averages gradients with NCCL */
     unsigned gpu_flags; /* gpunet_new's flags (gpunet.h): --deterministic, --data_format */
     int nhwc;        /* 1: the GPU backend computes in NHWC (gpunet_layout) */
-    char cpu_layers[160]; /* the CPU backend's layers, for the header */
+    char cpu_layers[256]; /* the CPU backend's layers, for the header */
 } Run;
 
 #endif

@@ -6,7 +6,9 @@
  * and added where another consumer wrote it first (the plan's schedule: dn_acc). So no input
  * gradient of an add is zeroed first, and the relu has no passes of its own. The sums are the
  * reference's (layers/add.c, layers/act.c), element for element. Not planned (the reference add
- * runs, on NCHW copies where needed) when the inputs' layouts differ. */
+ * runs, on NCHW copies where needed) when the inputs' layouts differ. In a bf16 plan the tensors are
+ * bf16: each element is converted to fp32, summed as above and rounded back (and an added gradient
+ * is rounded once, after its addition). */
 #ifdef NVCNN_DNNL
 #include <stdlib.h>
 
@@ -20,6 +22,7 @@ typedef struct DnAdd {
     const float *dy; /* the gradient of y */
     float *da, *db; /* NULL: that input has no gradient */
     int acc_a, acc_b, relu;
+    int bf16;       /* the tensors hold bf16 (uint16_t) */
     float ca, cb;
     long n;
 } DnAdd;
@@ -39,6 +42,11 @@ static void *add_plan(Dn *dn, Layer *l, int li) {
     k->ca = p->ca;
     k->cb = p->cb;
     k->n = (long)shape_count(out->shape);
+    k->bf16 = in_md.data_type == dnnl_bf16;
+    if (!k->bf16 && !dn_is_f32(&in_md)) {
+        free(k);
+        return NULL;
+    }
     const int relu_li = dn_relu_after(dn, l->out);
     if (relu_li >= 0) {
         const Node *ro = &net->node[net->layer[relu_li].out];
@@ -68,11 +76,43 @@ static inline float add_value(float a, float b, float ca, float cb, int relu) {
 /* the gradient that reaches the sum: dy where the relu's output is positive, or dy without one */
 static inline float add_grad(float dy, float y, int relu) { return relu ? (y > 0 ? dy : 0.0f) : dy; }
 
+/* the same on bf16 tensors */
+static void add_forward_bf16(const DnAdd *k) {
+    const uint16_t *a = (const uint16_t *)k->a, *b = (const uint16_t *)k->b;
+    uint16_t *y = (uint16_t *)k->y;
+    const float ca = k->ca, cb = k->cb;
+    const int relu = k->relu;
+#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
+    for (long i = 0; i < k->n; i++) y[i] = dn_f_bf16(add_value(dn_bf16_f(a[i]), dn_bf16_f(b[i]), ca, cb, relu));
+}
+
+static void add_backward_bf16(const DnAdd *k) {
+    const uint16_t *dy = (const uint16_t *)k->dy, *y = (const uint16_t *)k->y;
+    const float ca = k->ca, cb = k->cb;
+    const int relu = k->relu;
+    for (int s = 0; s < 2; s++) {
+        uint16_t *dx = (uint16_t *)(s ? k->db : k->da);
+        const float c = s ? cb : ca;
+        /* the same node on both sides: its second pass adds to the first */
+        const int acc = (s ? k->acc_b : k->acc_a) || (s && k->da == k->db);
+        if (!dx) continue;
+#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
+        for (long i = 0; i < k->n; i++) {
+            const float g = c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu);
+            dx[i] = dn_f_bf16(acc ? dn_bf16_f(dx[i]) + g : g);
+        }
+    }
+}
+
 static void add_forward(Dn *dn, Layer *l, int li, void *st) {
     (void)dn;
     (void)l;
     (void)li;
     const DnAdd *k = st;
+    if (k->bf16) {
+        add_forward_bf16(k);
+        return;
+    }
     const float *a = k->a, *b = k->b, ca = k->ca, cb = k->cb;
     const int relu = k->relu;
     float *y = k->y;
@@ -86,6 +126,10 @@ static void add_backward(Dn *dn, Layer *l, int li, void *st) {
     (void)l;
     (void)li;
     const DnAdd *k = st;
+    if (k->bf16) {
+        add_backward_bf16(k);
+        return;
+    }
     const float *dy = k->dy, *y = k->y, ca = k->ca, cb = k->cb;
     const int relu = k->relu;
     float *da = k->da, *db = k->db;

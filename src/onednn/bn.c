@@ -3,7 +3,7 @@
  * Training: the batch statistics (mean and biased variance, as the reference), then the running
  * averages moved here as the reference moves them (the running variance gets the unbiased batch
  * variance). The statistics are computed here (bn_stats) and given to oneDNN's forward as global
- * statistics wherever the input is NCHW, nChw8c or nChw16c: oneDNN 2.6 sums in fp32 over the
+ * statistics wherever the input is fp32 NCHW, nChw8c or nChw16c (bf16 data: oneDNN's, in fp32): oneDNN 2.6 sums in fp32 over the
  * n*h*w values of a channel, which loses the variance where the mean is large against the spread
  * (a convolution of near-constant images, as the synthetic data are: relu(bn) 20 % off at
  * inception3's first layer, 2x149x149 values a channel); bn_stats sums deviations from one of the
@@ -170,7 +170,7 @@ static void *bn_plan(Dn *dn, Layer *l, int li) {
     /* the statistics by bn_stats where the layout is one it walks and the forward with global
      * statistics leaves the relu's workspace as the training forward does (the backward reads it) */
     const char *own = getenv("NVCNN_ONEDNN_BN_STATS"); /* "onednn": oneDNN's own statistics (for comparison) */
-    b->block = own && strcmp(own, "onednn") == 0 ? 0 : dn_block(&data, in->shape);
+    b->block = (own && strcmp(own, "onednn") == 0) || !dn_is_f32(&data) ? 0 : dn_block(&data, in->shape);
     if (relu_li >= 0 && !dn_md_eq(dn_query(ft, dnnl_query_workspace_md), dn_query(fi, dnnl_query_workspace_md))) b->block = 0;
     b->n = in->shape.n;
     b->hw = (size_t)in->shape.h * in->shape.w;

@@ -14,6 +14,9 @@
  * the environment leaves them to oneDNN and blkconv.c); their primitives are planned all the same,
  * for the layouts they choose.
  *
+ * In a bf16 plan (Dn.dt) the input, output and weights of the primitives are bf16, the bias, the
+ * weight and bias gradients fp32.
+ *
  * A relu that is the output's only consumer is fused: the forward applies it (an eltwise post-op)
  * and writes the relu's output node; backward first turns the relu's output gradient into this
  * layer's output gradient (oneDNN's relu backward from the relu's output), then goes on as usual.
@@ -51,21 +54,21 @@ typedef struct DnConv {
     const float *W, *B;     /* the weights [cout][cin][3][3] and the bias (NULL: none) in the arena */
 } DnConv;
 
-/* The weights descriptor: 4-D, or 5-D grouped. */
-static Md weights_md(const Conv *c, int G, dnnl_format_tag_t tag) {
+/* The weights descriptor: 4-D, or 5-D grouped, of element type dt. */
+static Md weights_md(const Conv *c, int G, dnnl_format_tag_t tag, dnnl_data_type_t dt) {
     if (G == 1) {
         dnnl_dims_t d = {c->cout, c->cin, c->kh, c->kw};
-        return dn_md_dims(4, d, tag);
+        return dn_md_dims_t(4, d, tag, dt);
     }
     dnnl_dims_t d = {G, c->cout / G, c->cin / G, c->kh, c->kw};
-    return dn_md_dims(5, d, tag == dnnl_format_tag_any ? tag : dnnl_goihw);
+    return dn_md_dims_t(5, d, tag == dnnl_format_tag_any ? tag : dnnl_goihw, dt);
 }
 
 /* An activation's descriptor: format "any" (the primitive chooses), or nChw16c where the plan is
  * told to (Dn.force16: the layout oneDNN chooses on AVX-512, for tests on any CPU) and the
  * channels fill its blocks. */
 static Md conv_md(const Dn *dn, const dnnl_dim_t *d) {
-    return dn_md_dims(4, d, dn->force16 && d[1] % 16 == 0 && d[2] * d[3] > 1 ? dnnl_aBcd16b : dnnl_format_tag_any);
+    return dn_md_dims_t(4, d, dn->force16 && d[1] % 16 == 0 && d[2] * d[3] > 1 ? dnnl_aBcd16b : dnnl_format_tag_any, dn->dt);
 }
 
 /* TensorFlow's padding as oneDNN's: the padding after is what the last window needs (never
@@ -83,7 +86,9 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
     const int N = in->shape.n;
     dnnl_dims_t sd = {N, c->cin, c->h, c->w}, dd = {N, c->cout, c->oh, c->ow}, bd = {c->cout};
     Md src_any = conv_md(dn, sd), dst_any = conv_md(dn, dd);
-    Md w_any = weights_md(c, G, dnnl_format_tag_any), w_plain = weights_md(c, G, dnnl_oihw);
+    /* in bf16 the weights too (a copy each forward); their gradient fp32 (oneDNN accumulates it so) */
+    Md w_any = weights_md(c, G, dnnl_format_tag_any, dn->dt), w_plain = weights_md(c, G, dnnl_oihw, dnnl_f32),
+       dw_any = weights_md(c, G, dnnl_format_tag_any, dnnl_f32);
     Md b_md = dn_md_dims(1, bd, dnnl_x);
     const int has_bias = c->pb >= 0;
     dnnl_dims_t strides = {c->sh, c->sw}, pl = {c->pt, c->pl},
@@ -133,7 +138,7 @@ static void *conv_plan(Dn *dn, Layer *l, int li) {
     if (wino_dw) blk_dw = 1, first = 0;
     wpd = NULL;
     if (!blk_dw) {
-        DN_CHECK(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_any, &w_any,
+        DN_CHECK(dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_any, &dw_any,
                                                              has_bias ? &b_md : NULL, &dst_any, strides, pl, pr));
         wpd = dn_pd(dn, &wd, fpd);
     }

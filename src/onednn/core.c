@@ -12,16 +12,22 @@ void dn_check(dnnl_status_t st, const char *what, const char *file, int line) {
 }
 
 /* ---- layouts ---- */
-Md dn_md_dims(int nd, const dnnl_dim_t *dims, dnnl_format_tag_t tag) {
+Md dn_md_dims_t(int nd, const dnnl_dim_t *dims, dnnl_format_tag_t tag, dnnl_data_type_t dt) {
     Md md;
-    DN_CHECK(dnnl_memory_desc_init_by_tag(&md, nd, dims, dnnl_f32, tag));
+    DN_CHECK(dnnl_memory_desc_init_by_tag(&md, nd, dims, dt, tag));
     return md;
 }
 
-Md dn_md(Shape s, dnnl_format_tag_t tag) {
+Md dn_md_dims(int nd, const dnnl_dim_t *dims, dnnl_format_tag_t tag) { return dn_md_dims_t(nd, dims, tag, dnnl_f32); }
+
+Md dn_md_t(Shape s, dnnl_format_tag_t tag, dnnl_data_type_t dt) {
     dnnl_dims_t d = {s.n, s.c, s.h, s.w};
-    return dn_md_dims(4, d, tag);
+    return dn_md_dims_t(4, d, tag, dt);
 }
+
+Md dn_md(Shape s, dnnl_format_tag_t tag) { return dn_md_t(s, tag, dnnl_f32); }
+
+size_t dn_dt_size(dnnl_data_type_t dt) { return dt == dnnl_bf16 || dt == dnnl_f16 ? 2 : dt == dnnl_s8 || dt == dnnl_u8 ? 1 : 4; }
 
 int dn_md_eq(const Md *a, const Md *b) { return dnnl_memory_desc_equal(a, b); }
 size_t dn_md_bytes(const Md *a) { return dnnl_memory_desc_get_size(a); }
@@ -31,18 +37,22 @@ int dn_is_nchw(const Md *md, Shape s) {
     return dn_md_eq(md, &p);
 }
 
-Md dn_md_block(Shape s, int b) { return dn_md(s, b == 16 ? dnnl_nChw16c : b == 8 ? dnnl_nChw8c : dnnl_nchw); }
+Md dn_md_block_t(Shape s, int b, dnnl_data_type_t dt) {
+    return dn_md_t(s, b == 16 ? dnnl_nChw16c : b == 8 ? dnnl_nChw8c : dnnl_nchw, dt);
+}
+
+Md dn_md_block(Shape s, int b) { return dn_md_block_t(s, b, dnnl_f32); }
 
 int dn_block(const Md *md, Shape s) {
     static const int blocks[3] = {1, 8, 16};
     for (int i = 0; i < 3; i++) {
-        Md m = dn_md_block(s, blocks[i]);
+        Md m = dn_md_block_t(s, blocks[i], md->data_type);
         if (dn_md_eq(md, &m)) return blocks[i];
     }
     return 0;
 }
 
-int dn_dense(const Md *md, Shape s) { return dn_md_bytes(md) == shape_count(s) * sizeof(float); }
+int dn_dense(const Md *md, Shape s) { return dn_md_bytes(md) == shape_count(s) * dn_dt_size(md->data_type); }
 
 const Md *dn_node_layout(Dn *dn, int v, const Md *md) {
     Shape s = dn->net->node[v].shape;
@@ -191,7 +201,7 @@ DnOut dn_out(Dn *dn, const Md *prim, const Md *have, void *user, int add) {
     }
     float *tmp = dn_buf(dn, dn_md_bytes(prim));
     o.mem = dn_mem(dn, prim, tmp);
-    if (same) {
+    if (same && dn_is_f32(prim)) {
         o.tmp = tmp;
         o.user = user;
         o.n = dn_md_bytes(prim) / sizeof(float);
@@ -248,7 +258,7 @@ static void plan_reference(Dn *dn, Layer *l, int li) {
         for (int k = 0; k < l->nin && ok; k++) {
             const Node *nd = &net->node[l->in[k]];
             int bk = dn_block(&dn->md[l->in[k]], nd->shape);
-            if (bk == 0 || (b >= 0 && bk != b) || !dn_dense(&dn->md[l->in[k]], nd->shape)) ok = 0;
+            if (bk == 0 || (b >= 0 && bk != b) || !dn_dense(&dn->md[l->in[k]], nd->shape) || !dn_is_f32(&dn->md[l->in[k]])) ok = 0;
             b = bk;
         }
         if (ok && b > 1 && so.h * so.w > 1) {
@@ -379,8 +389,8 @@ static void dn_destroy(void *ctx) {
 }
 
 static const DnImpl *impl_of(const char *type) {
-    static const DnImpl *const all[] = {&dn_conv_impl, &dn_bn_impl, &dn_maxpool_impl, &dn_avgpool_impl,
-                                        &dn_avg_impl,  &dn_fc_impl, &dn_flatten_impl, &dn_add_impl};
+    static const DnImpl *const all[] = {&dn_conv_impl, &dn_bn_impl,      &dn_maxpool_impl, &dn_avgpool_impl, &dn_avg_impl,
+                                        &dn_fc_impl,   &dn_flatten_impl, &dn_add_impl,     &dn_concat_impl};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->type, type) == 0) return all[i];
     return NULL;
@@ -421,9 +431,14 @@ void onednn_describe(char *buf, size_t n) {
     snprintf(buf, n, "oneDNN %d.%d.%d, %s", v->major, v->minor, v->patch, isa_name(dnnl_get_effective_cpu_isa()));
 }
 
-int onednn_plan(Net *net, char *err, size_t errlen) {
-    (void)err;
-    (void)errlen;
+static int plan(Net *net, int bf16, char *err, size_t errlen) {
+    if (bf16) {
+        char isa[64];
+        if (!onednn_bf16_capable(isa, sizeof isa)) {
+            snprintf(err, errlen, "bf16 needs avx512_core or later and this CPU gives oneDNN %s", isa);
+            return -1;
+        }
+    }
     if (!net->finalized) die("onednn_plan before net_finalize");
     if (net->runner) die("onednn_plan: the net already has a runner");
     for (int v = 0; v < net->nnode; v++)
@@ -440,6 +455,9 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
      * on any CPU (on others its primitives for that layout are slow reference ones: for tests) */
     const char *bl = getenv("NVCNN_ONEDNN_BLOCK");
     dn->force16 = bl && strcmp(bl, "16") == 0;
+    /* bf16: oneDNN's primitives throughout (the own kernels are fp32 only) */
+    dn->dt = bf16 ? dnnl_bf16 : dnnl_f32;
+    if (bf16) dn->blk_dw = dn->wino = 0;
     DN_CHECK(dnnl_engine_create(&dn->eng, dnnl_cpu, 0));
     DN_CHECK(dnnl_stream_create(&dn->strm, dn->eng, dnnl_stream_default_flags));
     DN_CHECK(dnnl_primitive_attr_create(&dn->attr));
@@ -508,8 +526,16 @@ int onednn_plan(Net *net, char *err, size_t errlen) {
     return 0;
 }
 
+int onednn_plan(Net *net, char *err, size_t errlen) { return plan(net, 0, err, errlen); }
+int onednn_plan_bf16(Net *net, char *err, size_t errlen) { return plan(net, 1, err, errlen); }
+
 static Dn *dn_of(const Net *net) {
     return net->runner && net->runner->forward == run_forward ? (Dn *)net->runner->ctx : NULL;
+}
+
+int onednn_is_bf16(const Net *net) {
+    Dn *dn = dn_of(net);
+    return dn && dn->dt == dnnl_bf16;
 }
 
 int onednn_layers(const Net *net) {

@@ -53,11 +53,11 @@ typedef struct DnIn {
 
 /* An operand a primitive writes: the caller's buffer when the layouts agree and nothing is added
  * to it, else a temporary that dn_out_run() converts into the caller's buffer (adding to it when
- * asked). */
+ * asked: by a loop in fp32, by a reorder with a sum in other element types). */
 typedef struct DnOut {
     dnnl_memory_t mem;  /* what the primitive is given */
     DnReorder *conv;    /* temporary -> caller, layouts differ */
-    float *tmp, *user;  /* same layouts, adding: user += tmp over n floats */
+    float *tmp, *user;  /* same fp32 layouts, adding: user += tmp over n floats */
     size_t n;
 } DnOut;
 
@@ -92,6 +92,8 @@ struct Dn {
     int nwino;                      /* convolutions that wino.c computes */
     int nref;                       /* primitives that are oneDNN's reference kernels */
     int force16;                    /* 1: convolutions' activations in nChw16c (NVCNN_ONEDNN_BLOCK=16, tests) */
+    dnnl_data_type_t dt;            /* the activations' and their gradients' element type on oneDNN's layers:
+                                     * dnnl_f32, or dnnl_bf16 (--precision=bf16; own kernels are fp32 only) */
     /* what the plan owns, released by dn_destroy */
     dnnl_primitive_t *prims;
     int nprims, cap_prims;
@@ -115,22 +117,31 @@ int dn_relu_after(const Dn *dn, int v);
 void dn_fuse(Dn *dn, int relu_li);
 
 /* ---- layouts ---- */
-/* The 4-D descriptor [n][c][h][w] of shape s in layout tag (dnnl_nchw, dnnl_nChw16c, ...). */
+/* The 4-D descriptor [n][c][h][w] of shape s in layout tag (dnnl_nchw, dnnl_nChw16c, ...), fp32. */
 Md dn_md(Shape s, dnnl_format_tag_t tag);
-/* A descriptor of the given dims in layout tag. */
+/* A descriptor of the given dims in layout tag, fp32. */
 Md dn_md_dims(int nd, const dnnl_dim_t *dims, dnnl_format_tag_t tag);
+/* The same of element type dt. */
+Md dn_md_t(Shape s, dnnl_format_tag_t tag, dnnl_data_type_t dt);
+Md dn_md_dims_t(int nd, const dnnl_dim_t *dims, dnnl_format_tag_t tag, dnnl_data_type_t dt);
+/* Bytes of one element of type dt (f32 4, bf16 2). */
+size_t dn_dt_size(dnnl_data_type_t dt);
+static inline int dn_is_f32(const Md *md) { return md->data_type == dnnl_f32; }
 int dn_md_eq(const Md *a, const Md *b);
 size_t dn_md_bytes(const Md *a);
-/* 1 when md, of shape s, is plain NCHW */
+/* 1 when md, of shape s, is plain fp32 NCHW (what the reference layers read) */
 int dn_is_nchw(const Md *md, Shape s);
-/* The channel block of md (shape s) when it is nChw8c or nChw16c, 1 when NCHW, 0 otherwise. */
+/* The channel block of md (shape s) when it is nChw8c or nChw16c, 1 when NCHW, 0 otherwise
+ * (whatever its element type). */
 int dn_block(const Md *md, Shape s);
-/* The layout of block b (1: NCHW) for shape s. */
+/* The layout of block b (1: NCHW) for shape s, fp32 or of element type dt. */
 Md dn_md_block(Shape s, int b);
+Md dn_md_block_t(Shape s, int b, dnnl_data_type_t dt);
 /* 1 when md holds exactly shape_count(s) elements (no padded channels). */
 int dn_dense(const Md *md, Shape s);
 /* Gives node v the layout md when a node may hold it (4-D with h*w > 1, no padded channels), else
- * NCHW; returns the node's layout. */
+ * fp32 NCHW; returns the node's layout. A node's buffers hold shape_count floats, so a bf16 layout
+ * uses the first half of them. */
 const Md *dn_node_layout(Dn *dn, int v, const Md *md);
 /* A primitive descriptor's memory descriptor (dnnl_query_src_md, ...). */
 const Md *dn_query(const_dnnl_primitive_desc_t pd, dnnl_query_t what);
@@ -157,6 +168,17 @@ void dn_in_run(Dn *dn, DnIn *in);
 DnOut dn_out(Dn *dn, const Md *prim, const Md *have, void *user, int add);
 void dn_out_run(Dn *dn, DnOut *o);
 
+/* bf16 <-> fp32: the upper half of the fp32 bits; rounded to nearest even (a NaN stays a NaN) */
+static inline float dn_bf16_f(uint16_t h) {
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
+static inline uint16_t dn_f_bf16(float f) {
+    union { float f; uint32_t u; } v = {f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40);
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
 /* Executes p with the arguments (the scratchpad is added). */
 void dn_exec(Dn *dn, DnPrim *p, int nargs, const dnnl_exec_arg_t *args);
 /* y[i] += x[i] (OpenMP) */
@@ -171,6 +193,7 @@ extern const DnImpl dn_avg_impl;     /* pool.c: the spatial average */
 extern const DnImpl dn_fc_impl;      /* fc.c */
 extern const DnImpl dn_flatten_impl; /* reshape.c */
 extern const DnImpl dn_add_impl;     /* add.c */
+extern const DnImpl dn_concat_impl;  /* concat.c: bf16 plans only */
 
 /* Groups of a convolution: the weights are oneDNN's goihw, which is the reference layer's
  * [cout][cin / groups][kh][kw] in memory. */

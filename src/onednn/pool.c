@@ -3,8 +3,9 @@
  * by the in-bounds elements of the window (oneDNN's avg_exclude_padding); the padding after is
  * what the last window needs. Max pooling keeps oneDNN's workspace (the position of each
  * maximum) for backward. The spatial average is an average pooling over the whole plane.
- * Max pooling of a blocked input (whole blocks of 8 or 16 channels) runs blkpool.c's loops
- * instead of oneDNN's. */
+ * Max pooling of a blocked fp32 input (whole blocks of 8 or 16 channels) runs blkpool.c's loops
+ * instead of oneDNN's. In a bf16 plan the output keeps the input's element type (a 1x1 output is
+ * converted into its fp32 NCHW node). */
 #ifdef NVCNN_DNNL
 #include <stdlib.h>
 
@@ -31,7 +32,7 @@ static DnPool *plan_blk(Dn *dn, Layer *l, int li, int b, const Md *dst_want, int
     Net *net = dn->net;
     Node *in = &net->node[l->in[0]], *out = &net->node[l->out];
     Shape si = in->shape, so = out->shape;
-    if ((b != 8 && b != 16) || si.c % b != 0 || kh * kw > 255 || so.h * so.w <= 1) return NULL;
+    if ((b != 8 && b != 16) || si.c % b != 0 || kh * kw > 255 || so.h * so.w <= 1 || !dn_is_f32(dst_want)) return NULL;
     const Md *node_out = dn_node_layout(dn, l->out, dst_want);
     if (!dn_md_eq(node_out, dst_want)) return NULL;
     DnPool *p = xcalloc(1, sizeof *p);
@@ -63,7 +64,7 @@ static void *plan_pool(Dn *dn, Layer *l, int li, dnnl_alg_kind_t alg, int kh, in
     /* the output in the input's layout family when it stays dense (the 1x1 output of the spatial
      * average included: nChw16c of 1x1 with whole blocks is NCHW byte for byte) */
     int b = dn_block(&src, si);
-    Md dst_want = dn_md_block(so, b > 0 && so.c % b == 0 ? b : 1);
+    Md dst_want = dn_md_block_t(so, b > 0 && so.c % b == 0 ? b : 1, src.data_type);
     if (alg == dnnl_pooling_max) {
         DnPool *p = plan_blk(dn, l, li, b, &dst_want, kh, kw, sh, sw, pt, pl);
         if (p) return p;
@@ -86,7 +87,7 @@ static void *plan_pool(Dn *dn, Layer *l, int li, dnnl_alg_kind_t alg, int kh, in
     }
     DnPool *p = xcalloc(1, sizeof *p);
     /* a 1x1 output is an NCHW node: dst_want is that byte for byte when its block divides c */
-    int same_bytes = so.h * so.w == 1 && dn_dense(&dst_want, so);
+    int same_bytes = so.h * so.w == 1 && dn_dense(&dst_want, so) && dn_is_f32(&dst_want);
     const Md *node_out = same_bytes ? &dst_want : dn_node_layout(dn, l->out, &dst_want);
     if (same_bytes) dn->md[l->out] = dn_md(so, dnnl_nchw);
     p->src = dn_mem(dn, &src, in->data);
