@@ -15,13 +15,16 @@
 #             design on in turn (NCHW unfused call by call; --data_format=NHWC; --fuse=on;
 #             --cuda_graph=on; DESIGN=full: all 8 combinations), 20 steps each, next to PyTorch
 #             eager (channels_last), then torch.compile if it compiles in the time left; a flag
-#             this nvcnn rejects skips its rows with nvcnn's message                          100
+#             this nvcnn rejects skips its rows with nvcnn's message                           75
 #   mpi       mpirun -np 2 on the one GPU (the MPI fallback): lenet 20 steps, and the ranks'
 #             parameters bitwise identical and within 2e-3 of one CPU process (tests/mpi/mpi_train,
 #             buckets of 25 and 0.02 MiB, the small ones three times and once deterministic)  25
 #   input     scripts/bench_input.sh's GPU real-data/synthetic ratio (resnet50 fp16 bs256)     35
 #   profile   googlenet fp16 batch 64 --profile in NHWC and in NCHW: the layers and types;
 #             resnet50 fp16 at the default batch 64 --profile, and PyTorch eager at batch 64  60
+#   cpubf16   where the host CPU has AVX-512 (oneDNN's bf16): the CPU bf16 tests (layers and
+#             training steps against the fp32 reference, the CLI's bf16 run and resume), then
+#             googlenet batch 32 on the CPU, 10 steps, fp32 and bf16 img/s, all cores            25
 # (What the stages took on an H200, 2026-11-26: build 4.9-6.1 s, tests 197 (every GPU test, run
 # one at a time), sanitize 10-14, models 157 (44 runs), peer 105, design 197 (with torch.compile),
 # mpi 4-5 (before its mpi_train rows; 11 with them, 2026-11-27), input 29-47. The models and peer stages are the ones a
@@ -69,12 +72,13 @@ use_deps() {
 }
 use_deps
 
-STAGES="build tests sanitize models peer design mpi input profile"
-declare -A BUDGET=([build]=15 [tests]=225 [sanitize]=15 [models]=50 [peer]=45 [design]=100 [mpi]=25 [input]=35 [profile]=60)
+STAGES="build tests sanitize models peer design mpi input profile cpubf16"
+declare -A BUDGET=([build]=15 [tests]=225 [sanitize]=15 [models]=50 [peer]=45 [design]=75 [mpi]=25 [input]=35 [profile]=60 [cpubf16]=25)
 declare -A TITLE=([build]="build" [tests]="GPU tests and parity table" [sanitize]="compute-sanitizer memcheck"
                   [models]="every model, 20 steps" [peer]="nvcnn and the PyTorch peer"
                   [design]="resnet50 b256: NCHW/NHWC, fusion, CUDA Graph" [mpi]="two ranks on one GPU (MPI)"
-                  [input]="real data / synthetic on the GPU" [profile]="googlenet fp16: where NHWC loses; resnet50 at batch 64")
+                  [input]="real data / synthetic on the GPU" [profile]="googlenet fp16: where NHWC loses; resnet50 at batch 64"
+                  [cpubf16]="CPU bf16 on oneDNN, where the host CPU has AVX-512")
 
 usage() {
   echo "gpu_check.sh: $1 (usage: scripts/gpu_check.sh [--only=STAGE[,STAGE...]] [--no-build] OUTDIR; stages: $STAGES)" >&2
@@ -542,6 +546,34 @@ stage_profile() {
     echo "PyTorch resnet50 fp16 batch 64: not run (stage budget)" >>"$W/profile.md"
   fi
   echo "googlenet fp16 --profile, NHWC and NCHW; resnet50 fp16 batch 64 and its peer: $(grep -c '^googlenet\|^resnet50' "$W/profile.md") nvcnn run(s)" >"$W/profile.note"
+}
+
+# CPU bf16 (--precision=bf16 --device=cpu) needs oneDNN's avx512_core: the GPU host's CPU may have
+# it where the development machines have AVX2 only (there the tests ran on an emulated CPU,
+# scripts/avx512_guest.sh, which proves behaviour, not speed)
+stage_cpubf16() {
+  if ! grep -qw avx512f /proc/cpuinfo; then
+    echo "the host CPU has no AVX-512: no bf16 in oneDNN here (make test checks the refusal)" >"$W/cpubf16.note"
+    touch "$W/cpubf16.skip"
+    return
+  fi
+  local lim out p line
+  lim=$(( $(left) - 10 )); [ "$lim" -lt 5 ] && lim=5
+  out=$(timeout --foreground -k 3 "$lim" "$B/run_tests" --jobs=2 onednn_bf16_layers_match_fp32_reference \
+        onednn_bf16_training_steps_match_fp32_reference cli_bf16_on_cpu_names_the_instruction_set 2>&1)
+  echo "$out" >&2
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -n 1)
+  { echo "CPU bf16 tests: ${line:-did not finish in $lim s}"; echo; } >>"$W/cpubf16.md"
+  grep -q ', 0 failed' <<<"$line" || touch "$W/cpubf16.fail"
+  for p in fp32 bf16; do
+    lim=$(( $(left) - 1 ))
+    if [ "$lim" -lt 5 ]; then echo "googlenet CPU $p: not run (stage budget)" >>"$W/cpubf16.md"; continue; fi
+    out=$(OMP_NUM_THREADS=$(nproc) timeout --foreground -k 2 "$lim" ./nvcnn --model=googlenet --device=cpu --precision=$p \
+          --batch_size=32 --num_batches=10 --nstep_burnin=3 2>&1)
+    echo "$out" >&2
+    echo "googlenet CPU $p batch 32, $(nproc) threads: $(grep -m1 '^Images/sec' <<<"$out" || echo "no Images/sec line: $(cell "$(tail -n 1 <<<"$out")")")" >>"$W/cpubf16.md"
+  done
+  head -n 1 "$W/cpubf16.md" >"$W/cpubf16.note"
 }
 
 # ---------------------------------------------------------------------------------------------

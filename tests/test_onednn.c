@@ -232,6 +232,15 @@ static int mk_concat(Net *t, int x) {
     int in[3] = {a, b, x};
     return concat_create(t, in, 3);
 }
+/* y read by the first concat and by a later convolution, whose backward writes y's gradient first:
+ * the concat adds its part to it */
+static int mk_concat_after_other(Net *t, int x) {
+    int y = conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 1);
+    int in[2] = {y, x};
+    int c = concat_create(t, in, 2), z = conv_create(t, y, 16, 1, 1, 1, 1, PAD_SAME, 1);
+    int in2[2] = {c, z};
+    return concat_create(t, in2, 2);
+}
 static int mk_concat_partial(Net *t, int x) { /* 24 channels: not whole blocks of 16 */
     int a = conv_create(t, x, 24, 1, 1, 1, 1, PAD_SAME, 1), b = conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 1);
     int in[2] = {a, b};
@@ -250,6 +259,13 @@ static int mk_add_scaled_relu(Net *t, int x) {
 static int mk_add_self(Net *t, int x) {
     int y = conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 0);
     return add_create_scaled(t, y, y, 0.5f, 2.0f);
+}
+/* y read by the add and by a later convolution: the convolution's backward writes y's gradient
+ * first and the add adds to it (and x's gradient is the add's first, the convolution's second) */
+static int mk_add_after_other(Net *t, int x) {
+    int y = conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 0);
+    int s = add_create(t, y, x), z = conv_create(t, y, 16, 1, 1, 1, 1, PAD_SAME, 0);
+    return add_create(t, s, z);
 }
 /* with x NCHW (16 channels, no conv before): a blocked and an NCHW input */
 static int mk_add_mixed(Net *t, int x) { return add_create(t, conv_create(t, x, 16, 3, 3, 1, 1, PAD_SAME, 0), x); }
@@ -335,11 +351,13 @@ TEST(onednn_reshape_fc_and_layout_free_layers_match_reference) {
     parity("flatten + fc + relu, 24 channels", 4, 3, 5, 5, 24, mk_flatten_fc, 1);
     parity("concat 16 + 32 + 16, blocked", 2, 3, 6, 6, 16, mk_concat, 1);
     parity("concat 24 + 16 (partial blocks)", 2, 3, 6, 6, 16, mk_concat_partial, 1);
+    parity("concat after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_concat_after_other, 1);
     parity("conv + bn + add + relu, blocked", 2, 3, 6, 6, 16, mk_add_relu, 1);
     parity("add of blocked and NCHW", 2, 16, 6, 6, 0, mk_add_mixed, 1);
     parity("scaled add + relu, blocked", 2, 3, 6, 6, 16, mk_add_scaled_relu, 1);
     parity("scaled add + relu", 2, 16, 6, 6, 0, mk_add_scaled_relu, 1);
     parity("add of a node to itself, blocked", 2, 3, 6, 6, 16, mk_add_self, 1);
+    parity("add after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_add_after_other, 1);
     parity("tanh, blocked", 2, 3, 6, 6, 16, mk_tanh, 1);
     parity("dropout keep 1, blocked", 2, 3, 6, 6, 16, mk_dropout1, 1);
     printf("    worst relative error: forward %.2e, backward %.2e\n", worst_fwd, worst_bwd);
@@ -776,10 +794,12 @@ TEST(onednn_bf16_layers_match_fp32_reference) {
     parity("flatten + fc + relu, blocked", 4, 3, 5, 5, 16, mk_flatten_fc, 1);
     parity("concat 16 + 32 + 16, blocked", 2, 3, 6, 6, 16, mk_concat, 1);
     parity("concat 24 + 16 (partial blocks)", 2, 3, 6, 6, 16, mk_concat_partial, 1);
+    parity("concat after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_concat_after_other, 1);
     parity("conv + bn + add + relu, blocked", 2, 3, 6, 6, 16, mk_add_relu, 1);
     parity("add of blocked and NCHW", 2, 16, 6, 6, 0, mk_add_mixed, 1);
     parity("scaled add + relu, blocked", 2, 3, 6, 6, 16, mk_add_scaled_relu, 1);
     parity("add of a node to itself, blocked", 2, 3, 6, 6, 16, mk_add_self, 1);
+    parity("add after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_add_after_other, 1);
     parity("tanh, blocked", 2, 3, 6, 6, 16, mk_tanh, 1);
     parity("dropout keep 1, blocked", 2, 3, 6, 6, 16, mk_dropout1, 1);
     parity_bf16 = 0;
