@@ -4,8 +4,9 @@
  *
  * onednn_plan() gives a finalized net a runner (net.h's NetRunner) that executes convolution
  * (forward, backward data, backward weights, bias), max/average pooling, the spatial average,
- * batch normalisation, flatten and the FC GEMMs with oneDNN primitives created once, here; every
- * other layer type runs its reference code. Activations keep the layout oneDNN prefers from one
+ * batch normalisation, flatten and the FC GEMMs with oneDNN primitives created once, here (and in
+ * a bf16 plan concat too, and the FC layers as inner products); every other layer type runs its
+ * reference code. Activations keep the layout oneDNN prefers from one
  * oneDNN layer to the next (nChw16c on AVX-512, nChw8c on AVX2 and SSE4.1) and through the layers
  * that do not care about the layout (activations, add, dropout, and concat where every input's
  * channels fill whole blocks); a reference layer that needs NCHW gets its inputs converted into
