@@ -321,6 +321,15 @@ emu: all $(BUILD)/run_tests $(MPI_TEST_BIN) $(SELFTEST_BIN) $(if $(EMU_ROOT),$(E
 
 check: test
 
+# the CPU bf16 tests on an emulated AVX-512 CPU (scripts/avx512_guest.sh: Bochs's Skylake-X), for
+# machines whose CPU has no bf16 for oneDNN (make test checks the refusal there); 5 to 10 minutes
+BF16_TESTS ?= onednn_bf16_layers_match_fp32_reference onednn_bf16_training_steps_match_fp32_reference \
+	cli_bf16_on_cpu_names_the_instruction_set
+.PHONY: test-bf16-emulated
+test-bf16-emulated: test-build
+	@bash scripts/avx512_guest.sh --timeout 3000 --file $(CURDIR)/nvcnn --cwd $(CURDIR) --env NVCNN_BUILD=$(BUILD) -- \
+	  $(CURDIR)/$(BUILD)/run_tests $(BF16_TESTS)
+
 bench-cpu: all
 	@bash scripts/bench_cpu.sh
 
