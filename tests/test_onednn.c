@@ -341,25 +341,42 @@ TEST(onednn_batch_norm_matches_reference) {
     parity_tol = NULL;
 }
 
+/* The cases of the layers around the convolutions: fused and unfused relu, flatten + FC, concat,
+ * the adds, the layout-free reference layers; bf16 1: in the bf16 test too */
+static const struct {
+    const char *what;
+    int n, c, h, w, pre;
+    MakeLayer make;
+    int bf16;
+} around[] = {
+    {"conv + relu (fused)", 2, 3, 6, 6, 0, mk_conv_relu, 0},
+    {"conv + relu (fused), blocked", 2, 3, 6, 6, 16, mk_conv_relu, 1},
+    {"conv + relu + add (not fused), blocked", 2, 3, 6, 6, 16, mk_conv_relu_twice, 1},
+    {"flatten + fc + relu", 4, 3, 5, 5, 0, mk_flatten_fc, 0},
+    {"flatten + fc + relu, blocked", 4, 3, 5, 5, 16, mk_flatten_fc, 1},
+    {"flatten + fc + relu, 24 channels", 4, 3, 5, 5, 24, mk_flatten_fc, 0},
+    {"concat 16 + 32 + 16, blocked", 2, 3, 6, 6, 16, mk_concat, 1},
+    {"concat 24 + 16 (partial blocks)", 2, 3, 6, 6, 16, mk_concat_partial, 1},
+    {"concat after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_concat_after_other, 1},
+    {"conv + bn + add + relu, blocked", 2, 3, 6, 6, 16, mk_add_relu, 1},
+    {"add of blocked and NCHW", 2, 16, 6, 6, 0, mk_add_mixed, 1},
+    {"scaled add + relu, blocked", 2, 3, 6, 6, 16, mk_add_scaled_relu, 1},
+    {"scaled add + relu", 2, 16, 6, 6, 0, mk_add_scaled_relu, 0},
+    {"add of a node to itself, blocked", 2, 3, 6, 6, 16, mk_add_self, 1},
+    {"add after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_add_after_other, 1},
+    {"tanh, blocked", 2, 3, 6, 6, 16, mk_tanh, 1},
+    {"dropout keep 1, blocked", 2, 3, 6, 6, 16, mk_dropout1, 1},
+};
+
+static void parity_around(int bf16_only) {
+    for (size_t i = 0; i < sizeof around / sizeof around[0]; i++)
+        if (!bf16_only || around[i].bf16)
+            parity(around[i].what, around[i].n, around[i].c, around[i].h, around[i].w, around[i].pre, around[i].make, 1);
+}
+
 TEST(onednn_reshape_fc_and_layout_free_layers_match_reference) {
     if (!have_onednn()) return;
-    parity("conv + relu (fused)", 2, 3, 6, 6, 0, mk_conv_relu, 1);
-    parity("conv + relu (fused), blocked", 2, 3, 6, 6, 16, mk_conv_relu, 1);
-    parity("conv + relu + add (not fused), blocked", 2, 3, 6, 6, 16, mk_conv_relu_twice, 1);
-    parity("flatten + fc + relu", 4, 3, 5, 5, 0, mk_flatten_fc, 1);
-    parity("flatten + fc + relu, blocked", 4, 3, 5, 5, 16, mk_flatten_fc, 1);
-    parity("flatten + fc + relu, 24 channels", 4, 3, 5, 5, 24, mk_flatten_fc, 1);
-    parity("concat 16 + 32 + 16, blocked", 2, 3, 6, 6, 16, mk_concat, 1);
-    parity("concat 24 + 16 (partial blocks)", 2, 3, 6, 6, 16, mk_concat_partial, 1);
-    parity("concat after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_concat_after_other, 1);
-    parity("conv + bn + add + relu, blocked", 2, 3, 6, 6, 16, mk_add_relu, 1);
-    parity("add of blocked and NCHW", 2, 16, 6, 6, 0, mk_add_mixed, 1);
-    parity("scaled add + relu, blocked", 2, 3, 6, 6, 16, mk_add_scaled_relu, 1);
-    parity("scaled add + relu", 2, 16, 6, 6, 0, mk_add_scaled_relu, 1);
-    parity("add of a node to itself, blocked", 2, 3, 6, 6, 16, mk_add_self, 1);
-    parity("add after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_add_after_other, 1);
-    parity("tanh, blocked", 2, 3, 6, 6, 16, mk_tanh, 1);
-    parity("dropout keep 1, blocked", 2, 3, 6, 6, 16, mk_dropout1, 1);
+    parity_around(0);
     printf("    worst relative error: forward %.2e, backward %.2e\n", worst_fwd, worst_bwd);
 }
 
@@ -789,19 +806,7 @@ TEST(onednn_bf16_layers_match_fp32_reference) {
         parity(training ? "bn + relu training, blocked" : "bn + relu inference, blocked", 2, 3, 8, 8, 32, mk_bn_relu, training);
     }
     parity("bn 2-D training", 8, 3, 4, 4, 0, mk_bn_2d, 1);
-    parity("conv + relu (fused), blocked", 2, 3, 6, 6, 16, mk_conv_relu, 1);
-    parity("conv + relu + add (not fused), blocked", 2, 3, 6, 6, 16, mk_conv_relu_twice, 1);
-    parity("flatten + fc + relu, blocked", 4, 3, 5, 5, 16, mk_flatten_fc, 1);
-    parity("concat 16 + 32 + 16, blocked", 2, 3, 6, 6, 16, mk_concat, 1);
-    parity("concat 24 + 16 (partial blocks)", 2, 3, 6, 6, 16, mk_concat_partial, 1);
-    parity("concat after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_concat_after_other, 1);
-    parity("conv + bn + add + relu, blocked", 2, 3, 6, 6, 16, mk_add_relu, 1);
-    parity("add of blocked and NCHW", 2, 16, 6, 6, 0, mk_add_mixed, 1);
-    parity("scaled add + relu, blocked", 2, 3, 6, 6, 16, mk_add_scaled_relu, 1);
-    parity("add of a node to itself, blocked", 2, 3, 6, 6, 16, mk_add_self, 1);
-    parity("add after another consumer's gradient, blocked", 2, 3, 6, 6, 16, mk_add_after_other, 1);
-    parity("tanh, blocked", 2, 3, 6, 6, 16, mk_tanh, 1);
-    parity("dropout keep 1, blocked", 2, 3, 6, 6, 16, mk_dropout1, 1);
+    parity_around(1);
     parity_bf16 = 0;
 }
 
