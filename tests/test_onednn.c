@@ -441,14 +441,6 @@ static void train_parity(const char *what, Body body, int n, int s, int steps, d
         double e = fabs(l1 - l0) / fabs(l0);
         CHECK_MSG(e <= tol.loss, "%s: step %d loss %.9g (oneDNN) vs %.9g (reference)", what, step, l1, l0);
         w_loss = fmax(w_loss, e);
-        if (step == 0 && train_bf16 && getenv("NVCNN_TEST_VERBOSE")) /* every tensor's first gradient */
-            for (int p = 0; p < net[0]->nparam; p++) {
-                size_t c = net[0]->param[p].count;
-                double nr = 0;
-                for (size_t i = 0; i < c; i++) nr += (double)net_grad(net[0], p)[i] * net_grad(net[0], p)[i];
-                printf("      %-28s |g| %.3e  l2 %.2e  max %.2e\n", net[0]->param[p].name, sqrt(nr),
-                       l2_err(net_grad(net[1], p), net_grad(net[0], p), c), rel_err(net_grad(net[1], p), net_grad(net[0], p), c));
-            }
         if (step == 0 && train_bf16) {
             double *l2 = xmalloc((size_t)net[0]->nparam * sizeof *l2);
             int worst = 0;

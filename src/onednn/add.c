@@ -93,8 +93,7 @@ static void add_backward_bf16(const DnAdd *k) {
     for (int s = 0; s < 2; s++) {
         uint16_t *dx = (uint16_t *)(s ? k->db : k->da);
         const float c = s ? cb : ca;
-        /* the same node on both sides: its second pass adds to the first */
-        const int acc = (s ? k->acc_b : k->acc_a) || (s && k->da == k->db);
+        const int acc = s ? k->acc_b : k->acc_a; /* (the same node on both sides: acc_b) */
         if (!dx) continue;
 #pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
         for (long i = 0; i < k->n; i++) {

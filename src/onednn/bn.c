@@ -3,19 +3,19 @@
  * Training: the batch statistics (mean and biased variance, as the reference), then the running
  * averages moved here as the reference moves them (the running variance gets the unbiased batch
  * variance). The statistics are computed here (bn_stats) and given to oneDNN's forward as global
- * statistics wherever the input is fp32 NCHW, nChw8c or nChw16c (bf16 data: oneDNN's, in fp32): oneDNN 2.6 sums in fp32 over the
- * n*h*w values of a channel, which loses the variance where the mean is large against the spread
- * (a convolution of near-constant images, as the synthetic data are: relu(bn) 20 % off at
- * inception3's first layer, 2x149x149 values a channel); bn_stats sums deviations from one of the
- * channel's own values, in fp32 over 32 pixels at a time and in double across them, to about the
- * reference's accuracy. Inference: the running statistics as oneDNN's global statistics.
- * Backward follows the mode of the last forward. gamma, beta, the running statistics and the
- * gradients of gamma and beta are used in place in the arenas (the gradients written, not added,
- * so net_backward does not zero them). A relu that is the output's only consumer is fused (oneDNN's
- * fuse_norm_relu, with the positions of the positive outputs kept in a workspace for backward):
- * this layer writes the relu's output node and reads its gradient. Not where oneDNN has the fused
- * kernel in its reference implementation only and an optimised one without (oneDNN 2.6 on SSE4.1):
- * the relu runs on its own there. */
+ * statistics wherever the input is fp32 NCHW, nChw8c or nChw16c (bf16 data: oneDNN's own, in fp32):
+ * oneDNN 2.6 sums in fp32 over the n*h*w values of a channel, which loses the variance where the
+ * mean is large against the spread (a convolution of near-constant images, as the synthetic data
+ * are: relu(bn) 20 % off at inception3's first layer, 2x149x149 values a channel); bn_stats sums
+ * deviations from one of the channel's own values, in fp32 over 32 pixels at a time and in double
+ * across them, to about the reference's accuracy. Inference: the running statistics as oneDNN's
+ * global statistics. Backward follows the mode of the last forward. gamma, beta, the running
+ * statistics and the gradients of gamma and beta are used in place in the arenas (the gradients
+ * written, not added, so net_backward does not zero them). A relu that is the output's only
+ * consumer is fused (oneDNN's fuse_norm_relu, with the positions of the positive outputs kept in a
+ * workspace for backward): this layer writes the relu's output node and reads its gradient. Not
+ * where oneDNN has the fused kernel in its reference implementation only and an optimised one
+ * without (oneDNN 2.6 on SSE4.1): the relu runs on its own there. */
 #ifdef NVCNN_DNNL
 #include <stdlib.h>
 #include <string.h>
