@@ -58,43 +58,65 @@ def tf_ref(data):
     return t.numpy()
 
 
-cases = {
-    "img_420.jpg": jpeg_bytes(Image.fromarray(scene(61, 47)), quality=90, subsampling=2),
-    "img_444.jpg": jpeg_bytes(Image.fromarray(scene(40, 33)), quality=90, subsampling=0),
-    "img_422_odd.jpg": jpeg_bytes(Image.fromarray(scene(35, 29)), quality=85, subsampling=1),
-    "img_progressive.jpg": jpeg_bytes(Image.fromarray(scene(64, 48)), quality=90, progressive=True),
-    "img_gray.jpg": jpeg_bytes(Image.fromarray(scene(50, 37)).convert("L"), quality=90),
-}
-# An ImageNet-sized JPEG for region/scaled-decode checks (compared with nvcnn's own full decode).
-save("img_large.jpg", jpeg_bytes(Image.fromarray(scene(500, 375)), quality=90))
-for name, data in cases.items():
-    save(name, data)
-    ppm(os.path.join(out, name + ".ppm"), tf_ref(data))
+def write_all():
+    cases = {
+        "img_420.jpg": jpeg_bytes(Image.fromarray(scene(61, 47)), quality=90, subsampling=2),
+        "img_444.jpg": jpeg_bytes(Image.fromarray(scene(40, 33)), quality=90, subsampling=0),
+        "img_422_odd.jpg": jpeg_bytes(Image.fromarray(scene(35, 29)), quality=85, subsampling=1),
+        "img_progressive.jpg": jpeg_bytes(Image.fromarray(scene(64, 48)), quality=90, progressive=True),
+        "img_gray.jpg": jpeg_bytes(Image.fromarray(scene(50, 37)).convert("L"), quality=90),
+    }
+    # An ImageNet-sized JPEG for region/scaled-decode checks (compared with nvcnn's own full decode).
+    save("img_large.jpg", jpeg_bytes(Image.fromarray(scene(500, 375)), quality=90))
+    for name, data in cases.items():
+        save(name, data)
+        ppm(os.path.join(out, name + ".ppm"), tf_ref(data))
 
-# CMYK (Pillow writes Adobe-inverted CMYK JPEGs); reference: Pillow's own decode to RGB.
-cmyk = jpeg_bytes(Image.fromarray(scene(32, 24)).convert("CMYK"), quality=95)
-save("img_cmyk.jpg", cmyk)
-ppm(os.path.join(out, "img_cmyk.jpg.ppm"), np.asarray(Image.open(io.BytesIO(cmyk)).convert("RGB")))
+    # CMYK (Pillow writes Adobe-inverted CMYK JPEGs); reference: Pillow's own decode to RGB.
+    cmyk = jpeg_bytes(Image.fromarray(scene(32, 24)).convert("CMYK"), quality=95)
+    save("img_cmyk.jpg", cmyk)
+    ppm(os.path.join(out, "img_cmyk.jpg.ppm"), np.asarray(Image.open(io.BytesIO(cmyk)).convert("RGB")))
 
-# PNGs: RGB, RGBA, paletted, gray, 16-bit gray. References as TensorFlow's decode_png(channels=3):
-# alpha dropped, 16-bit scaled to 8 bits.
-base = scene(23, 17)
-pngs = {
-    "img_rgb.png": Image.fromarray(base),
-    "img_rgba.png": Image.fromarray(np.dstack([base, (np.arange(23 * 17) % 256).reshape(17, 23).astype(np.uint8)]), "RGBA"),
-    "img_palette.png": Image.fromarray(base).convert("P", palette=Image.ADAPTIVE, colors=16),
-    "img_gray.png": Image.fromarray(base).convert("L"),
-    "img_gray16.png": Image.fromarray(np.asarray(Image.fromarray(base).convert("L")).astype(np.uint16) * 257),
-}
-for name, im in pngs.items():
-    b = io.BytesIO()
-    im.save(b, format="PNG")
-    save(name, b.getvalue())
-    if im.mode == "RGBA":
-        rgb = np.asarray(im)[..., :3]
-    elif im.mode == "I;16":
-        rgb = np.repeat((np.asarray(im).astype(np.uint32) // 257).astype(np.uint8)[..., None], 3, -1)
-    else:
-        rgb = np.asarray(im.convert("RGB"))
-    ppm(os.path.join(out, name + ".ppm"), rgb)
-print("wrote fixtures to", os.path.normpath(out))
+    # PNGs: RGB, RGBA, paletted, gray, 16-bit gray (values v * 257). References as TensorFlow's
+    # decode_png(channels=3): alpha dropped, 16-bit samples to their high byte.
+    base = scene(23, 17)
+    pngs = {
+        "img_rgb.png": Image.fromarray(base),
+        "img_rgba.png": Image.fromarray(np.dstack([base, (np.arange(23 * 17) % 256).reshape(17, 23).astype(np.uint8)]), "RGBA"),
+        "img_palette.png": Image.fromarray(base).convert("P", palette=Image.ADAPTIVE, colors=16),
+        "img_gray.png": Image.fromarray(base).convert("L"),
+        "img_gray16.png": Image.fromarray(np.asarray(Image.fromarray(base).convert("L")).astype(np.uint16) * 257),
+    }
+    for name, im in pngs.items():
+        b = io.BytesIO()
+        im.save(b, format="PNG")
+        save(name, b.getvalue())
+        if im.mode == "RGBA":
+            rgb = np.asarray(im)[..., :3]
+        elif im.mode == "I;16":
+            rgb = np.repeat((np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)[..., None], 3, -1)
+        else:
+            rgb = np.asarray(im.convert("RGB"))
+        ppm(os.path.join(out, name + ".ppm"), rgb)
+
+
+def png16_fixtures():
+    """16-bit PNGs with samples of any value (not v * 257, where rounding and truncation agree),
+    written and decoded by TensorFlow: decode_png(channels=3) keeps each sample's high byte."""
+    r16 = np.random.default_rng(16)
+    rgb16 = r16.integers(0, 65536, size=(11, 13, 3), dtype=np.uint16)
+    gray16 = r16.integers(0, 65536, size=(9, 7, 1), dtype=np.uint16)
+    for name, a in (("img_rgb16.png", rgb16), ("img_gray16_odd.png", gray16)):
+        data = tf.io.encode_png(a).numpy()
+        save(name, data)
+        ppm(os.path.join(out, name + ".ppm"), tf.io.decode_png(data, channels=3).numpy())
+
+
+if __name__ == "__main__":
+    import sys
+
+    # `make_fixtures_image.py png16`: only the 16-bit PNGs (the other fixtures left as they are)
+    if sys.argv[1:] != ["png16"]:
+        write_all()
+    png16_fixtures()
+    print("wrote fixtures to", os.path.normpath(out))

@@ -84,7 +84,10 @@ TEST(image_cmyk_jpeg_comes_out_rgb) {
 }
 
 TEST(image_png_variants_decode_exactly) {
-    const char *names[] = {"img_rgb.png", "img_rgba.png", "img_palette.png", "img_gray.png", "img_gray16.png"};
+    /* img_rgb16.png and img_gray16_odd.png: 16-bit samples of any value, referenced by TensorFlow's
+     * decode_png (which keeps the high byte) */
+    const char *names[] = {"img_rgb.png", "img_rgba.png", "img_palette.png", "img_gray.png", "img_gray16.png", "img_rgb16.png",
+                           "img_gray16_odd.png"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         Diff d = compare_fixture(names[i]);
         CHECK_MSG(d.max == 0, "%s: max difference %d", names[i], d.max);
@@ -160,6 +163,62 @@ TEST(image_corrupt_and_truncated_input_fail_cleanly) {
     CHECK(image_decode_rgb(junk, sizeof junk, &img, &w, &h, err, sizeof err) == -1 && strstr(err, "not a JPEG"));
     CHECK(image_sniff(data, len) == IMG_JPEG && image_sniff(junk, sizeof junk) == IMG_UNKNOWN);
     free(bad);
+    free(data);
+}
+
+/* JPEGs that libjpeg decodes with a warning that leaves the pixels as meant: a JFIF revision 2.01
+ * (an unknown major version) and 3 stray bytes before the SOS marker. TensorFlow's decode_jpeg
+ * reads both (checked with TensorFlow 2.21: the same pixels as the clean file), so nvcnn must:
+ * each decodes to exactly the clean file's pixels. A warning about damaged coded data (a premature
+ * end of a scan) stays an error, not a gray-padded sample. */
+TEST(image_harmless_jpeg_warnings_decode_as_tensorflow) {
+    size_t len;
+    uint8_t *data = tu_read_file("data/fixtures/img_420.jpg", &len);
+    CHECK(data != NULL);
+    if (!data) return;
+    char err[256];
+    uint8_t *clean = NULL, *img = NULL;
+    int cw, ch, w, h;
+    CHECK(image_decode_rgb(data, len, &clean, &cw, &ch, err, sizeof err) == 0);
+    CHECK(memcmp(data + 6, "JFIF", 5) == 0);
+    uint8_t *v2 = malloc(len);
+    memcpy(v2, data, len);
+    v2[11] = 2; /* APP0's major version */
+    size_t sos = 0;
+    for (size_t i = 2; i + 1 < len && !sos; i++)
+        if (data[i] == 0xFF && data[i + 1] == 0xDA) sos = i;
+    CHECK(sos > 0);
+    uint8_t *junk = malloc(len + 3);
+    memcpy(junk, data, sos);
+    memcpy(junk + sos, "\x12\x34\x56", 3);
+    memcpy(junk + sos + 3, data + sos, len - sos);
+    const struct {
+        const char *what;
+        const uint8_t *d;
+        size_t n;
+    } cases[] = {{"JFIF 2.01", v2, len}, {"3 bytes before SOS", junk, len + 3}};
+    for (int k = 0; k < 2; k++) {
+        err[0] = 0;
+        int rc = image_decode_rgb(cases[k].d, cases[k].n, &img, &w, &h, err, sizeof err);
+        CHECK_MSG(rc == 0, "%s: %s", cases[k].what, err);
+        if (rc != 0) continue;
+        CHECK_MSG(w == cw && h == ch && clean && memcmp(img, clean, (size_t)w * h * 3) == 0, "%s: pixels differ", cases[k].what);
+        free(img);
+    }
+    /* the scan cut short, the file's end marker kept: "premature end of data segment" */
+    uint8_t *cut = malloc(len);
+    size_t keep = sos + (len - sos) / 2;
+    memcpy(cut, data, keep);
+    cut[keep] = 0xFF;
+    cut[keep + 1] = 0xD9;
+    err[0] = 0;
+    int rc = image_decode_rgb(cut, keep + 2, &img, &w, &h, err, sizeof err);
+    CHECK_MSG(rc == -1 && strstr(err, "Corrupt JPEG data"), "a scan cut short: rc %d, %s", rc, err);
+    if (rc == 0) free(img);
+    free(cut);
+    free(junk);
+    free(v2);
+    free(clean);
     free(data);
 }
 

@@ -7,6 +7,8 @@
 #include <stdio.h>
 /* jpeglib.h needs size_t and FILE first */
 #include <jpeglib.h>
+/* the message codes (JWRN_...) */
+#include <jerror.h>
 #include <png.h>
 #include <setjmp.h>
 #include <stdlib.h>
@@ -35,10 +37,17 @@ static void jerr_exit(j_common_ptr c) {
     longjmp(e->jb, 1);
 }
 
-/* Corrupt-data warnings (premature end, bad Huffman code) make libjpeg pad with gray; a
- * damaged image is an error here, not a silent wrong sample. */
+/* Warnings that leave the pixels as the file means them (as TensorFlow's decode_jpeg, which
+ * decodes these files, gives them): a JFIF revision it does not know, bytes between two markers
+ * (the decoder skips them), an Adobe transform code it does not know, an ICC profile split
+ * oddly. Every other warning is damage to the coded data (a premature end, a bad Huffman code,
+ * a lost restart marker) that libjpeg pads with gray: an error here, not a silent wrong sample. */
+static int harmless_warning(int code) {
+    return code == JWRN_JFIF_MAJOR || code == JWRN_EXTRANEOUS_DATA || code == JWRN_ADOBE_XFORM || code == JWRN_BOGUS_ICC;
+}
+
 static void jerr_emit(j_common_ptr c, int level) {
-    if (level < 0) {
+    if (level < 0 && !harmless_warning(c->err->msg_code)) {
         JErr *e = (JErr *)c->err;
         (*c->err->format_message)(c, e->msg);
         longjmp(e->jb, 1);
@@ -159,7 +168,7 @@ static int decode_png(const uint8_t *data, size_t len, uint8_t **out, int *w, in
     if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
-    if (depth == 16) png_set_scale_16(png);
+    if (depth == 16) png_set_strip_16(png); /* the high byte, as TensorFlow's decode_png */
     png_set_strip_alpha(png);
     if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
     png_set_interlace_handling(png);
