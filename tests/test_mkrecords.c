@@ -318,6 +318,18 @@ TEST(mkrecords_errors_and_help) {
     free(o);
     CHECK(mk("--output_dir=/tmp/x --input_dir=/nonexistent-dir", &o) == 2 && strstr(o, "/nonexistent-dir"));
     free(o);
+    /* flags of IDX input given with a folder tree (whose files are copied as they are) are refused,
+     * not ignored */
+    const char *idx_only[] = {"--quality=80", "--format=jpeg", "--class_names=a,b"};
+    for (int i = 0; i < 3; i++) {
+        char a[200], w[100];
+        snprintf(a, sizeof a, "--output_dir=/tmp/x --input_dir=/tmp %s", idx_only[i]);
+        snprintf(w, sizeof w, "error: --%.*s applies to --idx_images (", (int)(strchr(idx_only[i], '=') - idx_only[i] - 2),
+                 idx_only[i] + 2);
+        int rc = mk(a, &o);
+        CHECK_MSG(rc == 2 && o && strstr(o, w), "%s: rc %d: %s", idx_only[i], rc, o);
+        free(o);
+    }
 
     /* a truncated IDX file names the file and the offset */
     char dir[600], img[700], lab[700], args[3000], trunc[800];
@@ -336,6 +348,16 @@ TEST(mkrecords_errors_and_help) {
     char want[900];
     snprintf(want, sizeof want, "%s: truncated IDX data at byte offset %d", trunc, 8 + NIMG - 3);
     CHECK_MSG(strstr(o, want) != NULL, "got: %s", o);
+    free(o);
+    /* --class_names too short: the message names the label byte and the label it becomes, which
+     * are one apart (IDX labels are 0-based, the records' 1-based) */
+    snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s/o --class_names=a,b", img, lab, dir);
+    CHECK(mk(args, &o) == 4 && o);
+    int byte = -1, label = -1;
+    const char *at = o ? strstr(o, "the label byte ") : NULL;
+    CHECK_MSG(at && sscanf(at, "the label byte %d at byte offset %*d (label %d in the records)", &byte, &label) == 2 &&
+                  label == byte + 1 && label > 2 && strstr(o, "has no name in --class_names (2 names, for labels 1 to 2)"),
+              "got: %s", o);
     free(o);
     /* images and labels swapped */
     snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s/o", lab, img, dir);

@@ -16,7 +16,7 @@ TEST(shards_name_parse) {
     CHECK(shard_name_parse("train-1-of-2.tfrecord", "train", &i, &c, &set) == 1);
     CHECK(i == 1 && c == 2 && strcmp(set, "-of-2.tfrecord") == 0);
     /* not shard names */
-    const char *no[] = {"train",           "train-0.tfrecord",       "train-00000-of-",     "train-00000-of-00000",
+    const char *no[] = {"train",           "train-0.tfrecord",       "train-00000-of-",
                         "train-x-of-00002", "train-00000-00002",      "training-00000-of-00001",
                         "train_00000-of-00001", "train-0000000000-of-00002", "train-00000-of-0000000002",
                         "validation-00000-of-00001"};
@@ -98,6 +98,10 @@ TEST(shards_broken_sets_are_named) {
     const char *beyond[] = {"train-00000-of-00002", "train-00001-of-00002", "train-00002-of-00002"};
     CHECK(check(beyond, 3, "train", err, sizeof err) == -1);
     CHECK_MSG(strcmp(err, "train-00002-of-00002: shard index 2 is not below the count 2 of its set") == 0, "got: %s", err);
+    /* a count of 0 names a shard (not a freely named file) whose index cannot be below it */
+    const char *zero[] = {"train-00000-of-00000"};
+    CHECK(check(zero, 1, "train", err, sizeof err) == -1);
+    CHECK_MSG(strcmp(err, "train-00000-of-00000: shard index 0 is not below the count 0 of its set") == 0, "got: %s", err);
     /* stray files among shards */
     const char *stray[] = {"train-00000-of-00001", "train-notes.txt"};
     CHECK(check(stray, 2, "train", err, sizeof err) == -1);

@@ -32,7 +32,7 @@ int shard_name_parse(const char *name, const char *subset, unsigned long *index,
     const char *s = p;
     p += 4;
     long c = digits(&p);
-    if (c <= 0) return 0;
+    if (c < 0) return 0; /* a count of 0 is a shard name: shard_set_check refuses its index */
     if (index) *index = (unsigned long)i;
     if (count) *count = (unsigned long)c;
     if (set) *set = s;

@@ -95,6 +95,7 @@ typedef struct Opts {
     const char *output_dir, *input_dir, *validation_dir, *idx_images, *idx_labels, *subset, *class_names;
     double validation_split;
     int shards, validation_shards, quality, png, overwrite, strict;
+    const char *idx_only; /* the last flag given that applies to IDX input only, or NULL */
     uint64_t seed;
 } Opts;
 
@@ -152,6 +153,7 @@ static void parse_args(int argc, char **argv, Opts *o) {
         else
             die_code(EXIT_USAGE, "--%s needs a value: --%s=... or --%s ... (see --help)", key, key, key);
         if (!*v) die_code(EXIT_USAGE, "--%s needs a value", key);
+        if (!strcmp(key, "quality") || !strcmp(key, "format") || !strcmp(key, "class_names")) o->idx_only = key;
         if (!strcmp(key, "output_dir")) o->output_dir = v;
         else if (!strcmp(key, "input_dir")) o->input_dir = v;
         else if (!strcmp(key, "validation_dir")) o->validation_dir = v;
@@ -181,6 +183,10 @@ static void parse_args(int argc, char **argv, Opts *o) {
     if (idx && (o->validation_dir || o->validation_split > 0))
         die_code(EXIT_USAGE, "--validation_dir and --validation_split apply to --input_dir; convert the test IDX pair "
                              "with --subset=validation");
+    if (tree && o->idx_only)
+        die_code(EXIT_USAGE, "--%s applies to --idx_images (a folder tree's files are copied as they are, its class "
+                             "names are its folder names)",
+                 o->idx_only);
     if (idx && o->strict) die_code(EXIT_USAGE, "--strict applies to --input_dir (an IDX file holds images only)");
     if (o->validation_dir && o->validation_split > 0)
         die_code(EXIT_USAGE, "--validation_dir and --validation_split exclude each other");
@@ -757,8 +763,11 @@ int main(int argc, char **argv) {
             all[i].index = i;
             all[i].label = (int)s.labels.body[i] + 1;
             if (s.classes && all[i].label > s.nclasses)
-                die_code(EXIT_DATA, "%s: label %d at byte offset %zu has no name in --class_names (%d names)",
-                         o.idx_labels, all[i].label - 1, (size_t)(s.labels.body - s.labels.data) + i, s.nclasses);
+                die_code(EXIT_DATA,
+                         "%s: the label byte %d at byte offset %zu (label %d in the records) has no name in --class_names "
+                         "(%d names, for labels 1 to %d)",
+                         o.idx_labels, all[i].label - 1, (size_t)(s.labels.body - s.labels.data) + i, all[i].label,
+                         s.nclasses, s.nclasses);
         }
         shuffle_items(all, nall, o.seed);
         job[njob++] = make_job(&o, o.subset, all, nall, o.shards);
