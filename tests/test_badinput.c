@@ -214,6 +214,12 @@ TEST(badinput_tfrecords_that_begin_like_compressed_files_train) {
         snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=2 --data_dir=%s --skip_corrupt", d);
         const int rc = th_run(cmd, &o);
         CHECK_MSG(rc == 0 && o && !strstr(o, "-compressed file") && strstr(o, "corrupt records skipped"), "exit %d:\n%s", rc, o);
+        /* the record the scan skipped is named once, with its file and offset */
+        char want[800];
+        snprintf(want, sizeof want, "nvcnn: warning: %s: corrupt record at byte offset %zu (length CRC mismatch); skipped (--skip_corrupt)\n",
+                 path, first + 16 + 4 * (elen + 16));
+        const char *w1 = o ? strstr(o, want) : NULL;
+        CHECK_MSG(w1 && !strstr(w1 + 1, want), "once, %s\n%s", want, o);
         free(o);
     }
     free(jpg);

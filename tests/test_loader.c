@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "testutil.h"
 #include "io/example.h"
 #include "io/image.h"
 #include "io/loader.h"
@@ -424,6 +425,131 @@ TEST(loader_corrupt_record_exit_or_skip) {
     for (int i = 0; i < 10; i++) CHECK(ids[i] == (i < 3 ? i : i + 1));
     CHECK(loader_skipped(l) == 1);
     loader_close(l);
+}
+
+/* One shard of n records, id g with label g + 1; the ids in unusable[] get bytes that are no image
+ * (their framing sound), and record crc_bad's payload is damaged after writing (its data CRC
+ * fails). Returns the shard's path in path. */
+static void make_flawed_shard(const char *dir, int n, const int *unusable, int nunusable, int crc_bad, char *path, size_t plen) {
+    mkdir(dir, 0755);
+    snprintf(path, plen, "%s/train-00000-of-00001", dir);
+    char err[256];
+    TfrWriter *w = tfr_writer_open(path, err, sizeof err);
+    if (!w) die("%s", err);
+    for (int g = 0; g < n; g++) {
+        int bad = 0;
+        for (int k = 0; k < nunusable; k++) bad |= unusable[k] == g;
+        size_t ilen, rlen;
+        uint8_t *img = bad ? (uint8_t *)xstrdup("not an image at all") : solid_png(g, &ilen);
+        if (bad) ilen = strlen((char *)img);
+        ExampleBuilder *b = example_builder_new();
+        example_add_bytes(b, "image/encoded", img, ilen);
+        int64_t label = g + 1;
+        example_add_int64s(b, "image/class/label", &label, 1);
+        uint8_t *rec = example_serialize(b, &rlen);
+        if (tfr_write(w, rec, rlen) != 0) die("write failed");
+        free(rec);
+        free(img);
+        example_builder_free(b);
+    }
+    if (tfr_writer_close(w) != 0) die("close failed");
+    TfrIndexEntry *ix;
+    if (tfr_scan(path, 0, &ix, NULL, err, sizeof err) != n) die("%s", err);
+    FILE *f = fopen(path, "r+b");
+    fseek(f, (long)(ix[crc_bad].offset + 20), SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, (long)(ix[crc_bad].offset + 20), SEEK_SET);
+    fputc(ch ^ 0x40, f);
+    fclose(f);
+    free(ix);
+}
+
+/* The labels of `steps` training batches of a loader (every batch full, every image its label's). */
+static void train_labels(const LoaderConfig *c, int steps, int *labels) {
+    Loader *l = loader_open(c);
+    for (int s = 0; s < steps; s++) {
+        LoaderBatch *b = loader_next(l);
+        CHECK(b && b->count == c->batch);
+        if (!b) break;
+        for (int i = 0; i < b->count; i++) {
+            const int id = b->labels[i];
+            const uint8_t *px = b->images + (size_t)i * 4 * 4 * 3;
+            CHECK_MSG(id >= 0 && abs(px[0] - 5 * id % 256) <= 1 && abs(px[2] - 77) <= 1, "step %d slot %d: label %d", s, i, id);
+            labels[s * c->batch + i] = id;
+        }
+        loader_release(l, b);
+    }
+    loader_close(l);
+}
+
+/* --skip_corrupt in training: a corrupt or unusable record keeps its place in the stream and is
+ * replaced by another record drawn at random, so every batch is full, a batch whose every image is
+ * unusable included (it used to end the run), no batch repeats its own samples for them, the draws
+ * are the same whatever the workers' timing, a resumed loader continues with the same batches, and
+ * each corrupt record is counted and named once, however many epochs read it. */
+TEST(loader_skip_corrupt_refills_training_batches) {
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/refill", th_tmpdir());
+    const int unusable[] = {4, 5, 6, 7}; /* the whole second batch */
+    make_flawed_shard(dir, 12, unusable, 4, 2, path, sizeof path);
+    LoaderConfig c = base_cfg(dir);
+    c.batch = 4;
+    c.repeat = 1;
+    c.skip_corrupt = 1;
+    enum { STEPS = 9 }; /* three epochs */
+    int a[STEPS * 4], b[STEPS * 4], r[STEPS * 4];
+    train_labels(&c, STEPS, a);
+    for (int s = 0; s < STEPS; s++) {
+        int seen[12] = {0};
+        for (int i = 0; i < 4; i++) {
+            const int k = s * 4 + i, g = k % 12, lab = a[k];
+            const int bad = g == 2 || (g >= 4 && g <= 7);
+            /* a usable record in its own place; a replacement is a usable record */
+            if (!bad) CHECK_MSG(lab == g, "step %d slot %d: %d, not record %d", s, i, lab, g);
+            CHECK_MSG(lab != 2 && (lab < 4 || lab > 7), "step %d slot %d: corrupt record %d delivered", s, i, lab);
+            if (lab >= 0 && lab < 12) seen[lab]++;
+        }
+        /* the replacements are drawn among the records not in the batch (7 usable records here) */
+        for (int id = 0; id < 12; id++) CHECK_MSG(seen[id] <= 1, "step %d: record %d twice", s, id);
+    }
+    /* the same draws with one worker; a loader resumed at step 4 continues as the first */
+    c.threads = 1;
+    train_labels(&c, STEPS, b);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    c.start_sample = 4 * 4;
+    train_labels(&c, STEPS - 4, r);
+    CHECK(memcmp(a + 16, r, (STEPS - 4) * 4 * sizeof *r) == 0);
+    c.start_sample = 0;
+    /* counted and named once over three epochs */
+    char err_path[700];
+    snprintf(err_path, sizeof err_path, "%s/refill.err", th_tmpdir());
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(err_path, "w", stderr)) _exit(99);
+        Loader *l = loader_open(&c);
+        for (int s = 0; s < STEPS; s++) loader_release(l, loader_next(l));
+        const size_t sk = loader_skipped(l);
+        loader_close(l);
+        fflush(stderr);
+        _exit(sk == 5 ? 0 : 10 + (int)sk);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "skipped count: exit %d (10 + the count)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    size_t len;
+    char *e = (char *)tu_read_file(err_path, &len);
+    CHECK(e != NULL);
+    if (!e) return;
+    int lines = 0;
+    for (size_t i = 0; i < len; i++) lines += e[i] == '\n';
+    CHECK_MSG(lines == 5, "%d lines:\n%s", lines, e);
+    char want[900];
+    snprintf(want, sizeof want, "warning: %s: corrupt record at byte offset ", path);
+    CHECK_MSG(strstr(e, want) && strstr(e, "(data CRC mismatch); skipped (--skip_corrupt)"), "%s", e);
+    snprintf(want, sizeof want, "warning: %s: record at byte offset ", path);
+    CHECK_MSG(strstr(e, want) && strstr(e, " skipped: "), "%s", e);
+    free(e);
 }
 
 /* Two conversions into one folder, or a shard gone: the loader refuses the folder, naming the

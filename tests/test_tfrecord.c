@@ -256,5 +256,5 @@ TEST(tfrecord_rejects_other_files) {
     CHECK_MSG(strstr(err, "corrupt record at byte offset 0 (length CRC mismatch)") != NULL, "%s", err);
     size_t sk = 0;
     CHECK(tfr_scan(path, 1, NULL, &sk, err, sizeof err) == 0 && sk == 1);
-    CHECK(tfr_scan("/nonexistent/x.tfrecord", 0, NULL, NULL, err, sizeof err) == -1 && strstr(err, "cannot open"));
+    CHECK(tfr_scan("/nonexistent/x.tfrecord", 0, NULL, NULL, err, sizeof err) == -2 && strstr(err, "cannot open"));
 }

@@ -28,13 +28,13 @@
  * from generators seeded by (seed, r, epoch). So for a given seed the batches are identical run
  * to run, whatever the number of workers.
  *
- * Errors. Framing errors (CRC mismatches, truncation) exit with EXIT_DATA naming the file and
- * offset, or with skip_corrupt are skipped and counted. Records whose framing is sound but whose
+ * Errors. Framing errors (CRC mismatches, truncation) and records whose framing is sound but whose
  * content is unusable (not an Example, no image/encoded, an image that does not decode) exit with
- * EXIT_DATA naming the file and the record's offset, or with skip_corrupt are skipped (with a
- * warning line naming them) and counted: the image and its label leave the batch together, and
- * the gap is closed by loader_next(). A label out of range always exits: it means the data set
- * and --num_classes disagree. */
+ * EXIT_DATA naming the file and the record's offset. With skip_corrupt each is named in a warning
+ * and counted once (l->bad marks it: later epochs pass it over unread), and its slot stays empty
+ * (label -1): loader_next() refills it in training (refill: a record drawn at random) and drops
+ * it in a one-pass run. A label out of range always exits: it means the data set and
+ * --num_classes disagree. A shard that cannot be opened or read exits 1 (I/O). */
 #define _GNU_SOURCE
 #include "io/loader.h"
 
@@ -63,8 +63,10 @@ typedef struct RecRef {
 } RecRef;
 
 typedef struct BatchBuf {
-    LoaderBatch pub; /* first member: a LoaderBatch * is a BatchBuf * */
-    int pending;     /* tasks issued and not finished */
+    LoaderBatch pub;    /* first member: a LoaderBatch * is a BatchBuf * */
+    uint64_t first_seq; /* the stream's sample number of slot 0 (slot k: first_seq + k) */
+    size_t *refs;       /* [batch]: the record in each slot (l->mine[refs[k]]) */
+    int pending;        /* tasks issued and not finished */
     int closed;      /* the reader issued all of its samples */
     struct BatchBuf *next;
 } BatchBuf;
@@ -72,6 +74,7 @@ typedef struct BatchBuf {
 typedef struct Task {
     BatchBuf *batch;
     int slot;
+    size_t ref; /* the record: l->mine[ref] */
     uint32_t file;
     uint64_t offset, seq;
     uint8_t *rec; /* the whole framed record */
@@ -87,6 +90,8 @@ struct Loader {
     size_t *group_start; /* this rank's records grouped by file: [ngroups + 1] */
     size_t ngroups;
     size_t skipped_scan, skipped_read, skipped_decode;
+    unsigned char *bad; /* [nmine]: 1 once the record was found corrupt (skip_corrupt): not read again */
+    int report_scan;    /* warn of each record the scan skips (loader_open on rank 0) */
     int nworkers;
     size_t img_bytes;
 
@@ -200,7 +205,7 @@ int loader_has_subset(const char *dir, const char *subset) { return list_matchin
 
 typedef struct ScanJob {
     char **paths;
-    int nfiles, skip;
+    int nfiles, skip, report;
     int next;
     pthread_mutex_t mu;
     TfrIndexEntry **ix;
@@ -209,6 +214,11 @@ typedef struct ScanJob {
     char (*err)[600];
 } ScanJob;
 
+static void scan_skipped(void *ctx, const char *msg) {
+    (void)ctx;
+    warn("%s; skipped (--skip_corrupt)", msg);
+}
+
 static void *scan_thread(void *arg) {
     ScanJob *j = arg;
     for (;;) {
@@ -216,7 +226,8 @@ static void *scan_thread(void *arg) {
         int f = j->next++;
         pthread_mutex_unlock(&j->mu);
         if (f >= j->nfiles) return NULL;
-        j->count[f] = tfr_scan(j->paths[f], j->skip, &j->ix[f], &j->skipped[f], j->err[f], sizeof j->err[f]);
+        j->count[f] = tfr_scan_reporting(j->paths[f], j->skip, &j->ix[f], &j->skipped[f], j->err[f], sizeof j->err[f],
+                                         j->report ? scan_skipped : NULL, NULL);
     }
 }
 
@@ -272,7 +283,7 @@ static void refuse_compressed(const Loader *l, int f) {
 /* Scans every shard and keeps this rank's records. */
 static void build_index(Loader *l) {
     int nf = l->nfiles;
-    ScanJob j = {.paths = l->paths, .nfiles = nf, .skip = l->cfg.skip_corrupt, .next = 0};
+    ScanJob j = {.paths = l->paths, .nfiles = nf, .skip = l->cfg.skip_corrupt, .report = l->report_scan, .next = 0};
     pthread_mutex_init(&j.mu, NULL);
     j.ix = xcalloc((size_t)nf, sizeof *j.ix);
     j.count = xcalloc((size_t)nf, sizeof *j.count);
@@ -291,6 +302,7 @@ static void build_index(Loader *l) {
         const int first_bad = j.count[f] < 0 ? strstr(j.err[f], "byte offset 0 (") != NULL
                                              : j.skipped[f] > 0 && (j.count[f] == 0 || j.ix[f][0].offset != 0);
         if (first_bad) refuse_compressed(l, f);
+        if (j.count[f] == -2) die("%s", j.err[f]); /* cannot be opened or read: an I/O error (exit 1) */
         if (j.count[f] < 0) {
             if (strstr(j.err[f], "byte offset 0 (")) die_code(EXIT_DATA, "%s; not a TFRecord file", j.err[f]);
             die_code(EXIT_DATA, "%s", j.err[f]);
@@ -319,6 +331,7 @@ static void build_index(Loader *l) {
     }
     l->group_start[l->ngroups] = k;
     l->nmine = k;
+    l->bad = xcalloc(k ? k : 1, 1);
     l->total = total;
     free(j.ix);
     free(j.count);
@@ -393,11 +406,28 @@ static int file_fd(Loader *l, uint32_t f) {
     return l->fd[slot];
 }
 
-/* Reads and checks one record; NULL if it is corrupt and skip_corrupt is set. */
-static uint8_t *read_record(Loader *l, const RecRef *rr) {
+/* Marks record ref corrupt (skip_corrupt) and counts it in *counter, once: the first finder warns
+ * with msg, a record found again (a race between the reader and a refill) is neither counted nor
+ * named twice. */
+static void mark_bad(Loader *l, size_t ref, size_t *counter, const char *msg) {
+    pthread_mutex_lock(&l->mu);
+    const int first = !l->bad[ref];
+    if (first) {
+        __atomic_store_n(&l->bad[ref], 1, __ATOMIC_RELAXED);
+        (*counter)++;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (first) warn("%s", msg);
+}
+
+static int known_bad(const Loader *l, size_t ref) { return __atomic_load_n(&l->bad[ref], __ATOMIC_RELAXED); }
+
+/* Reads record ref from fd and checks its framing; NULL if it is corrupt and skip_corrupt is set
+ * (marked, counted and named), exit 4 naming the file and offset without it. */
+static uint8_t *read_record(Loader *l, int fd, size_t ref) {
+    const RecRef *rr = &l->mine[ref];
     size_t total = (size_t)rr->len + TFR_HEADER_BYTES + TFR_FOOTER_BYTES;
     uint8_t *buf = xmalloc(total);
-    int fd = file_fd(l, rr->file);
     size_t got = 0;
     while (got < total) {
         ssize_t k = pread(fd, buf + got, total - got, (off_t)(rr->offset + got));
@@ -410,9 +440,10 @@ static uint8_t *read_record(Loader *l, const RecRef *rr) {
     }
     const char *what;
     if (tfr_check_record(buf, rr->len, &what) != 0) {
-        if (!l->cfg.skip_corrupt)
-            die_code(EXIT_DATA, "%s: corrupt record at byte offset %" PRIu64 " (%s)", l->paths[rr->file], rr->offset,
-                     what);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s: corrupt record at byte offset %" PRIu64 " (%s)", l->paths[rr->file], rr->offset, what);
+        if (!l->cfg.skip_corrupt) die_code(EXIT_DATA, "%s", msg);
+        mark_bad(l, ref, &l->skipped_read, strcat(msg, "; skipped (--skip_corrupt)"));
         free(buf);
         return NULL;
     }
@@ -441,14 +472,12 @@ static void *reader_main(void *arg) {
         epoch_order(l, epoch, order);
         uint64_t produced = 0;
         for (size_t i = epoch == epoch0 ? i0 : 0; i < n; i++) {
-            const RecRef *rr = &l->mine[order[i]];
-            uint8_t *rec = read_record(l, rr);
-            if (!rec) {
-                pthread_mutex_lock(&l->mu);
-                l->skipped_read++;
-                pthread_mutex_unlock(&l->mu);
-                continue;
-            }
+            const size_t ref = order[i];
+            const RecRef *rr = &l->mine[ref];
+            /* a corrupt record (skip_corrupt) keeps its place in the stream as an empty slot
+             * (label -1), which loader_next() refills: sample k stays record k of the order, so
+             * a resumed run continues where the checkpoint was taken */
+            uint8_t *rec = known_bad(l, ref) ? NULL : read_record(l, file_fd(l, rr->file), ref);
             pthread_mutex_lock(&l->mu);
             if (!cur) {
                 while (l->nfree == 0 && !l->stop) pthread_cond_wait(&l->cv_free, &l->mu);
@@ -460,6 +489,7 @@ static void *reader_main(void *arg) {
                 cur = l->freeq[--l->nfree];
                 cur->pub.count = 0;
                 cur->pub.epoch = epoch;
+                cur->first_seq = seq;
                 cur->pending = 0;
                 cur->closed = 0;
                 cur->next = NULL;
@@ -468,6 +498,17 @@ static void *reader_main(void *arg) {
                 else
                     l->fifo_head = cur;
                 l->fifo_tail = cur;
+            }
+            cur->refs[cur->pub.count] = ref;
+            if (!rec) {
+                cur->pub.labels[cur->pub.count++] = -1;
+                seq++;
+                pthread_mutex_unlock(&l->mu);
+                if (cur->pub.count == B) {
+                    close_batch(l, cur);
+                    cur = NULL;
+                }
+                continue;
             }
             while (l->task_count == l->task_cap && !l->stop) pthread_cond_wait(&l->cv_space, &l->mu);
             if (l->stop) {
@@ -478,6 +519,7 @@ static void *reader_main(void *arg) {
             Task *t = &l->tasks[(l->task_head + l->task_count) % l->task_cap];
             t->batch = cur;
             t->slot = cur->pub.count++;
+            t->ref = ref;
             t->file = rr->file;
             t->offset = rr->offset;
             t->seq = seq++;
@@ -511,33 +553,20 @@ out:
 
 /* ---- decode workers ---------------------------------------------------------------------- */
 
-/* A record whose framing is sound but whose Example or image is unusable: fatal (exit 4, naming
- * the file and offset), or with skip_corrupt counted and its slot marked empty (label -1);
- * loader_next() then closes the gap. */
-static void skip_sample(Loader *l, const Task *t, const char *path, const char *err) {
-    if (!l->cfg.skip_corrupt)
-        die_code(EXIT_DATA, "%s: record at byte offset %" PRIu64 ": %s", path, t->offset, err);
-    warn("%s: record at byte offset %" PRIu64 " skipped: %s", path, t->offset, err);
-    t->batch->pub.labels[t->slot] = -1;
-    pthread_mutex_lock(&l->mu);
-    l->skipped_decode++;
-    pthread_mutex_unlock(&l->mu);
-}
-
-static void run_task(Loader *l, const Task *t) {
-    const char *path = l->paths[t->file];
-    char err[512];
+/* Parses record rec (payload len, of file f at offset) and decodes and augments its image into
+ * dst as sample number seq of the stream: its label (0-based), or -1 with the reason in err when
+ * the Example or the image is unusable. A label outside [1, num_classes] always exits: the data
+ * set and --num_classes disagree. */
+static int32_t decode_sample(Loader *l, const uint8_t *rec, size_t len, uint32_t f, uint64_t offset, uint64_t seq,
+                             uint8_t *dst, char *err, size_t errlen) {
     ExampleImage ex;
-    if (example_parse_image(t->rec + TFR_HEADER_BYTES, t->len, &ex, err, sizeof err) != 0) {
-        skip_sample(l, t, path, err);
-        return;
-    }
+    if (example_parse_image(rec + TFR_HEADER_BYTES, len, &ex, err, errlen) != 0) return -1;
     int64_t label = ex.label - 1;
     if (label < 0 || (l->cfg.num_classes > 0 && label >= l->cfg.num_classes))
         die_code(EXIT_DATA,
                  "%s: record at byte offset %" PRIu64 ": image/class/label %" PRId64
                  " is outside [1, %d] (labels are 1-based; %d classes)",
-                 path, t->offset, ex.label, l->cfg.num_classes, l->cfg.num_classes);
+                 l->paths[f], offset, ex.label, l->cfg.num_classes, l->cfg.num_classes);
     BBox boxes_local[8];
     BBox *boxes = ex.nbox <= 8 ? boxes_local : xmalloc((size_t)ex.nbox * sizeof *boxes);
     for (int i = 0; i < ex.nbox; i++) {
@@ -550,20 +579,34 @@ static void run_task(Loader *l, const Task *t) {
                        .out_w = l->cfg.width,
                        .training = l->cfg.training,
                        .distort_color = l->cfg.distort_color,
-                       .color_order = (int)(t->seq % 2),
+                       .color_order = (int)(seq % 2),
                        .min_area = l->cfg.crop_area_min};
     Rng rng;
-    rng_seed_stream(&rng, l->cfg.seed, mix3(2, (uint64_t)l->cfg.rank, t->seq));
-    uint8_t *dst = t->batch->pub.images + (size_t)t->slot * l->img_bytes;
-    if (augment_image(ex.encoded, ex.encoded_len, ex.nbox ? boxes : NULL, ex.nbox, &p, &rng, dst, err, sizeof err) != 0) {
-        if (boxes != boxes_local) free(boxes);
-        example_image_free(&ex);
-        skip_sample(l, t, path, err);
-        return;
-    }
-    t->batch->pub.labels[t->slot] = (int32_t)label;
+    rng_seed_stream(&rng, l->cfg.seed, mix3(2, (uint64_t)l->cfg.rank, seq));
+    const int rc = augment_image(ex.encoded, ex.encoded_len, ex.nbox ? boxes : NULL, ex.nbox, &p, &rng, dst, err, errlen);
     if (boxes != boxes_local) free(boxes);
     example_image_free(&ex);
+    return rc == 0 ? (int32_t)label : -1;
+}
+
+/* The unusable record ref (its framing sound): fatal (exit 4, naming the file and offset), or
+ * with skip_corrupt marked, counted and named. */
+static void unusable(Loader *l, size_t ref, const char *err) {
+    const RecRef *rr = &l->mine[ref];
+    if (!l->cfg.skip_corrupt) die_code(EXIT_DATA, "%s: record at byte offset %" PRIu64 ": %s", l->paths[rr->file], rr->offset, err);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s: record at byte offset %" PRIu64 " skipped: %s", l->paths[rr->file], rr->offset, err);
+    mark_bad(l, ref, &l->skipped_decode, msg);
+}
+
+/* Decodes a task into its slot; an unusable record leaves the slot empty (label -1), which
+ * loader_next() refills. */
+static void run_task(Loader *l, const Task *t) {
+    char err[512];
+    uint8_t *dst = t->batch->pub.images + (size_t)t->slot * l->img_bytes;
+    const int32_t label = decode_sample(l, t->rec, t->len, t->file, t->offset, t->seq, dst, err, sizeof err);
+    if (label < 0) unusable(l, t->ref, err);
+    t->batch->pub.labels[t->slot] = label;
 }
 
 static void *worker_main(void *arg) {
@@ -588,8 +631,10 @@ static void *worker_main(void *arg) {
 
 /* ---- public ------------------------------------------------------------------------------ */
 
-/* Checks the configuration, lists and scans the shards: a Loader with its index and no threads. */
-static Loader *open_index(const LoaderConfig *cfg) {
+/* Checks the configuration, lists and scans the shards: a Loader with its index and no threads.
+ * report: name each record the scan skips (rank 0 of a loader that reads: every rank scans
+ * every shard, and loader_scan's check comes before a loader_open of the same shards). */
+static Loader *open_index(const LoaderConfig *cfg, int report) {
     if (!cfg->data_dir || !cfg->data_dir[0]) die_code(EXIT_USAGE, "no data directory given");
     const char *subset = cfg->subset && cfg->subset[0] ? cfg->subset : "train";
     if (cfg->batch <= 0) die_code(EXIT_USAGE, "loader: batch size %d must be positive", cfg->batch);
@@ -601,6 +646,7 @@ static Loader *open_index(const LoaderConfig *cfg) {
     Loader *l = xcalloc(1, sizeof *l);
     l->cfg = *cfg;
     l->cfg.subset = subset;
+    l->report_scan = report;
     l->nfiles = loader_list_shards(cfg->data_dir, subset, &l->paths);
     if (l->nfiles == 0) die_code(EXIT_USAGE, "no %s-* files in %s", subset, cfg->data_dir);
     build_index(l);
@@ -617,19 +663,20 @@ static void free_index(Loader *l) {
     for (int i = 0; i < l->nfiles; i++) free(l->paths[i]);
     free(l->paths);
     free(l->mine);
+    free(l->bad);
     free(l->group_start);
     free(l);
 }
 
 size_t loader_scan(const LoaderConfig *cfg) {
-    Loader *l = open_index(cfg);
+    Loader *l = open_index(cfg, 0);
     size_t n = l->total;
     free_index(l);
     return n;
 }
 
 Loader *loader_open(const LoaderConfig *cfg) {
-    Loader *l = open_index(cfg);
+    Loader *l = open_index(cfg, cfg->rank == 0);
     int threads = cfg->threads;
     if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -644,6 +691,7 @@ Loader *loader_open(const LoaderConfig *cfg) {
         size_t ib = l->img_bytes * (size_t)cfg->batch, lb = sizeof(int32_t) * (size_t)cfg->batch;
         b->pub.images = cfg->host_alloc ? cfg->host_alloc(ib) : xmalloc_aligned(ib);
         b->pub.labels = cfg->host_alloc ? cfg->host_alloc(lb) : xmalloc_aligned(lb);
+        b->refs = xmalloc((size_t)cfg->batch * sizeof *b->refs);
         if (!b->pub.images || !b->pub.labels) die("cannot allocate %zu bytes for a batch", ib);
         l->freeq[l->nfree++] = b;
     }
@@ -673,10 +721,59 @@ size_t loader_skipped(const Loader *l) {
     return n;
 }
 
-/* Removes the samples skipped as unusable (label -1): the valid ones move to the front. A
- * one-pass run returns fewer samples; an endless (training) run refills the batch by repeating
- * its valid samples in order, so every step sees a full batch. */
-static void close_gaps(Loader *l, LoaderBatch *b) {
+/* Fills slot k of batch b, left empty by a corrupt or unusable record, with another record of
+ * this rank, decoded and augmented as sample number first_seq + k of the stream: the record is
+ * drawn at random (a generator seeded by the seed, the rank and that sample number: the same
+ * record whatever the timing), among those not yet known corrupt and not in the batch already;
+ * after 64 draws that miss, the search goes on record by record from the last draw, and where
+ * every usable record is in the batch (a rank with fewer records than a batch), it takes one of
+ * them. Exit 4 only if no record of the rank is usable. (Over an epoch the replacements are a
+ * uniform sample of the usable records, so no image stands in for the corrupt ones more often
+ * than another, and a batch whose every image is corrupt is filled all the same.) */
+static void refill(Loader *l, BatchBuf *b, int k) {
+    const uint64_t seq = b->first_seq + (uint64_t)k;
+    const size_t n = l->nmine;
+    Rng pick;
+    rng_seed_stream(&pick, l->cfg.seed, mix3(3, (uint64_t)l->cfg.rank, seq));
+    const uint32_t range = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    size_t ref = rng_below(&pick, range);
+    uint8_t *dst = b->pub.images + (size_t)k * l->img_bytes;
+    for (size_t tries = 0; tries < 2 * n + 64; tries++) {
+        if (tries > 0) ref = tries < 64 ? rng_below(&pick, range) : (ref + 1) % n;
+        if (known_bad(l, ref)) continue;
+        int in_batch = 0;
+        for (int i = 0; i < b->pub.count && tries < n + 64; i++) in_batch |= i != k && b->refs[i] == ref;
+        if (in_batch) continue;
+        const RecRef *rr = &l->mine[ref];
+        int fd = open(l->paths[rr->file], O_RDONLY | O_CLOEXEC);
+        if (fd < 0) die("cannot open %s: %s", l->paths[rr->file], strerror(errno));
+        uint8_t *rec = read_record(l, fd, ref);
+        close(fd);
+        if (!rec) continue;
+        char err[512];
+        const int32_t label = decode_sample(l, rec, (size_t)rr->len, rr->file, rr->offset, seq, dst, err, sizeof err);
+        free(rec);
+        if (label >= 0) {
+            b->pub.labels[k] = label;
+            b->refs[k] = ref;
+            return;
+        }
+        unusable(l, ref, err);
+    }
+    die_code(EXIT_DATA, "rank %d: no usable record in %s/%s-* (all %zu were corrupt or unusable: --skip_corrupt)", l->cfg.rank,
+             l->cfg.data_dir, l->cfg.subset, n);
+}
+
+/* The slots of corrupt or unusable records (label -1): an endless (training) run refills each
+ * (refill), so every step sees a full batch of distinct draws; a one-pass run (evaluation) drops
+ * them, the valid samples moving to the front, and returns fewer. */
+static void close_gaps(Loader *l, BatchBuf *bb) {
+    LoaderBatch *b = &bb->pub;
+    if (l->cfg.repeat) {
+        for (int i = 0; i < b->count; i++)
+            if (b->labels[i] < 0) refill(l, bb, i);
+        return;
+    }
     int n = 0;
     for (int i = 0; i < b->count; i++) {
         if (b->labels[i] < 0) continue;
@@ -686,15 +783,6 @@ static void close_gaps(Loader *l, LoaderBatch *b) {
         }
         n++;
     }
-    if (n == b->count) return;
-    if (l->cfg.repeat && n > 0) {
-        for (int i = n, k = 0; i < b->count; i++, k = (k + 1) % n) {
-            memcpy(b->images + (size_t)i * l->img_bytes, b->images + (size_t)k * l->img_bytes, l->img_bytes);
-            b->labels[i] = b->labels[k];
-        }
-        return;
-    }
-    if (l->cfg.repeat) die_code(EXIT_DATA, "%s/%s-*: every image of a batch was unusable", l->cfg.data_dir, l->cfg.subset);
     b->count = n;
 }
 
@@ -706,7 +794,7 @@ LoaderBatch *loader_next(Loader *l) {
             l->fifo_head = b->next;
             if (!l->fifo_head) l->fifo_tail = NULL;
             pthread_mutex_unlock(&l->mu);
-            close_gaps(l, &b->pub);
+            close_gaps(l, b);
             return &b->pub;
         }
         if (!b && l->reader_done) {
@@ -747,6 +835,7 @@ void loader_close(Loader *l) {
             free(l->bufs[i].pub.labels);
         }
     }
+    for (int i = 0; i < NUM_BATCH_BUFS; i++) free(l->bufs[i].refs);
     for (int i = 0; i < FD_CACHE; i++)
         if (l->fd[i] >= 0) close(l->fd[i]);
     pthread_mutex_destroy(&l->mu);

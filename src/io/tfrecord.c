@@ -140,6 +140,9 @@ struct TfrReader {
     uint64_t bufpos;
     int skip_corrupt;
     size_t skipped;
+    int ioerr; /* the last TFR_BAD was a read error, not corruption */
+    void (*on_skip)(void *ctx, const char *msg);
+    void *on_skip_ctx;
     char err[512];
 };
 
@@ -199,6 +202,7 @@ static int ensure(TfrReader *r, uint64_t off, size_t n, size_t chunk) {
             if (errno == EINTR) continue;
             snprintf(r->err, sizeof r->err, "%s: read error at byte offset %" PRIu64 ": %s", r->path,
                      r->bufpos + r->len, strerror(errno));
+            r->ioerr = 1;
             return -1;
         }
         if (k == 0) break;
@@ -206,6 +210,7 @@ static int ensure(TfrReader *r, uint64_t off, size_t n, size_t chunk) {
     }
     if (r->len < n) {
         snprintf(r->err, sizeof r->err, "%s: file shrank while reading at byte offset %" PRIu64, r->path, off);
+        r->ioerr = 1;
         return -1;
     }
     return 0;
@@ -218,6 +223,12 @@ __attribute__((format(printf, 3, 4))) static void set_bad(TfrReader *r, uint64_t
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     snprintf(r->err, sizeof r->err, "%s: corrupt record at byte offset %" PRIu64 " (%s)", r->path, off, what);
+}
+
+/* A corrupt record passed over (skip_corrupt): counted, and its message (r->err) reported. */
+static void skipped_one(TfrReader *r) {
+    r->skipped++;
+    if (r->on_skip) r->on_skip(r->on_skip_ctx, r->err);
 }
 
 /* 1 if a plausible header starts at off (its length CRC matches and the record fits). */
@@ -244,7 +255,7 @@ static int read_record(TfrReader *r, TfrRecord *rec, int want_data) {
                     TFR_HEADER_BYTES);
             r->pos = r->size;
             if (r->skip_corrupt) {
-                r->skipped++;
+                skipped_one(r);
                 return TFR_EOF;
             }
             return TFR_BAD;
@@ -261,7 +272,7 @@ static int read_record(TfrReader *r, TfrRecord *rec, int want_data) {
                 r->pos = r->size;
                 return TFR_BAD;
             }
-            r->skipped++;
+            skipped_one(r);
             uint64_t q = off + 1;
             int ioerr = 0;
             while (q < r->size && !header_ok_at(r, q, &ioerr) && !ioerr) q++;
@@ -277,7 +288,7 @@ static int read_record(TfrReader *r, TfrRecord *rec, int want_data) {
                     len + TFR_HEADER_BYTES + TFR_FOOTER_BYTES, avail);
             r->pos = r->size;
             if (r->skip_corrupt) {
-                r->skipped++;
+                skipped_one(r);
                 return TFR_EOF;
             }
             return TFR_BAD;
@@ -301,7 +312,7 @@ static int read_record(TfrReader *r, TfrRecord *rec, int want_data) {
                 r->pos = r->size;
                 return TFR_BAD;
             }
-            r->skipped++;
+            skipped_one(r);
             r->pos = next;
             continue;
         }
@@ -334,8 +345,15 @@ int tfr_check_record(const uint8_t *buf, uint64_t len, const char **what) {
 
 long long tfr_scan(const char *path, int skip_corrupt, TfrIndexEntry **index, size_t *skipped, char *err,
                    size_t errlen) {
+    return tfr_scan_reporting(path, skip_corrupt, index, skipped, err, errlen, NULL, NULL);
+}
+
+long long tfr_scan_reporting(const char *path, int skip_corrupt, TfrIndexEntry **index, size_t *skipped, char *err,
+                             size_t errlen, void (*on_skip)(void *ctx, const char *msg), void *ctx) {
     TfrReader *r = tfr_open(path, skip_corrupt, err, errlen);
-    if (!r) return -1;
+    if (!r) return -2;
+    r->on_skip = on_skip;
+    r->on_skip_ctx = ctx;
     size_t n = 0, cap = 0;
     TfrIndexEntry *ix = NULL;
     TfrRecord rec;
@@ -354,9 +372,10 @@ long long tfr_scan(const char *path, int skip_corrupt, TfrIndexEntry **index, si
     if (skipped) *skipped = r->skipped;
     if (st == TFR_BAD) {
         snprintf(err, errlen, "%s", r->err);
+        const int io = r->ioerr;
         free(ix);
         tfr_close(r);
-        return -1;
+        return io ? -2 : -1;
     }
     tfr_close(r);
     if (index) *index = ix;

@@ -81,9 +81,14 @@ typedef struct TfrIndexEntry {
 /* Scans a file's framing (headers only; the data CRCs are checked when records are read) and
  * returns the number of records; *index (malloc'd, may be NULL if index is NULL) lists them.
  * Returns -1 with the corrupt-record message in err on a bad or truncated record (without
- * skip_corrupt), or if the file cannot be read. *skipped (may be NULL) gets the records skipped. */
+ * skip_corrupt), -2 with the message if the file cannot be opened or read (an I/O error, not
+ * corruption). *skipped (may be NULL) gets the records skipped. */
 long long tfr_scan(const char *path, int skip_corrupt, TfrIndexEntry **index, size_t *skipped, char *err,
                    size_t errlen);
+/* tfr_scan, calling on_skip (when not NULL) with the message of each corrupt record it skips
+ * ("<path>: corrupt record at byte offset N (<what>)"); on_skip may run on any thread that scans. */
+long long tfr_scan_reporting(const char *path, int skip_corrupt, TfrIndexEntry **index, size_t *skipped, char *err,
+                             size_t errlen, void (*on_skip)(void *ctx, const char *msg), void *ctx);
 
 /* Writer: creates or truncates path. NULL with a message in err on failure. */
 typedef struct TfrWriter TfrWriter;
