@@ -115,7 +115,8 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     rep->step0 = rep->last_row_step = step0;
     rep->due_step = -1;
     rep->burnin = r->cfg.nstep_burnin; /* nvcnn.py: the first steps of the run, however short */
-    rep->rates = xmalloc((size_t)(r->nstep > 0 ? r->nstep : 1) * sizeof *rep->rates);
+    rep->cap_rates = 1024;
+    rep->rates = xmalloc((size_t)rep->cap_rates * sizeof *rep->rates);
     rep->last_summary = now_seconds();
     rep->last_row = rep->last_eta = report_clock();
     rep->row_every = r->cfg.display_every;
@@ -177,7 +178,12 @@ void report_time(Report *rep, double seconds) {
     const long i = rep->ntimed++;
     if (!(seconds > 0)) return;
     rep->last_rate = (double)rep->r->total_batch / seconds;
-    if (i >= rep->burnin && rep->nrates < rep->r->nstep) rep->rates[rep->nrates++] = rep->last_rate;
+    if (i < rep->burnin || rep->nrates >= rep->r->nstep) return;
+    if (rep->nrates == rep->cap_rates) {
+        rep->cap_rates *= 2;
+        rep->rates = xrealloc(rep->rates, (size_t)rep->cap_rates * sizeof *rep->rates);
+    }
+    rep->rates[rep->nrates++] = rep->last_rate;
 }
 
 void report_results(Report *rep, Trainer *tr) {

@@ -14,8 +14,9 @@ typedef struct Report {
     EventLog *elog;       /* rank 0 with --log_dir; NULL otherwise */
     long step0;           /* the step the run starts at */
     int burnin;           /* steps left out of Images/sec */
-    double *rates;        /* per timed step, images per second over all ranks */
-    long nrates;
+    double *rates;        /* per timed step, images per second over all ranks (grown as steps come: a
+                             run's length may be far beyond what it reaches) */
+    long nrates, cap_rates;
     long ntimed;          /* steps timed so far (report_time), burn-in included */
     double last_rate;     /* the latest step's images per second */
     double ema, ema_w;    /* nvcnn.py's loss average: decay 0.9, debiased */

@@ -766,6 +766,18 @@ TEST(cli_num_epochs_overrides_num_batches) {
     free(o);
 }
 
+/* A run length far beyond what a run reaches (4e9 steps, inside --num_batches' range) allocates
+ * nothing by it: the run starts, trains and, stopped by SIGTERM, prints its speed summary (it used
+ * to end at once with "out of host memory allocating 32000000000 bytes"). */
+TEST(cli_a_huge_run_length_starts_and_stops_cleanly) {
+    char *o = NULL;
+    const int rc = th_run("timeout --preserve-status -s TERM 4 ./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=4000000000 --nstep_burnin=2 "
+                          "--display_every=1 2>&1", &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Received SIGTERM") && strstr(o, "\nImages/sec: ") && !strstr(o, "out of host memory"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+}
+
 /* --forward_only: inference steps, said in the header; no learning rate, no checkpoint */
 TEST(cli_forward_only_benchmark) {
     char *o, cmd[800];
