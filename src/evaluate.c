@@ -24,9 +24,10 @@ int evaluate_due(const Run *r, long step) {
     return floor((double)(step + 1) / per_epoch / every) > floor((double)step / per_epoch / every);
 }
 
-void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *top5) {
+int evaluate(Run *r, Trainer *tr, int slot, int verbose, int in_training, double *top1, double *top5) {
     const Config *c = &r->cfg;
-    Loader *ld = input_open_loader(r, "validation", 0, 0);
+    Loader *ld = input_open_validation(r, in_training);
+    int failed = 0;
     Net *net = tr->net;
     Node *in = net_node(net, net->input);
     size_t cap = 64, n = 0;
@@ -43,7 +44,14 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
     }
     for (long step = 0;; step++) {
         LoaderBatch *b = loader_next(ld);
-        double acc[4] = {0, 0, 0, b ? 0 : 1}; /* top1, top5, count, ranks done */
+        /* top1, top5, count, ranks done, ranks whose data failed (exit 4), whose reading failed (1) */
+        double acc[6] = {0, 0, 0, b ? 0 : 1, 0, 0};
+        const char *why;
+        const int code = b ? 0 : loader_error(ld, &why);
+        if (code) {
+            error_line("%s", why);
+            acc[code == EXIT_DATA ? 4 : 5] = 1;
+        }
         if (b) {
             int c1, c5;
             /* a short last batch: the slots past count hold stale bytes; give them a valid label */
@@ -62,7 +70,11 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
             acc[2] = b->count;
             loader_release(ld, b);
         }
-        dist_allreduce_sum_d(&r->dist, acc, 4);
+        dist_allreduce_sum_d(&r->dist, acc, 6);
+        if (acc[4] > 0 || acc[5] > 0) { /* every rank sees it after the same step */
+            failed = acc[5] > 0 ? EXIT_FAILURE_GENERIC : EXIT_DATA;
+            break;
+        }
         if (acc[2] > 0) {
             if (n == cap) {
                 cap *= 2;
@@ -84,6 +96,12 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
         if ((int)acc[3] == r->dist.size) break;
     }
     *top1 = *top5 = NAN;
+    if (failed) {
+        free(t1);
+        free(t5);
+        loader_close(ld);
+        return failed;
+    }
     if (n > 0) { /* the accuracy over every image (a short last batch weighs by its images) */
         *top1 = 100.0 * total[0] / total[2];
         *top5 = 100.0 * total[1] / total[2];
@@ -91,9 +109,18 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
     size_t skipped = loader_skipped(ld);
     double sk = (double)skipped;
     dist_allreduce_sum_d(&r->dist, &sk, 1); /* every rank has the same n and sk: all end here alike */
-    if (n == 0 && sk > 0)
-        die_code(EXIT_DATA, "%s/validation-*: every image was corrupt and skipped (--skip_corrupt): %.0f records, none evaluated",
-                 c->data_dir, sk);
+    if (n == 0 && sk > 0) {
+        if (!in_training)
+            die_code(EXIT_DATA, "%s/validation-*: every image was corrupt and skipped (--skip_corrupt): %.0f records, none evaluated",
+                     c->data_dir, sk);
+        if (r->dist.rank == 0)
+            error_line("%s/validation-*: every image was corrupt and skipped (--skip_corrupt): %.0f records, none evaluated",
+                       c->data_dir, sk);
+        free(t1);
+        free(t5);
+        loader_close(ld);
+        return EXIT_DATA;
+    }
     if (verbose) { /* the last step's row, then the error and jitter from the per-step figures, as nvcnn.py */
         if (n > 0 && shown != (long)n) printf("%6zu %5.1f%% %5.1f%%\n", n, t1[n - 1], t5[n - 1]);
         printf("----------------------------------------------------------------\n");
@@ -110,4 +137,5 @@ void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *
     free(t1);
     free(t5);
     loader_close(ld);
+    return 0;
 }

@@ -11,8 +11,12 @@
 /* top1/top5 receive the accuracies in % (NAN without images). verbose: prints the table and the
  * two lines (the pass at the end of a run, --eval); otherwise nothing (evaluations while
  * training print their own line). GPU backend: the batches are staged in slot `slot`, one that
- * holds no training batch. */
-void evaluate(Run *r, Trainer *tr, int slot, int verbose, double *top1, double *top5);
+ * holds no training batch. Returns 0. in_training (an evaluation between two training steps):
+ * an error of the validation data on any rank (a corrupt record, a label out of range, every
+ * image skipped, a read error) is printed by the rank that found it and every rank returns its
+ * exit code (4, or 1 for a read error) together, so that the run can write its checkpoint before
+ * it ends; otherwise such an error ends the process. */
+int evaluate(Run *r, Trainer *tr, int slot, int verbose, int in_training, double *top1, double *top5);
 /* --eval_every_epochs: 1 when the step ending at step + 1 (0-based `step`) crosses a multiple of
  * every_epochs epochs of the run's images, the last step of the run excepted (the pass at the
  * end evaluates it). */

@@ -42,6 +42,12 @@ Loader *input_open_loader(const Run *r, const char *subset, int training, uint64
     return loader_open(&lc);
 }
 
+Loader *input_open_validation(const Run *r, int defer_errors) {
+    LoaderConfig lc = loader_config(r, "validation", 0, 0);
+    lc.defer_errors = defer_errors;
+    return loader_open(&lc);
+}
+
 size_t input_scan(const Run *r, const char *subset) {
     const LoaderConfig lc = loader_config(r, subset, 0, 0);
     return loader_scan(&lc);

@@ -25,6 +25,9 @@ typedef struct Input {
 /* The loader of `subset` (train or validation) for this rank, from sample `start` of its stream;
  * training: augmented and endless. */
 Loader *input_open_loader(const Run *r, const char *subset, int training, uint64_t start);
+/* The one-pass loader of validation-* for an evaluation; defer_errors: its threads' data errors end
+ * the pass, not the process (loader_error(): an evaluation while training stops the run cleanly). */
+Loader *input_open_validation(const Run *r, int defer_errors);
 /* The records of `subset` over all ranks, its shards listed and scanned as the loader would
  * (with its errors) without reading them: shards that a run reads later checked before it starts. */
 size_t input_scan(const Run *r, const char *subset);

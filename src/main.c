@@ -268,7 +268,7 @@ static int eval_only(Run *r) {
     GpuNet *gpu = plan(r, net, &tr);
     if (!lifecycle_restore(r, net, &tr)) die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
     double t1, t5;
-    evaluate(r, &tr, 0, 1, &t1, &t5);
+    evaluate(r, &tr, 0, 1, 0, &t1, &t5);
     trainer_free(&tr);
     gpunet_free(gpu);
     net_free(net);
@@ -356,13 +356,18 @@ static void warn_untimed(const Run *r, long step0) {
 
 /* --eval_every_epochs: after a step that completes a multiple of N epochs, the validation
  * accuracy in one line (and TensorBoard and metrics.csv). Returns 1 when it reaches --target_top1:
- * the run then ends at this step (its final checkpoint is written at this step). */
-static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long step) {
+ * the run then ends at this step (its final checkpoint is written at this step). When the
+ * validation data fails (a corrupt record, a label out of range: the rank that found it has said
+ * which), the run ends at this step too, its checkpoint written, and *failed gets the exit code. */
+static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long step, int *failed) {
     const Config *c = &r->cfg;
     if (c->forward_only || !evaluate_due(r, step)) return 0;
     const double t0 = now_seconds();
     double t1, t5;
-    evaluate(r, tr, input_free_slot(in), 0, &t1, &t5);
+    if ((*failed = evaluate(r, tr, input_free_slot(in), 0, 1, &t1, &t5))) {
+        r->nstep = step + 1;
+        return 1;
+    }
     const double secs = now_seconds() - t0, epochs = (double)(step + 1) * r->total_batch / (double)r->nrecord;
     printf("Validation at step %ld (epoch %.2f): top-1 %.3f %%, top-5 %.3f %% (%.1f s)\n", step + 1, epochs, t1, t5, secs);
     report_validation(rep, step + 1, t1, t5);
@@ -411,7 +416,8 @@ static int train(Run *r) {
     Report rep;
     report_open(&rep, r, &tr, step0);
     const LrSchedule sched = schedule(r);
-    int target = 0; /* --target_top1 reached */
+    int target = 0;      /* --target_top1 reached, or an evaluation failed */
+    int eval_failed = 0; /* that evaluation's exit code */
 
     for (long step = step0; step < r->nstep; step++) {
         const double t0 = now_seconds(), lr = lr_at(&sched, step);
@@ -439,7 +445,7 @@ static int train(Run *r) {
         report_step(&rep, step, loss, lr, tr.lazy ? NAN : t1 - t0);
         report_test_pause();                                   /* NVCNN_TEST_STEP_PAUSE_MS */
         if (lifecycle_poll(&life, step)) break;                /* signals, periodic checkpoint */
-        if ((target = eval_while_training(r, &tr, &in, &rep, step))) break; /* --eval_every_epochs */
+        if ((target = eval_while_training(r, &tr, &in, &rep, step, &eval_failed))) break; /* --eval_every_epochs */
     }
 
     input_finish(&in, r->nstep);
@@ -450,7 +456,7 @@ static int train(Run *r) {
     int rc = profile_close(prof);
     if (validate && !life.stopped && !target) {
         double t1, t5;
-        evaluate(r, &tr, 0, 1, &t1, &t5);
+        evaluate(r, &tr, 0, 1, 0, &t1, &t5);
         report_validation(&rep, r->nstep, t1, t5);
     }
     report_close(&rep);
@@ -459,6 +465,12 @@ static int train(Run *r) {
     gpunet_free(gpu);
     net_free(net);
     const int saved_rc = lifecycle_exit_code(&life);
+    if (eval_failed && !saved_rc) { /* said by the rank that found it; the checkpoint line above */
+        if (r->dist.rank == 0)
+            error_line("the evaluation after step %ld failed on the validation data (above): training stopped there%s", r->nstep,
+                       c->log_dir ? ", its checkpoint written" : " (no --log_dir: no checkpoint)");
+        return eval_failed;
+    }
     return saved_rc ? saved_rc : rc;
 }
 

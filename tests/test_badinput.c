@@ -10,6 +10,7 @@
 #include "io/example.h"
 #include "io/image.h"
 #include "io/tfrecord.h"
+#include "testutil.h"
 
 /* A 32x32 RGB JPEG of a gradient. */
 static uint8_t *small_jpeg(size_t *len) {
@@ -463,6 +464,44 @@ TEST(badinput_skip_corrupt_every_record) {
     expect(arg, 4, want);
     snprintf(path, sizeof path, "%s/log/ckpt-2.nvcnn", d);
     CHECK_MSG(access(path, R_OK) == 0, "no checkpoint %s before the evaluation's error", path);
+    free(jpg);
+}
+
+/* An evaluation while training (--eval_every_epochs, --target_top1) that meets bad validation data
+ * (here a label outside --num_classes, found only when the record is decoded) stops the run at that
+ * step with its checkpoint written, then exits 4 naming the record: the training is not lost. With
+ * two ranks the bad record is rank 1's (records go to ranks in turn): rank 0 writes the checkpoint
+ * all the same. */
+TEST_CORES(badinput_validation_error_while_training_keeps_the_checkpoint, 1) {
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    char *d = mkdir_case("validation-label-while-training");
+    write_shard(d, "train-00000-of-00001", 8, jpg, len, 1);
+    write_shard(d, "validation-00000-of-00002", 3, jpg, len, 1);
+    write_shard(d, "validation-00001-of-00002", 1, jpg, len, 11); /* global record 3: rank 1 of 2 */
+    char cmd[1600], want[900], ck[800], *o = NULL;
+    for (int np = 1; np <= 2; np++) {
+        char mr[200] = "";
+        if (np == 2 && !tu_mpirun(2, mr, sizeof mr)) {
+            th_skip("no MPI in this build or no mpirun (the one-rank case passed)");
+            break;
+        }
+        /* 8 images, 4 a step over all ranks: the evaluation after step 2 */
+        snprintf(cmd, sizeof cmd,
+                 "%s ./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=%d --num_batches=6 --data_dir=%s "
+                 "--eval_every_epochs=1 --log_dir=%s/log%d 2>&1",
+                 mr, 4 / np, d, d, np);
+        const int rc = th_run(cmd, &o);
+        snprintf(want, sizeof want, "nvcnn: error: %s/validation-00001-of-00002: record at byte offset 0: image/class/label 11 is outside [1, 10]", d);
+        snprintf(ck, sizeof ck, "Checkpoint written to %s/log%d/ckpt-2.nvcnn at step 2", d, np);
+        CHECK_MSG(rc == 4 && o && strstr(o, want) && strstr(o, ck) &&
+                      strstr(o, "nvcnn: error: the evaluation after step 2 failed on the validation data (above): training stopped there, "
+                                "its checkpoint written"),
+                  "%d rank(s): exit %d:\n%s", np, rc, o);
+        free(o);
+        snprintf(ck, sizeof ck, "%s/log%d/ckpt-2.nvcnn", d, np);
+        CHECK_MSG(access(ck, R_OK) == 0, "%d rank(s): no %s", np, ck);
+    }
     free(jpg);
 }
 

@@ -18,19 +18,8 @@
 /* The tests of two ranks that check what the ranks compute, not how fast, take 1 core: a whole run
  * measured 0.5-0.9 CPU seconds per second of each (mpirun's start and the ranks' waits), so
  * beside another test their 2 ranks share the cores without slowing either much.
- * "timeout 180 mpirun -np N [--oversubscribe] [--allow-run-as-root] " or NULL (skip). */
-static const char *mpirun(int np, char *buf, size_t n) {
-#ifndef NVCNN_MPI
-    (void)np;
-    (void)buf;
-    (void)n;
-    return NULL;
-#else
-    if (th_run("command -v mpirun", NULL) != 0) return NULL;
-    snprintf(buf, n, "timeout 180 mpirun -np %d --oversubscribe %s", np, geteuid() == 0 ? "--allow-run-as-root" : "");
-    return buf;
-#endif
-}
+ * mpirun(): tu_mpirun (or NULL: skip). */
+static const char *mpirun(int np, char *buf, size_t n) { return tu_mpirun(np, buf, n); }
 
 static const char *build_dir(void) {
     const char *b = getenv("NVCNN_BUILD");

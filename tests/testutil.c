@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 uint8_t *tu_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -257,4 +258,17 @@ void tu_staged_batches(const Net *net, uint64_t seed, uint8_t *img[2], int32_t *
         for (size_t i = 0; i < nb; i++) img[k][i] = (uint8_t)rng_below(&r, 256);
         for (int i = 0; i < net->batch; i++) lab[k][i] = (int32_t)rng_below(&r, 10);
     }
+}
+
+const char *tu_mpirun(int np, char *buf, size_t n) {
+#ifndef NVCNN_MPI
+    (void)np;
+    (void)buf;
+    (void)n;
+    return NULL;
+#else
+    if (th_run("command -v mpirun", NULL) != 0) return NULL;
+    snprintf(buf, n, "timeout 180 mpirun -np %d --oversubscribe %s", np, geteuid() == 0 ? "--allow-run-as-root" : "");
+    return buf;
+#endif
 }

@@ -92,4 +92,8 @@ void tu_parity_row(const char *what, const char *precision, double abs_err, doub
  * summary's ratio reads the same way (above 1: failed). */
 void tu_parity_floor_row(const char *what, const char *precision, double value, double floor);
 
+/* "timeout 180 mpirun -np N --oversubscribe [--allow-run-as-root] " in buf (n bytes), or NULL
+ * where the build has no MPI or there is no mpirun (the test then skips). */
+const char *tu_mpirun(int np, char *buf, size_t n);
+
 #endif

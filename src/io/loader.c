@@ -43,6 +43,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -106,11 +107,40 @@ struct Loader {
     Task *tasks;
     size_t task_cap, task_head, task_count;
     int stop, reader_done;
+    int failed;         /* defer_errors: the exit code of the error that ended the pass */
+    char fail_msg[1200];
 
     int fd[FD_CACHE];
     uint32_t fd_file[FD_CACHE];
     int fd_next;
 };
+
+/* The loader thread (reader or worker) that runs this, or NULL on any other thread. */
+static _Thread_local const Loader *tl_loader;
+
+/* An error of the data (code EXIT_DATA) or of reading it: the process ends with it, or with
+ * defer_errors, when a loader thread finds it, the pass ends: the first error is kept for
+ * loader_error(), every thread is told to stop and this one exits. */
+__attribute__((format(printf, 3, 4), noreturn)) static void fail(Loader *l, int code, const char *fmt, ...) {
+    char msg[sizeof l->fail_msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!l->cfg.defer_errors || tl_loader != l) die_code(code, "%s", msg);
+    pthread_mutex_lock(&l->mu);
+    if (!l->failed) {
+        l->failed = code;
+        snprintf(l->fail_msg, sizeof l->fail_msg, "%s", msg);
+    }
+    l->stop = 1;
+    pthread_cond_broadcast(&l->cv_free);
+    pthread_cond_broadcast(&l->cv_space);
+    pthread_cond_broadcast(&l->cv_task);
+    pthread_cond_broadcast(&l->cv_ready);
+    pthread_mutex_unlock(&l->mu);
+    pthread_exit(NULL);
+}
 
 /* ---- listing ----------------------------------------------------------------------------- */
 
@@ -401,7 +431,7 @@ static int file_fd(Loader *l, uint32_t f) {
     l->fd_next = (l->fd_next + 1) % FD_CACHE;
     if (l->fd[slot] >= 0) close(l->fd[slot]);
     l->fd[slot] = open(l->paths[f], O_RDONLY | O_CLOEXEC);
-    if (l->fd[slot] < 0) die("cannot open %s: %s", l->paths[f], strerror(errno));
+    if (l->fd[slot] < 0) fail(l, EXIT_FAILURE_GENERIC, "cannot open %s: %s", l->paths[f], strerror(errno));
     l->fd_file[slot] = f;
     return l->fd[slot];
 }
@@ -432,17 +462,19 @@ static uint8_t *read_record(Loader *l, int fd, size_t ref) {
     while (got < total) {
         ssize_t k = pread(fd, buf + got, total - got, (off_t)(rr->offset + got));
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0) die("%s: read error at byte offset %" PRIu64 ": %s", l->paths[rr->file], rr->offset, strerror(errno));
+        if (k < 0)
+            fail(l, EXIT_FAILURE_GENERIC, "%s: read error at byte offset %" PRIu64 ": %s", l->paths[rr->file], rr->offset,
+                 strerror(errno));
         if (k == 0)
-            die_code(EXIT_DATA, "%s: corrupt record at byte offset %" PRIu64 " (file shrank since it was scanned)",
-                     l->paths[rr->file], rr->offset);
+            fail(l, EXIT_DATA, "%s: corrupt record at byte offset %" PRIu64 " (file shrank since it was scanned)",
+                 l->paths[rr->file], rr->offset);
         got += (size_t)k;
     }
     const char *what;
     if (tfr_check_record(buf, rr->len, &what) != 0) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s: corrupt record at byte offset %" PRIu64 " (%s)", l->paths[rr->file], rr->offset, what);
-        if (!l->cfg.skip_corrupt) die_code(EXIT_DATA, "%s", msg);
+        if (!l->cfg.skip_corrupt) fail(l, EXIT_DATA, "%s", msg);
         mark_bad(l, ref, &l->skipped_read, strcat(msg, "; skipped (--skip_corrupt)"));
         free(buf);
         return NULL;
@@ -460,6 +492,7 @@ static void close_batch(Loader *l, BatchBuf *b) {
 
 static void *reader_main(void *arg) {
     Loader *l = arg;
+    tl_loader = l;
     size_t n = l->nmine;
     size_t *order = xmalloc((n ? n : 1) * sizeof *order);
     /* resuming: start where sample number start_sample of this rank's stream would be */
@@ -563,10 +596,9 @@ static int32_t decode_sample(Loader *l, const uint8_t *rec, size_t len, uint32_t
     if (example_parse_image(rec + TFR_HEADER_BYTES, len, &ex, err, errlen) != 0) return -1;
     int64_t label = ex.label - 1;
     if (label < 0 || (l->cfg.num_classes > 0 && label >= l->cfg.num_classes))
-        die_code(EXIT_DATA,
-                 "%s: record at byte offset %" PRIu64 ": image/class/label %" PRId64
-                 " is outside [1, %d] (labels are 1-based; %d classes)",
-                 l->paths[f], offset, ex.label, l->cfg.num_classes, l->cfg.num_classes);
+        fail(l, EXIT_DATA,
+             "%s: record at byte offset %" PRIu64 ": image/class/label %" PRId64 " is outside [1, %d] (labels are 1-based; %d classes)",
+             l->paths[f], offset, ex.label, l->cfg.num_classes, l->cfg.num_classes);
     BBox boxes_local[8];
     BBox *boxes = ex.nbox <= 8 ? boxes_local : xmalloc((size_t)ex.nbox * sizeof *boxes);
     for (int i = 0; i < ex.nbox; i++) {
@@ -593,7 +625,7 @@ static int32_t decode_sample(Loader *l, const uint8_t *rec, size_t len, uint32_t
  * with skip_corrupt marked, counted and named. */
 static void unusable(Loader *l, size_t ref, const char *err) {
     const RecRef *rr = &l->mine[ref];
-    if (!l->cfg.skip_corrupt) die_code(EXIT_DATA, "%s: record at byte offset %" PRIu64 ": %s", l->paths[rr->file], rr->offset, err);
+    if (!l->cfg.skip_corrupt) fail(l, EXIT_DATA, "%s: record at byte offset %" PRIu64 ": %s", l->paths[rr->file], rr->offset, err);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s: record at byte offset %" PRIu64 " skipped: %s", l->paths[rr->file], rr->offset, err);
     mark_bad(l, ref, &l->skipped_decode, msg);
@@ -611,6 +643,7 @@ static void run_task(Loader *l, const Task *t) {
 
 static void *worker_main(void *arg) {
     Loader *l = arg;
+    tl_loader = l;
     pthread_mutex_lock(&l->mu);
     for (;;) {
         while (l->task_count == 0 && !l->stop && !l->reader_done) pthread_cond_wait(&l->cv_task, &l->mu);
@@ -713,6 +746,14 @@ Loader *loader_open(const LoaderConfig *cfg) {
 size_t loader_num_records(const Loader *l) { return l->total; }
 size_t loader_rank_records(const Loader *l) { return l->nmine; }
 
+int loader_error(Loader *l, const char **msg) {
+    pthread_mutex_lock(&l->mu);
+    const int code = l->failed;
+    pthread_mutex_unlock(&l->mu);
+    if (msg) *msg = code ? l->fail_msg : NULL;
+    return code;
+}
+
 size_t loader_skipped(const Loader *l) {
     Loader *m = (Loader *)l;
     pthread_mutex_lock(&m->mu);
@@ -789,6 +830,10 @@ static void close_gaps(Loader *l, BatchBuf *bb) {
 LoaderBatch *loader_next(Loader *l) {
     pthread_mutex_lock(&l->mu);
     for (;;) {
+        if (l->failed) { /* defer_errors: a loader thread ended the pass */
+            pthread_mutex_unlock(&l->mu);
+            return NULL;
+        }
         BatchBuf *b = l->fifo_head;
         if (b && b->closed && b->pending == 0) {
             l->fifo_head = b->next;

@@ -29,6 +29,9 @@ typedef struct LoaderConfig {
     uint64_t seed;
     int skip_corrupt;       /* 1: skip and count corrupt records; 0: report and exit 4 */
     int num_classes;        /* labels must be in [0, num_classes) after the -1 offset */
+    int defer_errors;       /* one pass (repeat 0): an error that the loader's threads find (corrupt
+                               data: exit 4; a read error: 1) ends the pass instead of the process:
+                               loader_next() returns NULL and loader_error() says why */
     /* Host allocator for batch buffers (pinned memory on the GPU backend); NULL: malloc/free. */
     void *(*host_alloc)(size_t bytes);
     void (*host_free)(void *p);
@@ -59,6 +62,8 @@ size_t loader_rank_records(const Loader *l);
 /* The next batch (blocks). NULL after the last batch of a one-pass run. */
 LoaderBatch *loader_next(Loader *l);
 void loader_release(Loader *l, LoaderBatch *b);
+/* defer_errors: the exit code of the error that ended the pass (0: none) and its message. */
+int loader_error(Loader *l, const char **msg);
 /* Corrupt records skipped so far (with skip_corrupt). */
 size_t loader_skipped(const Loader *l);
 void loader_close(Loader *l);
