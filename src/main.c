@@ -5,6 +5,7 @@
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
@@ -496,6 +497,10 @@ int main(int argc, char **argv) {
     default_omp_wait(argv);
     memset(&r, 0, sizeof r);
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* a file size limit (ulimit -f) makes a write fail with EFBIG, which the writers report
+     * (a checkpoint not written, an export or a profile lost, their temporary files removed),
+     * instead of SIGXFSZ killing the process halfway through a file */
+    signal(SIGXFSZ, SIG_IGN);
     dist_init(&r.dist, &argc, &argv);
     config_set_warnings(r.dist.rank == 0);
     config_parse(&r.cfg, argc, argv);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpunet.h"
 #include "lifecycle.h"
@@ -241,9 +242,12 @@ static void trace_path(const Run *r, char *path, size_t n) {
 static void write_trace(Profiler *p) {
     const Run *r = p->r;
     const Config *c = &r->cfg;
-    char path[4200];
+    char path[4200], tmp[4300];
     trace_path(r, path, sizeof path);
-    FILE *f = fopen(path, "w");
+    /* written beside it under a temporary name and renamed into place: a write that fails (a full
+     * disk, a file size limit) leaves an earlier file of that name as it was, and a symbolic link
+     * of that name is replaced, not written through */
+    FILE *f = tmp_path_beside(path, tmp, sizeof tmp) == 0 ? fopen(tmp, "w") : NULL;
     if (!f) {
         snprintf(p->why, sizeof p->why, "cannot write %s: %s", path, strerror(errno));
         p->written = p->failed = 1;
@@ -297,6 +301,13 @@ static void write_trace(Profiler *p) {
     if ((fclose(f) != 0 || bad) && !p->failed) {
         snprintf(p->why, sizeof p->why, "writing %s failed: %s", path, errno ? strerror(errno) : "an I/O error");
         p->failed = 1;
+    }
+    if (p->failed)
+        unlink(tmp);
+    else if (rename(tmp, path) != 0) {
+        snprintf(p->why, sizeof p->why, "cannot write %s: %s", path, strerror(errno));
+        p->failed = 1;
+        unlink(tmp);
     }
     p->written = 1;
 }

@@ -152,6 +152,42 @@ TEST(profile_bad_values_exit_2) {
     }
 }
 
+/* The trace is written under a temporary name and renamed into place: a write that fails (here the
+ * file size limit: the trace is bigger than 4 KiB) leaves an earlier file of that name as it was and
+ * no temporary file; a --profile that is a symbolic link to a checkpoint replaces the link and
+ * leaves the checkpoint whole (it used to be written through the link). */
+TEST(profile_file_written_whole_or_not_at_all) {
+    char dir[600], cmd[6000], path[700], *o = NULL;
+    subdir(dir, sizeof dir, "profile_atomic");
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs("the earlier file\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "ulimit -f 4; ./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=4 --nstep_burnin=0 --profile=%s",
+             path);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 1 && o && strstr(o, "the profile is lost"), "exit %d:\n%s", rc, o);
+    free(o);
+    size_t len = 0;
+    char *kept = (char *)tu_read_file(path, &len);
+    CHECK_MSG(kept && len == 17 && !memcmp(kept, "the earlier file\n", 17), "p.json: %zu bytes", len);
+    free(kept);
+    snprintf(cmd, sizeof cmd, "ls -A %s", dir);
+    CHECK(th_run(cmd, &o) == 0 && o && !strcmp(o, "p.json\n"));
+    free(o);
+    /* through a symbolic link to a checkpoint of the run's --log_dir */
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=3 --log_dir=%s/log >/dev/null && cp %s/log/ckpt-3.nvcnn %s/ck.copy && "
+             "ln -s log/ckpt-3.nvcnn %s/l.json && ./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=5 --nstep_burnin=0 "
+             "--log_dir=%s/log --profile=%s/l.json",
+             dir, dir, dir, dir, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "cmp %s/log/ckpt-3.nvcnn %s/ck.copy && test -f %s/l.json && ! test -L %s/l.json", dir, dir, dir, dir);
+    CHECK_MSG(th_run(cmd, NULL) == 0, "the checkpoint was written through the link, or the link is still there");
+}
+
 /* The GPU backend: the layers' forward and backward from CUDA events on the compute stream, on a
  * track of their own; on the emulated device the metadata says the times are the emulator's. */
 TEST_WITH(gpu_profile_trace, 300, 2) {

@@ -713,6 +713,7 @@ static Job make_job(const Opts *o, const char *subset, Item *items, size_t n, in
 
 int main(int argc, char **argv) {
     util_set_program("nvcnn-mkrecords");
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit: a write error (EFBIG) reported, not a kill halfway */
     Opts o;
     parse_args(argc, argv, &o);
     Owned owned = owned_subsets(&o);
