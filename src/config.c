@@ -2,7 +2,9 @@
  * one table. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -264,14 +266,21 @@ static void bad_value(const char *flag, const char *value, const char *why) {
     die_code(EXIT_USAGE, "--%s=%s: %s", flag, value, why);
 }
 
+/* strtol and strtod skip leading blanks, and strtod reads hexadecimal: a flag's number is decimal,
+ * written without blanks (as the integer flags always were) */
+static int plain_number(const char *v) {
+    const char *d = v + (*v == '+' || *v == '-');
+    return *v && !isspace((unsigned char)*v) && !(d[0] == '0' && (d[1] == 'x' || d[1] == 'X'));
+}
+
 static long parse_long(const char *flag, const char *v, long lo, long hi) {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || !*v) bad_value(flag, v, "not an integer");
-    if (x < lo || x > hi) {
+    if (end == v || *end || !plain_number(v)) bad_value(flag, v, "not an integer");
+    if (errno == ERANGE || x < lo || x > hi) { /* ERANGE: beyond a long, so beyond any range */
         char why[96];
-        if (hi == LONG_MAX)
+        if (hi == LONG_MAX && errno != ERANGE)
             snprintf(why, sizeof why, "must be >= %ld", lo);
         else
             snprintf(why, sizeof why, "must be in [%ld, %ld]", lo, hi);
@@ -285,8 +294,12 @@ static double parse_double(const char *flag, const char *v, double lo, double hi
     char *end, why[128];
     errno = 0;
     double x = strtod(v, &end);
-    if (errno || end == v || *end || !*v || !isfinite(x)) {
+    if (end == v || *end || !plain_number(v) || isnan(x) || (!errno && !isfinite(x))) {
         snprintf(why, sizeof why, "not a number%s", alt);
+        bad_value(flag, v, why);
+    }
+    if (errno == ERANGE && fabs(x) <= DBL_MIN) { /* an underflow */
+        snprintf(why, sizeof why, "too close to 0 for a double%s", alt);
         bad_value(flag, v, why);
     }
     if (x < lo || x > hi || (lo_open && x == lo)) {
@@ -343,7 +356,9 @@ static void parse_set(Config *cfg, const Flag *f, const char *v) {
 
 static void parse_loss_scale(Config *cfg, const Flag *f, const char *v) {
     cfg->dynamic_loss_scale = strcmp(v, "dynamic") == 0;
-    cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 0, 1e30, 1, " or dynamic");
+    /* from 1e-30: the gradients are scaled back by 1 / loss_scale in fp32 (below about 3e-39 that
+     * is infinite, and every step would be skipped) */
+    cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 1e-30, 1e30, 0, " or dynamic");
 }
 
 static void parse_help(Config *cfg, const Flag *f, const char *v) {
@@ -587,6 +602,9 @@ void config_parse(Config *cfg, int argc, char **argv) {
         for (int i = 0; i < NFLAGS && row < 0; i++) /* a one-letter flag */
             if (c == flags[i].short_name) row = i;
         if (row < 0) refuse_flag(c, argv);
+        /* "--log_dir --num_batches=2": the value was left out and the next flag taken for it */
+        if (optarg && optarg == argv[optind - 1] && optarg[0] == '-' && optarg[1] == '-' && optarg[2])
+            die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value); it was followed by %s", argv[optind - 2], optarg);
         Config before;
         memcpy(&before, cfg, sizeof before);
         cfg->args[cfg->nargs++] = (ConfigArg){row, optarg};

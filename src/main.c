@@ -145,6 +145,8 @@ static void refuse_unsupported(const Config *c) {
         if (c->distort_color) die_code(EXIT_USAGE, "--distort_color needs --data_dir (synthetic data is not augmented)");
         if (c->input_threads) die_code(EXIT_USAGE, "--input_threads needs --data_dir (synthetic data has no input pipeline)");
         if (c->skip_corrupt) die_code(EXIT_USAGE, "--skip_corrupt needs --data_dir");
+        if (config_given(c, &c->shuffle_buffer)) die_code(EXIT_USAGE, "--shuffle_buffer needs --data_dir (synthetic data has no records to shuffle)");
+        if (config_given(c, &c->crop_area_min)) die_code(EXIT_USAGE, "--crop_area_min needs --data_dir (synthetic data is not cropped)");
     }
 }
 

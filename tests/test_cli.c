@@ -72,6 +72,8 @@ TEST(cli_bad_values_exit_2_with_one_line) {
         {"--model=lenet --larc_mode=both", "--larc_mode=both"},
         {"--model=lenet --loss_scale=0", "--loss_scale=0"},
         {"--model=lenet --batch_size", "needs a value"},
+        /* a flag whose value was left out does not take the next flag for it */
+        {"--model=lenet --log_dir --num_batches=2", "flag --log_dir needs a value (--flag=value or --flag value); it was followed by --num_batches=2"},
         {"--model=lenet stray", "unexpected argument"},
         {"--model=lenet --verbose=1", "flag --verbose takes no value"},
         {"--model=lenet --num_batches=1.5", "--num_batches=1.5"},
@@ -98,7 +100,16 @@ TEST(cli_range_errors_give_the_interval) {
         {"--lr_decay_rate=1.5", "--lr_decay_rate=1.5: must be in (0, 1]"},
         {"--crop_area_min=1.5", "--crop_area_min=1.5: must be in (0, 1]"},
         {"--target_top1=101", "--target_top1=101: must be in (0, 100]"},
-        {"--loss_scale=1e38", "--loss_scale=1e38: must be in (0, 1e+30] or dynamic"},
+        {"--loss_scale=1e38", "--loss_scale=1e38: must be in [1e-30, 1e+30] or dynamic"},
+        /* a static scale whose reciprocal is infinite in fp32 would skip every step */
+        {"--loss_scale=1e-39", "--loss_scale=1e-39: must be in [1e-30, 1e+30] or dynamic"},
+        /* decimal, without blanks, as the integer flags always were */
+        {"--learning_rate=0x10", "--learning_rate=0x10: not a number"},
+        {"'--learning_rate= 0.1'", "--learning_rate= 0.1: not a number"},
+        {"'--batch_size= 4'", "--batch_size= 4: not an integer"},
+        /* beyond a double or a long: said as a range, not as "not a number" */
+        {"--learning_rate=1e-400", "--learning_rate=1e-400: too close to 0 for a double"},
+        {"--seed=99999999999999999999", "--seed=99999999999999999999: must be in [0, 9223372036854775807]"},
         {"--loss_scale=big", "--loss_scale=big: not a number or dynamic"},
         {"--cudnn_workspace_mb=-1", "--cudnn_workspace_mb=-1: must be in [0, 16777216]"},
         {"--num_classes=0", "--num_classes=0: must be in [1, 16777216]"},
@@ -570,6 +581,9 @@ TEST(cli_epoch_flags_need_data_dir) {
         {"--lr_decay_policy=step --lr_decay_rate=0.5",
          "--lr_decay_policy=step needs --data_dir (synthetic data has no epochs to decay at)"},
         {"--lr_decay_policy=step", "--lr_decay_policy=step needs --data_dir (synthetic data has no epochs to decay at)"},
+        /* the input pipeline's settings, as --input_threads and --distort_color */
+        {"--shuffle_buffer=5", "--shuffle_buffer needs --data_dir (synthetic data has no records to shuffle)"},
+        {"--crop_area_min=0.5", "--crop_area_min needs --data_dir (synthetic data is not cropped)"},
     };
     refusals("--model=lenet --batch_size=8 --num_batches=1 --nstep_burnin=0", cases, sizeof cases / sizeof cases[0]);
     char dir[600], common[800];
@@ -577,6 +591,7 @@ TEST(cli_epoch_flags_need_data_dir) {
     snprintf(common, sizeof common, "--model=lenet --num_classes=10 --batch_size=10 --num_batches=2 --nstep_burnin=0 --data_dir=%s", dir);
     const char *const with_data[][2] = {
         {"--warmup_epochs=0.25 --lr_decay_policy=step --lr_decay_epochs=0.25 --lr_decay_rate=0.5", NULL},
+        {"--shuffle_buffer=5 --crop_area_min=0.5", NULL},
     };
     refusals(common, with_data, sizeof with_data / sizeof with_data[0]);
 }
