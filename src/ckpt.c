@@ -134,6 +134,11 @@ static int step_of(const char *name, long long *step) {
     return 1;
 }
 
+int ckpt_step_of_name(const char *path, long long *step) {
+    const char *slash = strrchr(path, '/');
+    return step_of(slash ? slash + 1 : path, step);
+}
+
 /* Steps of the checkpoints in dir, newest first. */
 static int list_steps(const char *dir, long long **steps) {
     DIR *d = opendir(dir);

@@ -47,6 +47,9 @@ int ckpt_exit_code(int rc);
  * Returns 0, or -1 with a message in err (nothing is left half-written). */
 int ckpt_save(const char *dir, const Net *net, const float *velocity, const CkptMeta *meta, char *path_out,
               size_t path_len, char *err, size_t errlen);
+/* The step in a checkpoint's file name (<dir>/ckpt-<step>.nvcnn, as ckpt_save names it): 1 and
+ * *step, or 0 for a name ckpt_save never writes. */
+int ckpt_step_of_name(const char *path, long long *step);
 /* The newest checkpoint in dir into path (1), or 0 if there is none. */
 int ckpt_latest(const char *dir, char *path, size_t path_len);
 /* The fixed fields of a checkpoint's header (model, shapes, step, ...) without reading or verifying

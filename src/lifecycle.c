@@ -104,7 +104,14 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     if (r->dist.rank == 0 && ckpt_latest(r->cfg.log_dir, path, sizeof path)) {
         st[0] = 1;
         const int rc = ckpt_load(path, r->model->name, net, tr->opt.velocity, &m, err, sizeof err);
-        if (rc == 0) {
+        long long named = -1;
+        if (rc == 0 && ckpt_step_of_name(path, &named) && named != (long long)m.step) {
+            /* a copied or renamed file: resuming from it, the run's own checkpoints (named by their
+             * steps) would rank below it and be removed as the older ones */
+            snprintf(err, sizeof err, "%s holds the checkpoint of step %lld, not %lld (renamed or copied?): name it ckpt-%lld.nvcnn or move it away",
+                     path, (long long)m.step, named, (long long)m.step);
+            st[3] = EXIT_USAGE;
+        } else if (rc == 0) {
             st[1] = 1;
             st[2] = (double)m.step;
         } else {

@@ -546,6 +546,17 @@ TEST(ckpt_foreign_names_and_corrupt_files) {
     CHECK(th_run(cmd, &o) == 2);
     CHECK_MSG(o && strstr(o, "is a checkpoint of model lenet, not trivial"), "%s", o);
     free(o);
+    /* a copy under a later step's name: resuming from it, the run's own next checkpoint (ckpt-7)
+     * ranked below it and was removed at once; refused, naming what to do */
+    snprintf(dst, sizeof dst, "%s/ckpt-102.nvcnn", d);
+    FILE *f = fopen(dst, "wb");
+    fwrite(b, 1, n, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=7 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "ckpt-102.nvcnn holds the checkpoint of step 5, not 102 (renamed or copied?): name it ckpt-5.nvcnn or move it away"),
+              "%s", o);
+    free(o);
     free(b);
 }
 
