@@ -166,6 +166,10 @@ long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr) {
     life->net = net;
     life->tr = tr;
     long step0 = lifecycle_restore(r, net, tr);
+    if (r->cfg.forward_only && step0 > 0) { /* an inference benchmark of the trained weights: its own steps */
+        printf("(--forward_only: the checkpoint's weights, %ld inference steps from step 1)\n", r->nstep);
+        step0 = 0;
+    }
     signals_install();
     life->last_save = now_seconds();
     return step0;

@@ -805,6 +805,18 @@ TEST(cli_forward_only_benchmark) {
                   strstr(o, "Images/sec: "),
               "%s", o);
     free(o);
+    /* after training into that --log_dir: the checkpoint's weights, and the benchmark's own steps
+     * (it used to take the checkpoint's step for steps done and run none) */
+    snprintf(cmd, sizeof cmd, "--model=lenet --batch_size=4 --num_batches=6 --log_dir=%s/fwd", th_tmpdir());
+    CHECK(nv(cmd, &o) == 0);
+    free(o);
+    snprintf(cmd, sizeof cmd, "--model=lenet --batch_size=4 --num_batches=4 --num_warmup_batches=1 --forward_only --log_dir=%s/fwd",
+             th_tmpdir());
+    rc = nv(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "/fwd/ckpt-6.nvcnn at step 6") && strstr(o, "(--forward_only: the checkpoint's weights, 4 inference steps from step 1)") &&
+                  strstr(o, "\n     4     1 ") && strstr(o, "Images/sec: ") && !strstr(o, "Checkpoint written"),
+              "exit %d: %s", rc, o);
+    free(o);
 }
 
 /* OpenMP's idle threads spin 1,000 rounds before they sleep unless the user chose otherwise
