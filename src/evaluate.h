@@ -15,7 +15,8 @@
  * an error of the validation data on any rank (a corrupt record, a label out of range, every
  * image skipped, a read error) is printed by the rank that found it and every rank returns its
  * exit code (4, or 1 for a read error) together, so that the run can write its checkpoint before
- * it ends; otherwise such an error ends the process. */
+ * it ends; otherwise such an error ends the process. A stop signal (SIGINT, SIGTERM) on any rank
+ * ends the pass on every rank after the step under way, with a line saying so, and -1. */
 int evaluate(Run *r, Trainer *tr, int slot, int verbose, int in_training, double *top1, double *top5);
 /* --eval_every_epochs: 1 when the step ending at step + 1 (0-based `step`) crosses a multiple of
  * every_epochs epochs of the run's images, the last step of the run excepted (the pass at the

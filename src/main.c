@@ -361,13 +361,16 @@ static void warn_untimed(const Run *r, long step0) {
  * accuracy in one line (and TensorBoard and metrics.csv). Returns 1 when it reaches --target_top1:
  * the run then ends at this step (its final checkpoint is written at this step). When the
  * validation data fails (a corrupt record, a label out of range: the rank that found it has said
- * which), the run ends at this step too, its checkpoint written, and *failed gets the exit code. */
+ * which), the run ends at this step too, its checkpoint written, and *failed gets the exit code.
+ * -1: a stop signal ended the evaluation (the caller stops the run as the signal asks). */
 static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long step, int *failed) {
     const Config *c = &r->cfg;
     if (c->forward_only || !evaluate_due(r, step)) return 0;
     const double t0 = now_seconds();
     double t1, t5;
-    if ((*failed = evaluate(r, tr, input_free_slot(in), 0, 1, &t1, &t5))) {
+    const int e = evaluate(r, tr, input_free_slot(in), 0, 1, &t1, &t5);
+    if (e < 0) return -1;
+    if ((*failed = e)) {
         r->nstep = step + 1;
         return 1;
     }
@@ -448,7 +451,9 @@ static int train(Run *r) {
         report_step(&rep, step, loss, lr, tr.lazy ? NAN : t1 - t0);
         report_test_pause();                                   /* NVCNN_TEST_STEP_PAUSE_MS */
         if (lifecycle_poll(&life, step)) break;                /* signals, periodic checkpoint */
-        if ((target = eval_while_training(r, &tr, &in, &rep, step, &eval_failed))) break; /* --eval_every_epochs */
+        const int e = eval_while_training(r, &tr, &in, &rep, step, &eval_failed); /* --eval_every_epochs */
+        if (e < 0 && lifecycle_poll(&life, step)) break; /* a stop signal during it: the checkpoint, then stop */
+        if ((target = e > 0)) break;
     }
 
     input_finish(&in, r->nstep);
@@ -459,8 +464,7 @@ static int train(Run *r) {
     int rc = profile_close(prof);
     if (validate && !life.stopped && !target) {
         double t1, t5;
-        evaluate(r, &tr, 0, 1, 0, &t1, &t5);
-        report_validation(&rep, r->nstep, t1, t5);
+        if (evaluate(r, &tr, 0, 1, 0, &t1, &t5) == 0) report_validation(&rep, r->nstep, t1, t5);
     }
     report_close(&rep);
     if (!c->forward_only) export_trained(r, net, &tr, r->nstep); /* --export_onnx */

@@ -242,3 +242,32 @@ TEST(eval_of_one_step_has_no_error_estimate) {
     }
     free(o);
 }
+
+/* A stop signal (Ctrl-C, SIGTERM) during the evaluation at the end of a run ends it after the step
+ * under way, with a line saying so, and the run exits 0 (its checkpoint was written before the
+ * evaluation): it used to be ignored until the whole pass was done, without a word. During an
+ * evaluation while training, the run stops there as a signal between two steps would, with its
+ * checkpoint and the line a scheduler looks for. */
+TEST_CORES(eval_stop_signal_ends_the_evaluation, 1) {
+    char dir[600], cmd[2400], *o = NULL;
+    CHECK(tu_band_set(dir, sizeof dir, "eval-signal", 40, 8000, 8000) == 0); /* 8000 validation images: 4000 steps */
+    for (int during = 0; during < 2; during++) {
+        /* wait for the evaluation's first line (or, while training, for step 20's row, after which
+         * the evaluation of epoch 1 runs: 40 images, 2 a step), then SIGINT at once (the pass takes about
+         * 2 s here) */
+        snprintf(cmd, sizeof cmd,
+                 "d=%s; rm -rf $d/log; ./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=%d --display_every=1 "
+                 "--data_dir=$d --log_dir=$d/log %s > $d/out 2>&1 & p=$!; "
+                 "for i in $(seq 600); do grep -q '%s' $d/out && break; sleep 0.05; done; kill -INT $p; wait $p; rc=$?; cat $d/out; exit $rc",
+                 dir, during ? 60 : 2, during ? "--eval_every_epochs=1" : "", during ? "^    20 " : "^Evaluating on");
+        const int rc = th_run(cmd, &o);
+        const char *said = o ? strstr(o, "Received SIGINT: the evaluation stopped after ") : NULL;
+        if (!during)
+            CHECK_MSG(rc == 0 && said && strstr(o, "Checkpoint written to ") && !strstr(o, "Validation Top-1"), "exit %d:\n%s", rc, o);
+        else
+            CHECK_MSG(rc == 0 && said && strstr(said, "Received SIGINT: checkpoint written to ") && strstr(said, "ckpt-20.nvcnn at step 20; exiting") &&
+                          !strstr(o, "Validation at step"),
+                      "exit %d:\n%s", rc, o);
+        free(o);
+    }
+}
