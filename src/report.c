@@ -281,6 +281,12 @@ void report_end(Report *rep, long steps) {
     print_speed_summary(rep->rates, rep->nrates, rep->burnin);
     if (tr->gpu) printf("Peak GPU memory: %.2f GiB\n", (double)gpu_mem_used(r->gpu_device) / 1073741824.0);
     if (tr->skipped_steps) printf("Skipped steps (inf/nan gradients): %ld\n", tr->skipped_steps);
+    /* with a static loss scale, an inf or nan gradient is not an overflow the scale recovers from:
+     * the training diverged, and the steps it skipped left the parameters (and the loss) as they were */
+    if (tr->skipped_steps && !tr->dynamic && r->dist.rank == 0)
+        warn("%ld of the run's steps had inf or nan gradients and did not update the parameters: the training diverged "
+             "(a lower --learning_rate%s)",
+             tr->skipped_steps, r->cfg.precision == PREC_FP16 ? ", or --loss_scale=dynamic" : "");
     if (r->dist.size > 1 && !r->cfg.forward_only) {
         double t[2] = {tr->backward_seconds, tr->exposed_seconds};
         dist_allreduce_sum_d(&r->dist, t, 2);

@@ -793,6 +793,21 @@ TEST(cli_a_huge_run_length_starts_and_stops_cleanly) {
     free(o);
 }
 
+/* fp32 steps whose gradients are inf or nan (a learning rate far too high) are skipped, which
+ * leaves the loss column frozen: the run says the training diverged, not only how many were
+ * skipped. */
+TEST(cli_diverged_training_is_said) {
+    char *o = NULL;
+    const int rc = nv("--model=lenet --batch_size=2 --num_batches=6 --learning_rate=1e9", &o);
+    const char *w = o ? strstr(o, "Skipped steps (inf/nan gradients): ") : NULL;
+    int n = 0;
+    CHECK_MSG(rc == 0 && w && sscanf(w, "Skipped steps (inf/nan gradients): %d", &n) == 1 && n >= 3, "exit %d: %s", rc, o);
+    char want[200];
+    snprintf(want, sizeof want, "nvcnn: warning: %d of the run's steps had inf or nan gradients and did not update the parameters: the training diverged (a lower --learning_rate)\n", n);
+    CHECK_MSG(o && strstr(o, want), "want %s in: %s", want, o);
+    free(o);
+}
+
 /* --forward_only: inference steps, said in the header; no learning rate, no checkpoint */
 TEST(cli_forward_only_benchmark) {
     char *o, cmd[800];
