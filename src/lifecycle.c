@@ -30,7 +30,8 @@ static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step
     m->loss_scale = tr->loss_scale;
     m->good_steps = tr->good_steps;
     m->skipped_steps = tr->skipped_steps;
-    m->data_position = (uint64_t)step * (uint64_t)r->total_batch;
+    /* images of --data_dir read so far; 0 for synthetic data, which has none */
+    m->data_position = r->cfg.data_dir ? (uint64_t)step * (uint64_t)r->total_batch : 0;
     memcpy(m->rng, net->rng.s, sizeof m->rng);
 }
 
@@ -135,9 +136,13 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     if (m.in_h != in.h || m.in_w != in.w)
         printf("(saved at %dx%d, now %dx%d: the weights of a fully convolutional model serve any input size)\n", m.in_h,
                m.in_w, in.h, in.w);
-    if (m.world_size != r->dist.size)
+    if (m.world_size != r->dist.size && r->cfg.data_dir)
         printf("(saved with %d rank(s), resumed with %d: the data order continues from image %llu)\n", m.world_size,
                r->dist.size, (unsigned long long)m.data_position);
+    if (!r->cfg.data_dir && m.data_position > 0 && r->dist.rank == 0)
+        warn("%s was trained on --data_dir images (%llu read); this run has no --data_dir and goes on with synthetic data "
+             "(give the --data_dir it trained on to go on with it)",
+             path, (unsigned long long)m.data_position);
     return (long)m.step;
 }
 

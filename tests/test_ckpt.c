@@ -580,3 +580,21 @@ TEST(ckpt_outputs_must_not_overwrite_log_dir_files) {
     snprintf(ck, sizeof ck, "%s/ckpt-2.nvcnn", d);
     CHECK_MSG(ckpt_verify(ck, cmd, sizeof cmd) == 0, "%s", cmd);
 }
+
+/* A checkpoint trained on --data_dir resumed without it goes on with synthetic data: said in a
+ * warning (it used to go on in silence, with a line about the data order that was not true). A
+ * checkpoint of synthetic data resumed without --data_dir says nothing. */
+TEST(ckpt_real_data_checkpoint_resumed_on_synthetic_data_is_said) {
+    char data[600], cmd[3000], *o = NULL;
+    CHECK(tu_band_set(data, sizeof data, "ckpt-realdata", 20, 10, 10) == 0);
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=3 --data_dir=%s --log_dir=%s/log 2>&1 && "
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=5 --log_dir=%s/log 2>&1 && "
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=7 --log_dir=%s/log 2>&1",
+             data, data, data, data);
+    CHECK(th_run(cmd, &o) == 0);
+    const char *w = o ? strstr(o, "/log/ckpt-3.nvcnn was trained on --data_dir images (6 read); this run has no --data_dir and goes on "
+                                  "with synthetic data") : NULL;
+    CHECK_MSG(w && !strstr(w + 40, "was trained on --data_dir images"), "%s", o);
+    free(o);
+}
