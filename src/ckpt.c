@@ -303,6 +303,11 @@ static int read_verified(const char *path, uint8_t **buf, size_t *len, char *err
         return CKPT_EIO;
     }
     struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        snprintf(err, errlen, "%s is a directory, not a checkpoint: move it away", path);
+        return CKPT_EMISMATCH;
+    }
     if (fstat(fileno(f), &st) != 0 || st.st_size < 20) {
         fclose(f);
         snprintf(err, errlen, "%s: not a checkpoint (too short)", path);
@@ -389,10 +394,17 @@ int ckpt_load(const char *path, const char *model, Net *net, float *velocity, Ck
         get_str(&r, name, sizeof name);
         uint64_t cnt = get_u64(&r);
         if (r.bad) break;
+        const int32_t classes = (int32_t)net->node[net->logits].shape.c;
+        if ((strcmp(name, net->param[i].name) != 0 || cnt != net->param[i].count) && m.num_classes > 0 && m.num_classes != classes) {
+            /* the difference a user makes (a --num_classes left out), said in its terms */
+            snprintf(err, errlen, "%s is a checkpoint of %d classes, this run has %d (--num_classes=%d for it)", path, m.num_classes,
+                     classes, m.num_classes);
+            rc = CKPT_EMISMATCH;
+            goto out;
+        }
         if (strcmp(name, net->param[i].name) != 0 || cnt != net->param[i].count) {
-            snprintf(err, errlen, "%s: tensor %u is %s with %" PRIu64 " elements, this net's is %s with %zu%s", path, i,
-                     name, cnt, net->param[i].name, net->param[i].count,
-                     m.num_classes != (int32_t)net->node[net->logits].shape.c ? " (another --num_classes)" : "");
+            snprintf(err, errlen, "%s: tensor %u is %s with %" PRIu64 " elements, this net's is %s with %zu", path, i, name, cnt,
+                     net->param[i].name, net->param[i].count);
             rc = CKPT_EMISMATCH;
             goto out;
         }

@@ -380,8 +380,9 @@ static void parse_profile_steps(Config *cfg, const Flag *f, const char *v) {
     const long n = strtol(v, &end, 10), k = *end == ':' ? strtol(end + 1, &end2, 10) : 0;
     if (errno || end == v || *end != ':' || end2 == end + 1 || *end2)
         bad_value(f->name, v, "expected N:K (K steps from step N, counted from 1)");
-    if (n < (cfg->nargs > 0 ? 1 : 0) || k < 1 || k > (1 << 20))
+    if (n < (cfg->nargs > 0 ? 1 : 0) || k < 1)
         bad_value(f->name, v, "N and K must be >= 1 (K steps from step N, counted from 1)");
+    if (k > (1 << 20)) bad_value(f->name, v, "K must be <= 1048576 (the steps profiled are kept in memory)");
     cfg->profile_first = n;
     cfg->profile_count = (int)k;
 }

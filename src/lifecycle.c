@@ -120,7 +120,9 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
         }
     }
     dist_bcast(&r->dist, st, sizeof st);
-    if (st[0] && !st[1]) die_code((int)st[3], "cannot resume from --log_dir=%s: %s", r->cfg.log_dir, r->dist.rank == 0 ? err : "see rank 0");
+    if (st[0] && !st[1])
+        die_code((int)st[3], "cannot %s --log_dir=%s: %s", r->cfg.eval ? "evaluate the checkpoint of" : "resume from", r->cfg.log_dir,
+                 r->dist.rank == 0 ? err : "see rank 0");
     if (!st[0]) return 0;
     dist_bcast(&r->dist, &m, sizeof m);
     dist_bcast(&r->dist, net->params, net->params_total * sizeof(float));

@@ -135,7 +135,8 @@ TEST(ckpt_refuses_other_models_shapes_and_corruption) {
     /* another number of classes: a different final layer */
     Net *n7 = small_net(7);
     net_finalize(n7, 1);
-    CHECK(ckpt_load(path, "small", n7, NULL, NULL, err, sizeof err) == CKPT_EMISMATCH && strstr(err, "elements"));
+    CHECK_MSG(ckpt_load(path, "small", n7, NULL, NULL, err, sizeof err) == CKPT_EMISMATCH && strstr(err, "is a checkpoint of 5 classes, this run has 7 (--num_classes=5 for it)"),
+              "%s", err);
     /* another model: a lenet (its tensors differ) */
     Net *le = model_build_net(model_find("lenet"), 2, 10);
     net_finalize(le, 1);
@@ -546,6 +547,25 @@ TEST(ckpt_foreign_names_and_corrupt_files) {
     CHECK(th_run(cmd, &o) == 2);
     CHECK_MSG(o && strstr(o, "is a checkpoint of model lenet, not trivial"), "%s", o);
     free(o);
+    /* another --num_classes (one left out) named as such, for a resume and for --eval; a folder
+     * named as a checkpoint named as one */
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=7 --num_classes=10 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: cannot resume from --log_dir=") &&
+                  strstr(o, "/ckpt-5.nvcnn is a checkpoint of 1000 classes, this run has 10 (--num_classes=1000 for it)"),
+              "%s", o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --eval --data_dir=data/fashion-mnist --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: cannot evaluate the checkpoint of --log_dir=") && strstr(o, "1000 classes, this run has 10"), "%s", o);
+    free(o);
+    snprintf(dst, sizeof dst, "%s/ckpt-6.nvcnn", d);
+    CHECK(mkdir(dst, 0755) == 0);
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=7 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "/ckpt-6.nvcnn is a directory, not a checkpoint: move it away"), "%s", o);
+    free(o);
+    CHECK(rmdir(dst) == 0);
     /* a copy under a later step's name: resuming from it, the run's own next checkpoint (ckpt-7)
      * ranked below it and was removed at once; refused, naming what to do */
     snprintf(dst, sizeof dst, "%s/ckpt-102.nvcnn", d);

@@ -133,6 +133,7 @@ TEST(profile_bad_values_exit_2) {
         {"--model=lenet --profile=/tmp/x.json --profile_steps=0:3", "--profile_steps=0:3: N and K must be >= 1"},
         {"--model=lenet --profile=/tmp/x.json --profile_steps=3", "--profile_steps=3: expected N:K"},
         {"--model=lenet --profile=/tmp/x.json --profile_steps=2:0", "--profile_steps=2:0: N and K must be >= 1"},
+        {"--model=lenet --profile=/tmp/x.json --profile_steps=1:99999999999", "--profile_steps=1:99999999999: K must be <= 1048576"},
         {"--model=lenet --profile=/tmp/x.json --profile_steps=2:x", "--profile_steps=2:x: expected N:K"},
         {"--model=lenet --log_dir=/tmp --export_onnx=/tmp/x.onnx --profile=/tmp/x.json", "trains no step to profile"},
         /* the file is checked before anything is trained */
