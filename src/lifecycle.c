@@ -1,6 +1,7 @@
 /* lifecycle.c: see lifecycle.h. */
 #include "lifecycle.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -64,7 +65,16 @@ void lifecycle_lock_log_dir(const char *dir) {
         const ssize_t wrote = pwrite(fd, line, (size_t)len, 0);
         (void)wrote;
     }
-    /* held, open, until the process ends */
+    /* held, open, until the process ends. No other run writes here now, so a checkpoint's temporary
+     * file (.ckpt-N.nvcnn.tmp.PID) is one a killed run left half written: removed */
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, ".ckpt-", 6) != 0 || !strstr(e->d_name, ".nvcnn.tmp.")) continue;
+        char stale[4400];
+        snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
+        unlink(stale);
+    }
+    if (d) closedir(d);
 }
 
 int log_dir_owns(const char *dir, const char *path) {

@@ -313,6 +313,9 @@ static LrSchedule schedule(const Run *r) {
     s.decay_epochs = c->lr_decay_epochs;
     s.decay_rate = c->lr_decay_rate;
     s.warmup_steps = (long)llround(c->warmup_epochs * (double)steps_per_epoch);
+    if (s.warmup_steps > r->nstep && r->dist.rank == 0) /* the run ends while the rate still climbs */
+        warn("--warmup_epochs=%g is %ld steps, longer than this run (%ld): the learning rate never reaches %g (it ends at %.3g)",
+             c->warmup_epochs, s.warmup_steps, r->nstep, s.base, s.base * (double)r->nstep / (double)s.warmup_steps);
     return s;
 }
 

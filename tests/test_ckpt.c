@@ -618,3 +618,23 @@ TEST(ckpt_real_data_checkpoint_resumed_on_synthetic_data_is_said) {
     CHECK_MSG(w && !strstr(w + 40, "was trained on --data_dir images"), "%s", o);
     free(o);
 }
+
+/* A checkpoint's temporary file that a killed run left in --log_dir (.ckpt-N.nvcnn.tmp.PID, half
+ * written) is removed by the next run, which holds the folder's lock (no other run writes there);
+ * other hidden files stay. */
+TEST(ckpt_stale_temporary_files_are_removed) {
+    char d[600], p1[800], p2[800], cmd[1600];
+    snprintf(d, sizeof d, "%s/stale", th_tmpdir());
+    mkdir(d, 0755);
+    snprintf(p1, sizeof p1, "%s/.ckpt-5.nvcnn.tmp.99999", d);
+    snprintf(p2, sizeof p2, "%s/.notes", d);
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(k ? p2 : p1, "w");
+        fputs("half written\n", f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=2 --log_dir=%s >/dev/null 2>&1", d);
+    CHECK(th_run(cmd, NULL) == 0);
+    CHECK_MSG(access(p1, F_OK) != 0, "%s is still there", p1);
+    CHECK_MSG(access(p2, F_OK) == 0, "%s was removed", p2);
+}

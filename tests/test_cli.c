@@ -808,6 +808,18 @@ TEST(cli_diverged_training_is_said) {
     free(o);
 }
 
+/* A warmup longer than the run: the learning rate never reaches its value, and the run says so
+ * with the rate it ends at (40 images, 10 a step: 4 steps an epoch; 8 steps of warmup, 2 run). */
+TEST(cli_warmup_longer_than_the_run_is_said) {
+    char dir[600], cmd[1200], *o = NULL;
+    CHECK(tu_band_set(dir, sizeof dir, "cli-warmup", 40, 10, 10) == 0);
+    snprintf(cmd, sizeof cmd, "--model=lenet --num_classes=10 --batch_size=10 --num_batches=2 --learning_rate=0.08 --warmup_epochs=2 --data_dir=%s", dir);
+    CHECK(nv(cmd, &o) == 0);
+    CHECK_MSG(o && strstr(o, "nvcnn: warning: --warmup_epochs=2 is 8 steps, longer than this run (2): the learning rate never reaches 0.08 (it ends at 0.02)"),
+              "%s", o);
+    free(o);
+}
+
 /* --forward_only: inference steps, said in the header; no learning rate, no checkpoint */
 TEST(cli_forward_only_benchmark) {
     char *o, cmd[800];
