@@ -43,6 +43,19 @@ static uint8_t *noise_png(int id, size_t *len) {
     return out;
 }
 
+/* One record: an Example of image bytes img (ilen) and label, written to w (the image freed). */
+static void write_example(TfrWriter *w, uint8_t *img, size_t ilen, int64_t label) {
+    size_t rlen;
+    ExampleBuilder *b = example_builder_new();
+    example_add_bytes(b, "image/encoded", img, ilen);
+    example_add_int64s(b, "image/class/label", &label, 1);
+    uint8_t *rec = example_serialize(b, &rlen);
+    if (tfr_write(w, rec, rlen) != 0) die("write failed");
+    free(rec);
+    free(img);
+    example_builder_free(b);
+}
+
 /* Writes files <dir>/<subset>-0000k-of-0000n with counts[k] records; record g (global) has
  * image id g and label label_of(g) (stored as written, i.e. 1-based). */
 static void make_dataset(const char *dir, const char *subset, const int *counts, int nfiles, int noise,
@@ -55,17 +68,9 @@ static void make_dataset(const char *dir, const char *subset, const int *counts,
         TfrWriter *w = tfr_writer_open(path, err, sizeof err);
         if (!w) die("%s", err);
         for (int i = 0; i < counts[f]; i++, g++) {
-            size_t ilen, rlen;
+            size_t ilen;
             uint8_t *img = noise ? noise_png(g, &ilen) : solid_png(g, &ilen);
-            ExampleBuilder *b = example_builder_new();
-            example_add_bytes(b, "image/encoded", img, ilen);
-            int64_t label = label_of(g);
-            example_add_int64s(b, "image/class/label", &label, 1);
-            uint8_t *rec = example_serialize(b, &rlen);
-            if (tfr_write(w, rec, rlen) != 0) die("write failed");
-            free(rec);
-            free(img);
-            example_builder_free(b);
+            write_example(w, img, ilen, label_of(g));
         }
         if (tfr_writer_close(w) != 0) die("close failed");
     }
@@ -439,18 +444,10 @@ static void make_flawed_shard(const char *dir, int n, const int *unusable, int n
     for (int g = 0; g < n; g++) {
         int bad = 0;
         for (int k = 0; k < nunusable; k++) bad |= unusable[k] == g;
-        size_t ilen, rlen;
+        size_t ilen;
         uint8_t *img = bad ? (uint8_t *)xstrdup("not an image at all") : solid_png(g, &ilen);
         if (bad) ilen = strlen((char *)img);
-        ExampleBuilder *b = example_builder_new();
-        example_add_bytes(b, "image/encoded", img, ilen);
-        int64_t label = g + 1;
-        example_add_int64s(b, "image/class/label", &label, 1);
-        uint8_t *rec = example_serialize(b, &rlen);
-        if (tfr_write(w, rec, rlen) != 0) die("write failed");
-        free(rec);
-        free(img);
-        example_builder_free(b);
+        write_example(w, img, ilen, g + 1);
     }
     if (tfr_writer_close(w) != 0) die("close failed");
     TfrIndexEntry *ix;

@@ -115,6 +115,15 @@ struct Loader {
     int fd_next;
 };
 
+/* Tells every thread to stop and wakes the waiting ones (l->mu held). */
+static void stop_all(Loader *l) {
+    l->stop = 1;
+    pthread_cond_broadcast(&l->cv_free);
+    pthread_cond_broadcast(&l->cv_space);
+    pthread_cond_broadcast(&l->cv_task);
+    pthread_cond_broadcast(&l->cv_ready);
+}
+
 /* The loader thread (reader or worker) that runs this, or NULL on any other thread. */
 static _Thread_local const Loader *tl_loader;
 
@@ -133,11 +142,7 @@ __attribute__((format(printf, 3, 4), noreturn)) static void fail(Loader *l, int 
         l->failed = code;
         snprintf(l->fail_msg, sizeof l->fail_msg, "%s", msg);
     }
-    l->stop = 1;
-    pthread_cond_broadcast(&l->cv_free);
-    pthread_cond_broadcast(&l->cv_space);
-    pthread_cond_broadcast(&l->cv_task);
-    pthread_cond_broadcast(&l->cv_ready);
+    stop_all(l);
     pthread_mutex_unlock(&l->mu);
     pthread_exit(NULL);
 }
@@ -862,11 +867,7 @@ void loader_release(Loader *l, LoaderBatch *pb) {
 void loader_close(Loader *l) {
     if (!l) return;
     pthread_mutex_lock(&l->mu);
-    l->stop = 1;
-    pthread_cond_broadcast(&l->cv_free);
-    pthread_cond_broadcast(&l->cv_space);
-    pthread_cond_broadcast(&l->cv_task);
-    pthread_cond_broadcast(&l->cv_ready);
+    stop_all(l);
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->reader, NULL);
     for (int i = 0; i < l->nworkers; i++) pthread_join(l->workers[i], NULL);
