@@ -101,6 +101,9 @@ static void header(Buf *b, const Net *net, const CkptMeta *m) {
         put_str(b, net->buf[i].name);
         put_u64(b, net->buf[i].count);
     }
+    put(b, &m->loss_avg_sum, 8);
+    put(b, &m->loss_avg_weight, 8);
+    put(b, &m->target_top1, 8);
 }
 
 static int write_all(int fd, const void *d, size_t n, uint32_t *crc) {
@@ -233,6 +236,28 @@ int ckpt_latest(const char *dir, char *path, size_t path_len) {
 }
 
 /* The fixed fields at the start of the header. Returns 0, or -1 when they are cut short. */
+/* The fields after the state tensors' list, r there: where the header ends before them (written
+ * before they were added), they stay 0. */
+static void get_tail(Rd *r, CkptMeta *m) {
+    if (r->bad || r->n - r->off < 24) return;
+    get(r, &m->loss_avg_sum, 8);
+    get(r, &m->loss_avg_weight, 8);
+    get(r, &m->target_top1, 8);
+}
+
+/* Passes over the parameter and state tensors' lists, then reads the fields after them. */
+static void skip_lists_get_tail(Rd *r, CkptMeta *m) {
+    for (int list = 0; list < 2 && !r->bad; list++) {
+        const uint32_t k = get_u32(r);
+        for (uint32_t i = 0; i < k && !r->bad; i++) {
+            char name[64];
+            get_str(r, name, sizeof name);
+            (void)get_u64(r);
+        }
+    }
+    get_tail(r, m);
+}
+
 static int get_meta(Rd *r, CkptMeta *m) {
     memset(m, 0, sizeof *m);
     get(r, m->model, sizeof m->model);
@@ -264,7 +289,7 @@ int ckpt_read_meta(const char *path, CkptMeta *meta, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return CKPT_EIO;
     }
-    uint8_t pre[16], fixed[sizeof(CkptMeta) + 64];
+    uint8_t pre[16], *head = NULL;
     size_t got = fread(pre, 1, sizeof pre, f);
     int rc = CKPT_ECORRUPT;
     uint32_t version, hb;
@@ -280,15 +305,23 @@ int ckpt_read_meta(const char *path, CkptMeta *meta, char *err, size_t errlen) {
         rc = CKPT_EMISMATCH;
         goto out;
     }
-    got = fread(fixed, 1, hb < sizeof fixed ? hb : sizeof fixed, f);
-    Rd r = {fixed, got, 0, 0};
+    /* the whole header (its tensor lists, then the fields after them), as far as the file has it */
+    head = malloc(hb ? hb : 1);
+    if (!head) {
+        snprintf(err, errlen, "%s: a header of %u bytes (corrupt?)", path, hb);
+        goto out;
+    }
+    got = fread(head, 1, hb, f);
+    Rd r = {head, got, 0, 0};
     if (get_meta(&r, meta) != 0) {
         snprintf(err, errlen, "%s: truncated header", path);
         rc = CKPT_ECORRUPT;
         goto out;
     }
+    skip_lists_get_tail(&r, meta);
     rc = 0;
 out:
+    free(head);
     fclose(f);
     return rc;
 }
@@ -431,6 +464,7 @@ int ckpt_load(const char *path, const char *model, Net *net, float *velocity, Ck
         rc = CKPT_ECORRUPT;
         goto out;
     }
+    get_tail(&r, &m);
     size_t pbytes = net->params_total * sizeof(float), sbytes = net->state_total * sizeof(float);
     size_t need = 16 + (size_t)hb + 2 * pbytes + sbytes + 4;
     if (need != n) {

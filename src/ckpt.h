@@ -34,6 +34,10 @@ typedef struct CkptMeta {
     int64_t good_steps, skipped_steps;
     uint64_t data_position; /* samples consumed per rank */
     uint64_t rng[4];        /* the net's dropout RNG */
+    /* after the state tensors' list (a header written before 2026-11-28 ends without them: read
+     * as 0, and a reader of that time passes over them) */
+    double loss_avg_sum, loss_avg_weight; /* the logged loss average's state */
+    double target_top1;     /* the validation top-1 (%) with which --target_top1 ended the run; 0: not */
 } CkptMeta;
 
 /* Why a checkpoint could not be read (ckpt_read_meta and ckpt_load return one, 0 on success):

@@ -34,6 +34,9 @@ static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step
     /* images of --data_dir read so far; 0 for synthetic data, which has none */
     m->data_position = r->cfg.data_dir ? (uint64_t)step * (uint64_t)r->total_batch : 0;
     memcpy(m->rng, net->rng.s, sizeof m->rng);
+    m->loss_avg_sum = r->loss_avg[0];
+    m->loss_avg_weight = r->loss_avg[1];
+    m->target_top1 = r->target_reached;
 }
 
 #define LOCK_NAME ".nvcnn.lock"
@@ -142,6 +145,8 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     tr->good_steps = m.good_steps;
     tr->skipped_steps = m.skipped_steps;
     memcpy(net->rng.s, m.rng, sizeof m.rng);
+    r->loss_avg[0] = m.loss_avg_sum; /* the logged average goes on as in a run that did not stop */
+    r->loss_avg[1] = m.loss_avg_weight;
     trainer_sync_device(tr);
     printf("Restored from checkpoint %s at step %lld\n", path, (long long)m.step);
     const Shape in = net->node[net->input].shape;
@@ -158,8 +163,8 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     return (long)m.step;
 }
 
-long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen) {
-    double step = -1;
+long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen, double *target_top1) {
+    double step = -1, reached = 0;
     path[0] = 0;
     CkptMeta m;
     char err[512];
@@ -170,10 +175,14 @@ long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen) {
          * nothing else reads it then (a corrupt one is refused by lifecycle_restore) */
         if (ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) == 0 &&
             m.num_classes == r->cfg.num_classes && m.in_c == in.c &&
-            (m.step < r->nstep || ckpt_verify(path, err, sizeof err) == 0))
+            (m.step < r->nstep || ckpt_verify(path, err, sizeof err) == 0)) {
             step = (double)m.step;
+            reached = m.target_top1;
+        }
     }
     dist_bcast(&r->dist, &step, sizeof step);
+    dist_bcast(&r->dist, &reached, sizeof reached);
+    if (target_top1) *target_top1 = reached;
     return (long)step;
 }
 
@@ -213,6 +222,7 @@ int lifecycle_poll(Lifecycle *life, long step) {
         return 1;
     }
     char path[4096] = "";
+    if (life->flush) life->flush(life->flush_ctx);
     int ok = save_checkpoint(r, life->net, life->tr, step + 1, path, sizeof path, life->save_err, sizeof life->save_err) == 0;
     life->last_save = now_seconds();
     if (!sig[0]) { /* a periodic checkpoint: a failure is a warning, the next one may succeed */

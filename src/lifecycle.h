@@ -16,6 +16,10 @@ typedef struct Lifecycle {
     int stopped;       /* a stop signal ended the run */
     long unsaved;      /* the step whose final checkpoint could not be written (0: none) */
     char save_err[512]; /* why the last checkpoint could not be written */
+    /* called before a checkpoint is written while training (NULL: none): the steps' results the
+     * GPU backend has not handed over yet go into the run's logged loss average, which it keeps */
+    void (*flush)(void *ctx);
+    void *flush_ctx;
 } Lifecycle;
 
 /* Locks --log_dir for this run (rank 0, before anything is written there): a second run on the
@@ -38,8 +42,9 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr);
 /* The step of --log_dir's newest checkpoint when it is of this net (model, classes, input shape),
  * read from its header by rank 0 and known to every rank (its file name into path on rank 0); -1
  * when there is none, -2 when it is of another net or unreadable (lifecycle_restore says why):
- * before anything is allocated, whether the run has anything left to do. */
-long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen);
+ * before anything is allocated, whether the run has anything left to do. *target_top1 (NULL: not
+ * asked): the validation top-1 with which --target_top1 ended that checkpoint's run (0: it did not). */
+long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen, double *target_top1);
 /* lifecycle_restore(), then the signal handlers; returns the step to start from. */
 long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr);
 /* After step `step` (0-based): acts on signals and the checkpoint interval, agreed by every rank.

@@ -261,7 +261,7 @@ static int eval_only(Run *r) {
     Config *c = &r->cfg;
     char ck[4096];
     Net *net = build_net(r);
-    if (lifecycle_saved_step(r, net, ck, sizeof ck) == -1) die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
+    if (lifecycle_saved_step(r, net, ck, sizeof ck, NULL) == -1) die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
     if (!loader_has_subset(c->data_dir, "validation")) die_code(EXIT_USAGE, "--eval: no validation-* files in %s", c->data_dir);
     Loader *count = input_open_loader(r, "validation", 0, 0);
     r->nrecord = loader_num_records(count);
@@ -384,9 +384,22 @@ static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long
     if (c->target_top1 > 0 && t1 >= c->target_top1) {
         printf("Reached --target_top1=%g at step %ld (epoch %.2f): validation top-1 %.3f %%\n", c->target_top1, step + 1, epochs, t1);
         r->nstep = step + 1;
+        r->target_reached = t1; /* in the final checkpoint: the same command again trains no further */
         return 1;
     }
     return 0;
+}
+
+/* Lifecycle's flush: the GPU steps' results not read yet, into the report (and the run's loss
+ * average, which a checkpoint keeps). */
+typedef struct Flush {
+    Trainer *tr;
+    Report *rep;
+} Flush;
+static void flush_results(void *ctx) {
+    Flush *f = ctx;
+    trainer_fetch(f->tr);
+    report_results(f->rep, f->tr);
 }
 
 /* Training (or, with --forward_only, inference) for the planned steps, then validation. */
@@ -395,7 +408,16 @@ static int train(Run *r) {
     Net *net = build_net(r);
     Loader *ld = plan_steps(r);
     char ck[4096];
-    const long saved = lifecycle_saved_step(r, net, ck, sizeof ck);
+    double reached = 0; /* the top-1 with which --target_top1 ended the run of that checkpoint */
+    const long saved = lifecycle_saved_step(r, net, ck, sizeof ck, &reached);
+    if (saved > 0 && c->target_top1 > 0 && reached >= c->target_top1 && !c->forward_only) {
+        printf("The checkpoint %s is at step %ld, where its run reached --target_top1=%g (validation top-1 %.3f %%): nothing left "
+               "to train (a higher --target_top1 trains on from it)\n",
+               ck, saved, c->target_top1, reached);
+        loader_close(ld);
+        net_free(net);
+        return c->export_onnx ? export_checkpoint(r) : 0;
+    }
     if (saved >= r->nstep && !c->forward_only) { /* a finished run, resumed: nothing to do */
         char longer[96];
         length_flag(r, saved + 1, longer, sizeof longer);
@@ -424,6 +446,9 @@ static int train(Run *r) {
     Profiler *prof = profile_open(r, net, &tr, step0); /* --profile */
     Report rep;
     report_open(&rep, r, &tr, step0);
+    Flush flush = {&tr, &rep};
+    life.flush = flush_results;
+    life.flush_ctx = &flush;
     const LrSchedule sched = schedule(r);
     int target = 0;      /* --target_top1 reached, or an evaluation failed */
     int eval_failed = 0; /* that evaluation's exit code */

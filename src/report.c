@@ -169,8 +169,9 @@ int report_due(Report *rep, long step) {
 }
 
 void report_loss(Report *rep, double loss) {
-    rep->ema = 0.9 * rep->ema + 0.1 * loss;
-    rep->ema_w = 0.9 * rep->ema_w + 0.1;
+    double *avg = rep->r->loss_avg; /* the run's, which a checkpoint keeps */
+    avg[0] = 0.9 * avg[0] + 0.1 * loss;
+    avg[1] = 0.9 * avg[1] + 0.1;
     rep->last_loss = loss;
 }
 
@@ -214,7 +215,7 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
     if (row) { /* every rank takes part in the average */
         const double t = report_clock();
         /* rank 0's seconds since the last row (the others add 0: every rank gets the same sum) */
-        double v[4] = {rep->ema / rep->ema_w, top1, top5, r->dist.rank == 0 ? t - rep->last_row : 0};
+        double v[4] = {rep->r->loss_avg[0] / rep->r->loss_avg[1], top1, top5, r->dist.rank == 0 ? t - rep->last_row : 0};
         dist_allreduce_sum_d(&r->dist, v, 4);
         const double avg = v[0] / r->dist.size;
         const long ep = (long)((double)step * r->total_batch / (double)r->nrecord);
@@ -240,7 +241,7 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
         const int n = c->batch_size;
         static const char *const tags[] = {"total loss raw", "total loss avg", "learning rate", "train accuracy top-1 %",
                                            "train accuracy top-5 %", "images/sec"};
-        const double vals[] = {loss, rep->ema / rep->ema_w, lr_or_none, 100.0 * top1 / n, 100.0 * top5 / n, rate};
+        const double vals[] = {loss, rep->r->loss_avg[0] / rep->r->loss_avg[1], lr_or_none, 100.0 * top1 / n, 100.0 * top5 / n, rate};
         events_scalars(rep->elog, step + 1, tags, vals, 6);
         rep->last_summary = now_seconds();
     }

@@ -19,7 +19,6 @@ typedef struct Report {
     long nrates, cap_rates;
     long ntimed;          /* steps timed so far (report_time), burn-in included */
     double last_rate;     /* the latest step's images per second */
-    double ema, ema_w;    /* nvcnn.py's loss average: decay 0.9, debiased */
     double last_summary;  /* wall clock of the last TensorBoard summary */
     double last_row;      /* report_clock() at the last table row (or at the start) */
     long last_row_step;   /* the steps done at the last row (or step0) */

@@ -25,6 +25,9 @@ typedef struct Run {
     unsigned gpu_flags; /* gpunet_new's flags (gpunet.h): --deterministic, --data_format */
     int nhwc;        /* 1: the GPU backend computes in NHWC (gpunet_layout) */
     char cpu_layers[256]; /* the CPU backend's layers, for the header */
+    double loss_avg[2];   /* nvcnn.py's logged loss average (decay 0.9, debiased): its sum and weight,
+                             kept across a resume by the checkpoint */
+    double target_reached; /* the validation top-1 (%) with which --target_top1 ended the run (0: not) */
 } Run;
 
 #endif

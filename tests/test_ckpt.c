@@ -348,6 +348,19 @@ TEST(ckpt_sigterm_then_resume_equals_an_uninterrupted_run) {
     snprintf(pa, sizeof pa, "%s/ckpt-24.nvcnn", a);
     snprintf(pb, sizeof pb, "%s/ckpt-24.nvcnn", b);
     CHECK_MSG(params_equal(pa, pb), "resumed parameters differ from the uninterrupted run's");
+    /* the logged loss average (metrics.csv's loss, TensorBoard's "total loss avg") goes on as in the
+     * uninterrupted run: the checkpoint keeps its state (it used to start afresh at the resume) */
+    double la = -1, lb = -2;
+    for (int k = 0; k < 2; k++) {
+        char pm[700];
+        snprintf(pm, sizeof pm, "%s/metrics.csv", k ? b : a);
+        char *m = slurp_text(pm);
+        const char *row = m ? strstr(m, "\n24,") : NULL;
+        double e;
+        CHECK_MSG(row && sscanf(row + 1, "24,%lf,%lf", &e, k ? &lb : &la) == 2, "%s: no row of step 24", pm);
+        free(m);
+    }
+    CHECK_MSG(fabs(la - lb) <= 1e-5 * fabs(la), "step 24's logged loss average: %.6f uninterrupted, %.6f resumed", la, lb);
 }
 
 TEST(ckpt_sigusr1_writes_a_checkpoint_and_carries_on) {

@@ -96,6 +96,13 @@ static void eval_while_training(const char *device) {
     const char *at = o ? strstr(o, "Validation at step 10 (epoch 1.00): top-1 ") : NULL;
     double reached = at ? atof(at + strlen("Validation at step 10 (epoch 1.00): top-1 ")) : -1;
     free(o);
+    /* the same command again: its run is done (it used to train on to the planned length) */
+    snprintf(cmd, sizeof cmd, "%s --device=%s --data_dir=%s --target_top1=1 --log_dir=%s/target", common, device, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "/target/ckpt-10.nvcnn is at step 10, where its run reached --target_top1=1 (validation top-1 ") &&
+                  strstr(o, "nothing left to train") && !strstr(o, "\n    11     2 "),
+              "exit %d:\n%s", rc, o);
+    free(o);
     snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --num_classes=10 --batch_size=20 --device=%s --data_dir=%s --eval --log_dir=%s/target",
              device, dir, dir);
     rc = th_run(cmd, &o);
