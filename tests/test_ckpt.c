@@ -651,3 +651,58 @@ TEST(ckpt_stale_temporary_files_are_removed) {
     CHECK_MSG(access(p1, F_OK) != 0, "%s is still there", p1);
     CHECK_MSG(access(p2, F_OK) == 0, "%s was removed", p2);
 }
+
+/* A checkpoint written before the fields after the state tensors' list (the loss average, the
+ * --target_top1 flag) existed: its header ends at that list. Made here from a new one by taking the
+ * 24 bytes of those fields out (the header length and the CRC written again): it loads, its
+ * parameters whole, and the new fields read as 0. */
+TEST(ckpt_header_without_the_later_fields_loads) {
+    char dir[600], path[4096], err[512], old[700];
+    snprintf(dir, sizeof dir, "%s/oldfmt", th_tmpdir());
+    mkdir(dir, 0755);
+    Net *n5 = small_net(5);
+    net_finalize(n5, 1);
+    Trainer t;
+    Dist d = one_rank();
+    TrainerConfig tc = tcfg();
+    trainer_init(&t, n5, &d, &tc, NULL);
+    for (size_t i = 0; i < n5->params_total; i++) n5->params[i] = (float)i * 0.25f;
+    CkptMeta m = meta_for(n5, &t, 3);
+    m.loss_avg_sum = 1.5;
+    m.loss_avg_weight = 0.5;
+    m.target_top1 = 91.25;
+    CHECK(ckpt_save(dir, n5, t.opt.velocity, &m, path, sizeof path, err, sizeof err) == 0);
+    CkptMeta got;
+    CHECK(ckpt_read_meta(path, &got, err, sizeof err) == 0 && got.loss_avg_sum == 1.5 && got.loss_avg_weight == 0.5 &&
+          got.target_top1 == 91.25);
+    size_t n = 0;
+    uint8_t *b = tu_read_file(path, &n);
+    CHECK(b && n > 40);
+    if (!b) return;
+    uint32_t hb;
+    memcpy(&hb, b + 12, 4);
+    uint8_t *o = malloc(n - 24);
+    memcpy(o, b, 16 + hb - 24);
+    memcpy(o + 16 + hb - 24, b + 16 + hb, n - 16 - hb - 4);
+    hb -= 24;
+    memcpy(o + 12, &hb, 4);
+    const uint32_t crc = crc32c(o, n - 24 - 4);
+    memcpy(o + n - 24 - 4, &crc, 4);
+    snprintf(old, sizeof old, "%s/ckpt-3.nvcnn", dir);
+    FILE *f = fopen(old, "wb");
+    fwrite(o, 1, n - 24, f);
+    fclose(f);
+    memset(&got, 0xff, sizeof got);
+    CHECK_MSG(ckpt_read_meta(old, &got, err, sizeof err) == 0 && got.step == 3 && got.loss_avg_sum == 0 && got.loss_avg_weight == 0 &&
+                  got.target_top1 == 0,
+              "%s", err);
+    for (size_t i = 0; i < n5->params_total; i++) n5->params[i] = -1;
+    CHECK_MSG(ckpt_load(old, NULL, n5, NULL, &got, err, sizeof err) == 0 && got.step == 3 && got.target_top1 == 0, "%s", err);
+    int same = 1;
+    for (size_t i = 0; i < n5->params_total; i++) same &= n5->params[i] == (float)i * 0.25f;
+    CHECK(same);
+    free(o);
+    free(b);
+    trainer_free(&t);
+    net_free(n5);
+}
