@@ -68,6 +68,19 @@ static TrainerConfig tcfg(void) {
     return c;
 }
 
+/* small_net(classes), finalized (seed 1), with its trainer t on one rank d; a checkpoint
+ * directory th_tmpdir()/name made, into dir. */
+static Net *small_trained(int classes, Trainer *t, Dist *d, char *dir, size_t dlen, const char *name) {
+    snprintf(dir, dlen, "%s/%s", th_tmpdir(), name);
+    mkdir(dir, 0755);
+    Net *n = small_net(classes);
+    net_finalize(n, 1);
+    *d = one_rank();
+    TrainerConfig tc = tcfg();
+    trainer_init(t, n, d, &tc, NULL);
+    return n;
+}
+
 TEST(ckpt_exact_resume_is_bitwise) {
     const int N = 5;
     Dist d = one_rank();
@@ -119,14 +132,9 @@ TEST(ckpt_exact_resume_is_bitwise) {
 
 TEST(ckpt_refuses_other_models_shapes_and_corruption) {
     char dir[600], path[4096], err[1024];
-    snprintf(dir, sizeof dir, "%s/refuse", th_tmpdir());
-    mkdir(dir, 0755);
-    Net *n5 = small_net(5);
-    net_finalize(n5, 1);
     Trainer t;
-    Dist d = one_rank();
-    TrainerConfig tc = tcfg();
-    trainer_init(&t, n5, &d, &tc, NULL);
+    Dist d;
+    Net *n5 = small_trained(5, &t, &d, dir, sizeof dir, "refuse");
     CkptMeta m = meta_for(n5, &t, 7);
     CHECK(ckpt_save(dir, n5, t.opt.velocity, &m, path, sizeof path, err, sizeof err) == 0);
     CHECK(ckpt_latest(dir, path, sizeof path) && strstr(path, "ckpt-7.nvcnn"));
@@ -658,14 +666,9 @@ TEST(ckpt_stale_temporary_files_are_removed) {
  * parameters whole, and the new fields read as 0. */
 TEST(ckpt_header_without_the_later_fields_loads) {
     char dir[600], path[4096], err[512], old[700];
-    snprintf(dir, sizeof dir, "%s/oldfmt", th_tmpdir());
-    mkdir(dir, 0755);
-    Net *n5 = small_net(5);
-    net_finalize(n5, 1);
     Trainer t;
-    Dist d = one_rank();
-    TrainerConfig tc = tcfg();
-    trainer_init(&t, n5, &d, &tc, NULL);
+    Dist d;
+    Net *n5 = small_trained(5, &t, &d, dir, sizeof dir, "oldfmt");
     for (size_t i = 0; i < n5->params_total; i++) n5->params[i] = (float)i * 0.25f;
     CkptMeta m = meta_for(n5, &t, 3);
     m.loss_avg_sum = 1.5;
