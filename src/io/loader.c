@@ -76,10 +76,8 @@ typedef struct Task {
     BatchBuf *batch;
     int slot;
     size_t ref; /* the record: l->mine[ref] */
-    uint32_t file;
-    uint64_t offset, seq;
+    uint64_t seq;
     uint8_t *rec; /* the whole framed record */
-    size_t len;   /* payload bytes */
 } Task;
 
 struct Loader {
@@ -477,10 +475,12 @@ static uint8_t *read_record(Loader *l, int fd, size_t ref) {
     }
     const char *what;
     if (tfr_check_record(buf, rr->len, &what) != 0) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s: corrupt record at byte offset %" PRIu64 " (%s)", l->paths[rr->file], rr->offset, what);
-        if (!l->cfg.skip_corrupt) fail(l, EXIT_DATA, "%s", msg);
-        mark_bad(l, ref, &l->skipped_read, strcat(msg, "; skipped (--skip_corrupt)"));
+        if (!l->cfg.skip_corrupt)
+            fail(l, EXIT_DATA, "%s: corrupt record at byte offset %" PRIu64 " (%s)", l->paths[rr->file], rr->offset, what);
+        char msg[1200];
+        snprintf(msg, sizeof msg, "%s: corrupt record at byte offset %" PRIu64 " (%s); skipped (--skip_corrupt)", l->paths[rr->file],
+                 rr->offset, what);
+        mark_bad(l, ref, &l->skipped_read, msg);
         free(buf);
         return NULL;
     }
@@ -558,11 +558,8 @@ static void *reader_main(void *arg) {
             t->batch = cur;
             t->slot = cur->pub.count++;
             t->ref = ref;
-            t->file = rr->file;
-            t->offset = rr->offset;
             t->seq = seq++;
             t->rec = rec;
-            t->len = (size_t)rr->len;
             l->task_count++;
             cur->pending++;
             pthread_cond_signal(&l->cv_task);
@@ -591,19 +588,19 @@ out:
 
 /* ---- decode workers ---------------------------------------------------------------------- */
 
-/* Parses record rec (payload len, of file f at offset) and decodes and augments its image into
- * dst as sample number seq of the stream: its label (0-based), or -1 with the reason in err when
- * the Example or the image is unusable. A label outside [1, num_classes] always exits: the data
- * set and --num_classes disagree. */
-static int32_t decode_sample(Loader *l, const uint8_t *rec, size_t len, uint32_t f, uint64_t offset, uint64_t seq,
-                             uint8_t *dst, char *err, size_t errlen) {
+/* Parses rec, the framed record ref, and decodes and augments its image into dst as sample number
+ * seq of the stream: its label (0-based), or -1 with the reason in err when the Example or the
+ * image is unusable. A label outside [1, num_classes] always exits: the data set and --num_classes
+ * disagree. */
+static int32_t decode_sample(Loader *l, const uint8_t *rec, size_t ref, uint64_t seq, uint8_t *dst, char *err, size_t errlen) {
+    const RecRef *rr = &l->mine[ref];
     ExampleImage ex;
-    if (example_parse_image(rec + TFR_HEADER_BYTES, len, &ex, err, errlen) != 0) return -1;
+    if (example_parse_image(rec + TFR_HEADER_BYTES, (size_t)rr->len, &ex, err, errlen) != 0) return -1;
     int64_t label = ex.label - 1;
     if (label < 0 || (l->cfg.num_classes > 0 && label >= l->cfg.num_classes))
         fail(l, EXIT_DATA,
              "%s: record at byte offset %" PRIu64 ": image/class/label %" PRId64 " is outside [1, %d] (labels are 1-based; %d classes)",
-             l->paths[f], offset, ex.label, l->cfg.num_classes, l->cfg.num_classes);
+             l->paths[rr->file], rr->offset, ex.label, l->cfg.num_classes, l->cfg.num_classes);
     BBox boxes_local[8];
     BBox *boxes = ex.nbox <= 8 ? boxes_local : xmalloc((size_t)ex.nbox * sizeof *boxes);
     for (int i = 0; i < ex.nbox; i++) {
@@ -641,7 +638,7 @@ static void unusable(Loader *l, size_t ref, const char *err) {
 static void run_task(Loader *l, const Task *t) {
     char err[512];
     uint8_t *dst = t->batch->pub.images + (size_t)t->slot * l->img_bytes;
-    const int32_t label = decode_sample(l, t->rec, t->len, t->file, t->offset, t->seq, dst, err, sizeof err);
+    const int32_t label = decode_sample(l, t->rec, t->ref, t->seq, dst, err, sizeof err);
     if (label < 0) unusable(l, t->ref, err);
     t->batch->pub.labels[t->slot] = label;
 }
@@ -797,7 +794,7 @@ static void refill(Loader *l, BatchBuf *b, int k) {
         close(fd);
         if (!rec) continue;
         char err[512];
-        const int32_t label = decode_sample(l, rec, (size_t)rr->len, rr->file, rr->offset, seq, dst, err, sizeof err);
+        const int32_t label = decode_sample(l, rec, ref, seq, dst, err, sizeof err);
         free(rec);
         if (label >= 0) {
             b->pub.labels[k] = label;
