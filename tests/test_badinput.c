@@ -535,3 +535,38 @@ TEST(badinput_empty_validation_before_training) {
     expect(arg, 2, want);
     free(jpg);
 }
+
+/* A record whose image does not decode (a JPEG cut short, as a converter that reads headers only
+ * lets through) is named by file and offset and, where the Example says it as build_imagenet_data.py
+ * writes it, by its source image's image/filename: control bytes escaped, UTF-8 as it is. */
+TEST(badinput_undecodable_image_names_its_source_file) {
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    const char *names[] = {"n01440764_10026.JPEG", "caf\xc3\xa9\x01.jpg"};
+    const char *shown[] = {"n01440764_10026.JPEG", "caf\xc3\xa9\\x01.jpg"};
+    for (int i = 0; i < 2; i++) {
+        char *d = mkdir_case(i ? "cut-jpeg-utf8" : "cut-jpeg");
+        char path[700], err[256];
+        snprintf(path, sizeof path, "%s/train-00000-of-00001", d);
+        TfrWriter *w = tfr_writer_open(path, err, sizeof err);
+        CHECK_MSG(w != NULL, "%s", err);
+        if (!w) break;
+        ExampleBuilder *b = example_builder_new();
+        example_add_bytes(b, "image/encoded", jpg, len * 6 / 10);
+        example_add_int64s(b, "image/class/label", &(int64_t){3}, 1);
+        example_add_string(b, "image/filename", names[i]);
+        size_t rl;
+        uint8_t *rec = example_serialize(b, &rl);
+        tfr_write(w, rec, rl);
+        free(rec);
+        example_builder_free(b);
+        tfr_writer_close(w);
+        char arg[700], want[900];
+        snprintf(arg, sizeof arg, "--data_dir=%s", d);
+        snprintf(want, sizeof want, "%s: record at byte offset 0: JPEG: ", path);
+        expect(arg, 4, want);
+        snprintf(want, sizeof want, " (image/filename %s)\n", shown[i]);
+        expect(arg, 4, want);
+    }
+    free(jpg);
+}

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <png.h>
+#include <zlib.h>
+
 #include "harness.h"
 #include "testutil.h"
 #include "io/image.h"
@@ -244,4 +247,106 @@ TEST(image_encoders_round_trip) {
     CHECK_MSG(maxd <= 6, "gray JPEG round trip max difference %d", maxd);
     free(enc);
     free(dec);
+}
+
+/* An Adam7-interlaced RGB PNG of w x h written with libpng (pixels: a pattern of x, y). */
+static uint8_t *adam7_png(int w, int h, size_t *len) {
+    FILE *f = tmpfile();
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    png_init_io(png, f);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_ADAM7,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    uint8_t *px = malloc((size_t)w * h * 3);
+    png_bytep *rows = malloc((size_t)h * sizeof *rows);
+    for (int y = 0; y < h; y++) {
+        rows[y] = px + (size_t)y * w * 3;
+        for (int x = 0; x < w; x++) {
+            rows[y][3 * x] = (uint8_t)(7 * x + y);
+            rows[y][3 * x + 1] = (uint8_t)(3 * y);
+            rows[y][3 * x + 2] = (uint8_t)(x ^ y);
+        }
+    }
+    png_set_rows(png, info, rows);
+    png_write_png(png, info, PNG_TRANSFORM_IDENTITY, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(rows);
+    free(px);
+    *len = (size_t)ftell(f);
+    uint8_t *d = malloc(*len);
+    rewind(f);
+    if (fread(d, 1, *len, f) != *len) *len = 0;
+    fclose(f);
+    return d;
+}
+
+/* A PNG's region is read row by row down to its last row (an interlaced one whole): every region,
+ * corners, single pixels and the whole image included, holds exactly the full decode's pixels. */
+TEST(image_png_region_matches_full_decode) {
+    const char *names[] = {"img_rgb.png", "img_palette.png", "img_gray16_odd.png", NULL};
+    for (int k = 0; k < 4; k++) {
+        size_t len = 0;
+        uint8_t *data;
+        if (names[k]) {
+            char p[256];
+            snprintf(p, sizeof p, "data/fixtures/%s", names[k]);
+            data = tu_read_file(p, &len);
+        } else
+            data = adam7_png(37, 29, &len);
+        const char *name = names[k] ? names[k] : "Adam7 37x29";
+        CHECK_MSG(data && len, "%s missing", name);
+        if (!data || !len) continue;
+        uint8_t *full, *reg;
+        int w, h, rw, rh;
+        char err[256];
+        CHECK_MSG(image_decode_rgb(data, len, &full, &w, &h, err, sizeof err) == 0, "%s: %s", name, err);
+        const int boxes[][4] = {{0, 0, w, h}, {0, 0, 1, 1}, {w - 1, h - 1, 1, 1}, {w / 3, h / 4, w / 2, h / 2},
+                                {w - 5, 0, 5, h}, {0, h - 3, w, 3}};
+        for (int b = 0; b < 6; b++) {
+            const int x = boxes[b][0], y = boxes[b][1], cw = boxes[b][2], ch = boxes[b][3];
+            int rc = image_decode_region(data, len, x, y, cw, ch, 1, 1, &reg, &rw, &rh, err, sizeof err);
+            CHECK_MSG(rc == 0 && rw == cw && rh == ch, "%s region %d,%d %dx%d: rc %d %dx%d %s", name, x, y, cw, ch, rc,
+                      rw, rh, rc ? err : "");
+            if (rc) continue;
+            int same = rw == cw && rh == ch;
+            for (int r = 0; r < ch && same; r++)
+                same = !memcmp(reg + (size_t)r * cw * 3, full + ((size_t)(y + r) * w + x) * 3, (size_t)cw * 3);
+            CHECK_MSG(same, "%s region %d,%d %dx%d differs from the full decode", name, x, y, cw, ch);
+            free(reg);
+        }
+        CHECK(image_decode_region(data, len, w - 2, 0, 3, 1, 1, 1, &reg, &rw, &rh, err, sizeof err) == -1 &&
+              strstr(err, "region outside"));
+        free(full);
+        free(data);
+    }
+}
+
+/* Over 2^28 pixels: refused from the header alone, by image_dims (what the converter checks) and
+ * the decoders, with the size and the limit in the message. */
+TEST(image_over_the_pixel_limit_is_refused_from_the_header) {
+    /* the signature, IHDR and an empty IDAT chunk: libpng reads the header up to the data */
+    uint8_t png[45] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+    const uint32_t W = 17000, H = 16000;
+    for (int i = 0; i < 4; i++) {
+        png[16 + i] = (uint8_t)(W >> (24 - 8 * i));
+        png[20 + i] = (uint8_t)(H >> (24 - 8 * i));
+    }
+    png[24] = 8;
+    png[25] = 2;
+    uLong crc = crc32(0, png + 12, 17);
+    for (int i = 0; i < 4; i++) png[29 + i] = (uint8_t)(crc >> (24 - 8 * i));
+    memcpy(png + 37, "IDAT", 4);
+    crc = crc32(0, png + 37, 4);
+    for (int i = 0; i < 4; i++) png[41 + i] = (uint8_t)(crc >> (24 - 8 * i));
+    char err[256];
+    int w, h;
+    uint8_t *img = NULL;
+    const char *want = "PNG: 17000x16000 is 272000000 pixels, more than the 268435456 (2^28) nvcnn decodes";
+    CHECK_MSG(image_dims(png, sizeof png, &w, &h, err, sizeof err) == -1 && !strcmp(err, want), "image_dims: %s", err);
+    CHECK_MSG(image_decode_rgb(png, sizeof png, &img, &w, &h, err, sizeof err) == -1 && !strcmp(err, want), "decode: %s", err);
+    CHECK(image_decode_region(png, sizeof png, 0, 0, 224, 224, 224, 224, &img, &w, &h, err, sizeof err) == -1 &&
+          !strcmp(err, want));
+    /* 16384 x 16384 is the limit itself: the header passes */
+    for (int i = 0; i < 4; i++) png[16 + i] = png[20 + i] = (uint8_t)(16384u >> (24 - 8 * i));
+    CHECK(image_dims(png, sizeof png, &w, &h, err, sizeof err) == 0 && w == 16384 && h == 16384);
 }

@@ -3,9 +3,11 @@
  * (labels 1-based, pixels, bytes of copied files); determinism; errors. Runs the binary
  * ./nvcnn-mkrecords built by `make` (or $NVCNN_MKRECORDS). */
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -371,7 +373,8 @@ TEST(mkrecords_errors_and_help) {
 
 /* ---- the output folder, failures, signals, flags ------------------------------------------- */
 
-/* The names in dir, hidden ones included, sorted and joined by spaces ("" when dir is missing). */
+/* The names in dir, hidden ones included (but for the converter's lock file, which stays), sorted
+ * and joined by spaces ("" when dir is missing). */
 static char *listing(const char *dir) {
     char **v = NULL;
     int n = 0;
@@ -379,7 +382,8 @@ static char *listing(const char *dir) {
     if (d) {
         struct dirent *e;
         while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, ".nvcnn-mkrecords.lock"))
+                continue;
             v = realloc(v, (size_t)(n + 1) * sizeof *v);
             v[n++] = strdup(e->d_name);
         }
@@ -565,6 +569,14 @@ TEST(mkrecords_failure_leaves_the_folder_as_it_was) {
     char *now = listing(out);
     CHECK_MSG(!strcmp(now, ""), "left behind: %s", now);
     free(now);
+    CHECK_MSG(access(out, F_OK) != 0, "%s: the folder the failed run created is left behind", out);
+    /* folders it created on the way are removed too, those that were there kept */
+    char deep[800];
+    snprintf(deep, sizeof deep, "%s/mk-fail-new/a/b", th_tmpdir());
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=13", root, deep);
+    CHECK(mk(args, NULL) == 4);
+    snprintf(deep, sizeof deep, "%s/mk-fail-new", th_tmpdir());
+    CHECK_MSG(access(deep, F_OK) != 0 && access(th_tmpdir(), F_OK) == 0, "%s left behind", deep);
 
     /* the same failure with --overwrite over a complete earlier set */
     unlink(bad);
@@ -680,6 +692,7 @@ TEST(mkrecords_signal_removes_temporary_files) {
     char *now = listing(out);
     CHECK_MSG(!strcmp(now, ""), "left behind: %s", now);
     free(now);
+    CHECK_MSG(access(out, F_OK) != 0, "%s: the folder the failed run created is left behind", out);
 
     /* an earlier set, then an interrupted --overwrite: the earlier set stays, whole */
     char small_img[700], small_lab[700];
@@ -866,4 +879,123 @@ TEST(mkrecords_nested_folders_and_links_to_nothing_are_counted_or_refused) {
     char *now = listing(p);
     CHECK_MSG(!strcmp(now, ""), "left behind: %s", now);
     free(now);
+}
+
+/* Two conversions into one folder: the second finds the first's lock (held here by the test, as a
+ * conversion holds it) and stops before writing anything, naming the holder; once free, a run
+ * removes the temporary shards a killed run left of its subsets (others' files kept). */
+TEST(mkrecords_one_conversion_at_a_time_per_folder) {
+    char root[600], out[700], args[3000], lock[800], *o;
+    small_tree(root, sizeof root, "mk-lock-tree");
+    snprintf(out, sizeof out, "%s/mk-lock-out", th_tmpdir());
+    mkdir(out, 0755);
+    snprintf(lock, sizeof lock, "%s/.nvcnn-mkrecords.lock", out);
+    int fd = open(lock, O_RDWR | O_CREAT, 0644);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+    CHECK(write(fd, "pid 4242 on othernode\n", 22) == 22);
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=2", root, out);
+    int rc = mk(args, &o);
+    CHECK_MSG(rc == 2 && o && one_line(o) && strstr(o, "is in use by another nvcnn-mkrecords (pid 4242 on othernode)"),
+              "rc %d: %s", rc, o);
+    free(o);
+    char *now = listing(out);
+    CHECK_MSG(!strcmp(now, ""), "written while locked: %s", now);
+    free(now);
+    close(fd); /* released */
+    const char *stale[] = {".train-00003-of-00009.tmp", ".validation-00000-of-00001.tmp", ".mine.tmp"};
+    for (int i = 0; i < 3; i++) {
+        char p[900];
+        snprintf(p, sizeof p, "%s/%s", out, stale[i]);
+        FILE *f = xfopen(p, "wb");
+        fputs("half a shard", f);
+        fclose(f);
+    }
+    CHECK(mk(args, NULL) == 0);
+    now = listing(out);
+    CHECK_MSG(!strcmp(now, ".mine.tmp train-00000-of-00002 train-00001-of-00002"), "got: %s", now);
+    free(now);
+}
+
+/* An --output_dir inside the tree it converts would be read back by the next conversion (a
+ * folder of the top level is a class: the labels would shift): refused before anything is
+ * written, also through a symbolic link and for --validation_dir. */
+TEST(mkrecords_refuses_an_output_dir_inside_its_input) {
+    char root[600], link[700], val[700], args[3000], where[900], *o;
+    small_tree(root, sizeof root, "mk-inside-tree");
+    small_tree(val, sizeof val, "mk-inside-val");
+    snprintf(link, sizeof link, "%s/mk-inside-link", th_tmpdir());
+    unlink(link);
+    CHECK(symlink(root, link) == 0);
+    const char *cases[][3] = {{root, "records", "input_dir"}, {root, "", "input_dir"}, {link, "x/y/", "input_dir"},
+                              {val, "v", "validation_dir"}};
+    for (int i = 0; i < 4; i++) {
+        snprintf(where, sizeof where, "%s/%s", cases[i][0], cases[i][1]);
+        if (i == 3)
+            snprintf(args, sizeof args, "--input_dir=%s --validation_dir=%s --output_dir=%s", root, val, where);
+        else
+            snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s", i == 2 ? root : cases[i][0], where);
+        int rc = mk(args, &o);
+        char want[1200];
+        snprintf(want, sizeof want, "--output_dir=%s lies inside --%s=", where, cases[i][2]);
+        CHECK_MSG(rc == 2 && o && one_line(o) && strstr(o, want), "case %d: rc %d: %s", i, rc, o);
+        free(o);
+        if (cases[i][1][0]) CHECK_MSG(access(where, F_OK) != 0, "%s created", where);
+    }
+    /* beside it is fine */
+    snprintf(where, sizeof where, "%s-records", root);
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=1", link, where);
+    CHECK(mk(args, NULL) == 0);
+}
+
+/* An image larger than the decoder takes (2^28 pixels) is refused at conversion, naming the file
+ * and the limit, not hours later by the training run that meets it (only the header is read). */
+TEST(mkrecords_refuses_images_the_trainer_would_refuse) {
+    char root[600], big[800], out[700], args[3000], *o;
+    small_tree(root, sizeof root, "mk-huge-tree");
+    snprintf(big, sizeof big, "%s/kiwi/huge.png", root);
+    uint8_t png[33] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+    be32(png + 16, 17000);
+    be32(png + 20, 16000);
+    png[24] = 8; /* depth 8, RGB */
+    png[25] = 2;
+    be32(png + 29, (uint32_t)crc32(0, png + 12, 17));
+    FILE *f = xfopen(big, "wb");
+    fwrite(png, 1, sizeof png, f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/mk-huge-out", th_tmpdir());
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=1", root, out);
+    int rc = mk(args, &o);
+    char want[1200];
+    snprintf(want, sizeof want, "nvcnn-mkrecords: error: %s: PNG: 17000x16000 is 272000000 pixels, more than the "
+                                "268435456 (2^28) nvcnn decodes", big);
+    CHECK_MSG(rc == 4 && o && one_line(o) && !strncmp(o, want, strlen(want)), "rc %d: %s", rc, o);
+    free(o);
+}
+
+/* A FIFO in a class folder (pipe.jpg: an image by its name) is not read (opening it would block
+ * the conversion): counted in the summary as a special file, refused with --strict. */
+TEST(mkrecords_special_files_are_counted_or_refused) {
+    char root[600], out[700], args[3000], p[900], *o;
+    snprintf(root, sizeof root, "%s/mk-fifo", th_tmpdir());
+    mkdir(root, 0755);
+    tree_file(root, "ant", "a0.png", 1, 0);
+    tree_file(root, "bee", "b0.jpg", 2, 1);
+    snprintf(p, sizeof p, "%s/bee/pipe.jpg", root);
+    CHECK(mkfifo(p, 0644) == 0);
+    snprintf(out, sizeof out, "%s/mk-fifo-out", th_tmpdir());
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s --shards=1", root, out);
+    int rc = mk(args, &o);
+    char want[2000];
+    snprintf(want, sizeof want,
+             "skipped 1 special file (not a regular file: a FIFO, socket or device; --strict refuses them): %s\n", p);
+    CHECK_MSG(rc == 0 && o && strstr(o, want) && strstr(o, "wrote 2 records"), "rc %d: %s", rc, o);
+    free(o);
+    snprintf(args, sizeof args, "--input_dir=%s --output_dir=%s-strict --shards=1 --strict", root, out);
+    rc = mk(args, &o);
+    snprintf(want, sizeof want,
+             "nvcnn-mkrecords: error: %s: not a regular file (a FIFO, socket or device; --strict; without it, it is "
+             "skipped)\n",
+             p);
+    CHECK_MSG(rc == 4 && o && !strcmp(o, want), "rc %d: %s", rc, o);
+    free(o);
 }

@@ -117,6 +117,11 @@ int example_parse_image(const uint8_t *buf, size_t len, ExampleImage *out, char 
         out->text = f->bytes_list->value[0].data;
         out->text_len = f->bytes_list->value[0].len;
     }
+    f = find(ex, "image/filename");
+    if (f && f->kind_case == TENSORFLOW__FEATURE__KIND_BYTES_LIST && f->bytes_list && f->bytes_list->n_value > 0) {
+        out->filename = f->bytes_list->value[0].data;
+        out->filename_len = f->bytes_list->value[0].len;
+    }
 
     static const char *const keys[4] = {"image/object/bbox/xmin", "image/object/bbox/ymin", "image/object/bbox/xmax",
                                         "image/object/bbox/ymax"};

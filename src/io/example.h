@@ -4,6 +4,7 @@
  *   image/encoded                      bytes   JPEG or PNG (required, one value)
  *   image/class/label                  int64   1-based class (required by example_parse_image, one value)
  *   image/class/text                   bytes   class name (optional)
+ *   image/filename                     bytes   the source image's name (optional; named in errors)
  *   image/object/bbox/{xmin,ymin,xmax,ymax}  float lists of equal length (optional)
  * Repeated floats and int64s are accepted packed (the proto3 default) and unpacked.
  */
@@ -19,6 +20,8 @@ typedef struct ExampleImage {
     int64_t label;          /* as stored (1-based) */
     const uint8_t *text;    /* NULL if absent; not NUL terminated */
     size_t text_len;
+    const uint8_t *filename; /* image/filename (the source image's name), as text; NULL if absent */
+    size_t filename_len;
     int nbox;
     const float *xmin, *ymin, *xmax, *ymax; /* [nbox] each; NULL when nbox == 0 */
     void *msg_;             /* the unpacked message, freed by example_image_free */

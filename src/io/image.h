@@ -9,11 +9,15 @@
 typedef enum { IMG_UNKNOWN = 0, IMG_JPEG, IMG_PNG } ImageFormat;
 
 ImageFormat image_sniff(const uint8_t *data, size_t len);
-/* Width and height from the header. 0 on success, -1 with err. */
+/* The largest image decoded, in pixels (2^28: 16384 x 16384): larger ones are refused, by
+ * image_dims() too (so the converter refuses at conversion what training would). */
+#define IMAGE_MAX_PIXELS (1ull << 28)
+/* Width and height from the header. 0 on success, -1 with err (also over IMAGE_MAX_PIXELS). */
 int image_dims(const uint8_t *data, size_t len, int *w, int *h, char *err, size_t errlen);
 /* Decodes the region (x, y, cw, ch) of the image, reduced by the largest DCT scale 1/s
  * (s in 1,2,4,8) that keeps the region at least min_w x min_h, into a malloc'd RGB buffer
- * *out [*ow][*oh]. For PNG the region is cropped after a full decode. 0 on success, -1 with err. */
+ * *out [*ow][*oh]. A PNG is read row by row down to the region's last row (an interlaced one
+ * whole), unscaled. 0 on success, -1 with err. */
 int image_decode_region(const uint8_t *data, size_t len, int x, int y, int cw, int ch, int min_w, int min_h,
                         uint8_t **out, int *ow, int *oh, char *err, size_t errlen);
 /* Whole image, RGB. */

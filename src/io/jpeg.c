@@ -10,6 +10,7 @@
 /* the message codes (JWRN_...) */
 #include <jerror.h>
 #include <png.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,11 +92,20 @@ static int png_dims(const uint8_t *d, size_t n, int *w, int *h) {
     return (*w > 0 && *h > 0) ? 0 : -1;
 }
 
+/* "PNG: 17000x16000 is 272000000 pixels, more than the 268435456 (2^28) nvcnn decodes", or 0 */
+static int too_large(const char *fmt, uint64_t w, uint64_t h, char *err, size_t errlen) {
+    if (w * h <= IMAGE_MAX_PIXELS) return 0;
+    char what[160];
+    snprintf(what, sizeof what, "%" PRIu64 "x%" PRIu64 " is %" PRIu64 " pixels, more than the %llu (2^28) nvcnn decodes",
+             w, h, w * h, IMAGE_MAX_PIXELS);
+    return fail(err, errlen, fmt, what);
+}
+
 int image_dims(const uint8_t *data, size_t len, int *w, int *h, char *err, size_t errlen) {
     ImageFormat f = image_sniff(data, len);
     if (f == IMG_PNG) {
         if (png_dims(data, len, w, h) != 0) return fail(err, errlen, "PNG: %s", "bad IHDR header");
-        return 0;
+        return too_large("PNG: %s", (uint64_t)*w, (uint64_t)*h, err, errlen);
     }
     if (f != IMG_JPEG) return fail(err, errlen, "%s", "not a JPEG or PNG image");
     struct jpeg_decompress_struct ci;
@@ -111,7 +121,7 @@ int image_dims(const uint8_t *data, size_t len, int *w, int *h, char *err, size_
     *w = (int)ci.image_width;
     *h = (int)ci.image_height;
     jpeg_destroy_decompress(&ci);
-    return 0;
+    return too_large("JPEG: %s", (uint64_t)*w, (uint64_t)*h, err, errlen);
 }
 
 /* libpng errors longjmp back here with the message. */
@@ -144,18 +154,23 @@ static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
 }
 
 /* As TensorFlow's decode_png(channels=3): palette and low bit depths expanded, 16-bit scaled to
- * 8, gray replicated to RGB, alpha dropped. */
-static int decode_png(const uint8_t *data, size_t len, uint8_t **out, int *w, int *h, char *err, size_t errlen) {
+ * 8, gray replicated to RGB, alpha dropped. The region (x, y, cw, ch) (cw <= 0: the whole image)
+ * into a malloc'd RGB buffer: rows are read one at a time down to the region's last and only the
+ * region kept, so the memory is the region's plus one row; an interlaced PNG (Adam7: every row is
+ * complete only after the last pass) is decoded whole and cropped. */
+static int decode_png(const uint8_t *data, size_t len, int x, int y, int cw, int ch, uint8_t **out, int *ow, int *oh,
+                      char *err, size_t errlen) {
     PErr pe;
     pe.msg[0] = 0;
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &pe, png_err, png_warn);
     if (!png) return fail(err, errlen, "PNG: %s", "out of memory");
     png_infop info = png_create_info_struct(png);
-    uint8_t *volatile buf = NULL;
+    uint8_t *volatile buf = NULL, *volatile res = NULL;
     png_bytep *volatile rows = NULL;
     if (!info || setjmp(pe.jb)) {
         png_destroy_read_struct(&png, info ? &info : NULL, NULL);
         free(buf);
+        free(res);
         free(rows);
         return fail(err, errlen, "PNG: %s", pe.msg[0] ? pe.msg : "out of memory");
     }
@@ -163,7 +178,14 @@ static int decode_png(const uint8_t *data, size_t len, uint8_t **out, int *w, in
     png_set_read_fn(png, &src, png_read_mem);
     png_read_info(png, info);
     png_uint_32 W = png_get_image_width(png, info), H = png_get_image_height(png, info);
-    if (W == 0 || H == 0 || (uint64_t)W * H > (1ull << 28)) png_error(png, "image size out of range");
+    if (W == 0 || H == 0) png_error(png, "image size out of range");
+    char why[160];
+    if (too_large("%s", W, H, why, sizeof why)) png_error(png, why);
+    const int whole = cw <= 0, rx = whole ? 0 : x, ry = whole ? 0 : y, rw = whole ? (int)W : cw, rh = whole ? (int)H : ch;
+    if (rx < 0 || ry < 0 || rh <= 0 || (uint64_t)rx + (uint64_t)rw > W || (uint64_t)ry + (uint64_t)rh > H) {
+        snprintf(pe.msg, sizeof pe.msg, "region outside the image");
+        longjmp(pe.jb, 1);
+    }
     int color = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
     if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
@@ -171,19 +193,33 @@ static int decode_png(const uint8_t *data, size_t len, uint8_t **out, int *w, in
     if (depth == 16) png_set_strip_16(png); /* the high byte, as TensorFlow's decode_png */
     png_set_strip_alpha(png);
     if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
-    png_set_interlace_handling(png);
+    const int interlaced = png_set_interlace_handling(png) > 1;
     png_read_update_info(png, info);
     if (png_get_rowbytes(png, info) != (size_t)W * 3) png_error(png, "unexpected row layout");
-    buf = malloc((size_t)W * H * 3);
-    rows = malloc(H * sizeof *rows);
-    if (!buf || !rows) png_error(png, "out of memory");
-    for (png_uint_32 r = 0; r < H; r++) rows[r] = buf + (size_t)r * W * 3;
-    png_read_image(png, rows);
+    const size_t rb = (size_t)W * 3, cb = (size_t)rw * 3;
+    res = malloc(cb * (size_t)rh);
+    if (!res) png_error(png, "out of memory");
+    if (interlaced) {
+        buf = malloc(rb * H);
+        rows = malloc(H * sizeof *rows);
+        if (!buf || !rows) png_error(png, "out of memory");
+        for (png_uint_32 r = 0; r < H; r++) rows[r] = buf + (size_t)r * rb;
+        png_read_image(png, rows);
+        for (int r = 0; r < rh; r++) memcpy(res + (size_t)r * cb, buf + (size_t)(ry + r) * rb + (size_t)rx * 3, cb);
+    } else {
+        buf = malloc(rb);
+        if (!buf) png_error(png, "out of memory");
+        for (int r = 0; r < ry + rh; r++) {
+            png_read_row(png, buf, NULL);
+            if (r >= ry) memcpy(res + (size_t)(r - ry) * cb, buf + (size_t)rx * 3, cb);
+        }
+    }
     png_destroy_read_struct(&png, &info, NULL);
+    free(buf);
     free(rows);
-    *out = buf;
-    *w = (int)W;
-    *h = (int)H;
+    *out = res;
+    *ow = rw;
+    *oh = rh;
     return 0;
 }
 
@@ -192,20 +228,8 @@ int image_decode_region(const uint8_t *data, size_t len, int x, int y, int cw, i
     *out = NULL;
     ImageFormat f = image_sniff(data, len);
     if (f == IMG_PNG) {
-        uint8_t *full;
-        int w, h;
-        if (decode_png(data, len, &full, &w, &h, err, errlen) != 0) return -1;
-        if (x < 0 || y < 0 || cw <= 0 || ch <= 0 || x + cw > w || y + ch > h) {
-            free(full);
-            return fail(err, errlen, "%s", "region outside the image");
-        }
-        uint8_t *r = malloc((size_t)cw * ch * 3);
-        for (int row = 0; row < ch; row++) memcpy(r + (size_t)row * cw * 3, full + ((size_t)(y + row) * w + x) * 3, (size_t)cw * 3);
-        free(full);
-        *out = r;
-        *ow = cw;
-        *oh = ch;
-        return 0;
+        if (cw <= 0) return fail(err, errlen, "%s", "region outside the image");
+        return decode_png(data, len, x, y, cw, ch, out, ow, oh, err, errlen);
     }
     if (f != IMG_JPEG) return fail(err, errlen, "%s", "not a JPEG or PNG image");
 
@@ -224,11 +248,9 @@ int image_decode_region(const uint8_t *data, size_t len, int x, int y, int cw, i
     jpeg_mem_src(&ci, data, (unsigned long)len);
     jpeg_read_header(&ci, TRUE);
     const int W = (int)ci.image_width, H = (int)ci.image_height;
-    if ((uint64_t)W * (uint64_t)H > (1ull << 28)) {
+    if (too_large("JPEG: %s", (uint64_t)W, (uint64_t)H, err, errlen)) {
         jpeg_destroy_decompress(&ci);
-        char dims[64];
-        snprintf(dims, sizeof dims, "%dx%d", W, H);
-        return fail(err, errlen, "JPEG: a %s image is too large to decode", dims);
+        return -1;
     }
     if (x < 0 || y < 0 || cw <= 0 || ch <= 0 || x + cw > W || y + ch > H) {
         jpeg_destroy_decompress(&ci);
@@ -286,7 +308,7 @@ int image_decode_region(const uint8_t *data, size_t len, int x, int y, int cw, i
 }
 
 int image_decode_rgb(const uint8_t *data, size_t len, uint8_t **out, int *w, int *h, char *err, size_t errlen) {
-    if (image_sniff(data, len) == IMG_PNG) return decode_png(data, len, out, w, h, err, errlen);
+    if (image_sniff(data, len) == IMG_PNG) return decode_png(data, len, 0, 0, 0, 0, out, w, h, err, errlen);
     int W, H;
     if (image_dims(data, len, &W, &H, err, errlen) != 0) return -1;
     return image_decode_region(data, len, 0, 0, W, H, W, H, out, w, h, err, errlen);

@@ -588,6 +588,22 @@ out:
 
 /* ---- decode workers ---------------------------------------------------------------------- */
 
+/* Appends " (image/filename NAME)" to the message msg where the Example names its source image (as
+ * build_imagenet_data.py and nvcnn-mkrecords write it): the file to look at, which the record's
+ * offset alone does not say. Bytes outside printable ASCII are written as \xNN, the name cut at
+ * 200 bytes. */
+static void name_source(const ExampleImage *ex, char *msg, size_t len) {
+    if (!ex->filename || !ex->filename_len || !len) return;
+    size_t at = strlen(msg);
+    at += (size_t)snprintf(msg + at, at < len ? len - at : 0, " (image/filename ");
+    for (size_t i = 0; i < ex->filename_len && i < 200 && at < len; i++) {
+        const uint8_t c = ex->filename[i];
+        at += (size_t)(c >= 0x20 && c != 0x7f ? snprintf(msg + at, len - at, "%c", c)
+                                             : snprintf(msg + at, len - at, "\\x%02x", c));
+    }
+    if (at < len) snprintf(msg + at, len - at, "%s)", ex->filename_len > 200 ? "..." : "");
+}
+
 /* Parses rec, the framed record ref, and decodes and augments its image into dst as sample number
  * seq of the stream: its label (0-based), or -1 with the reason in err when the Example or the
  * image is unusable. A label outside [1, num_classes] always exits: the data set and --num_classes
@@ -597,10 +613,14 @@ static int32_t decode_sample(Loader *l, const uint8_t *rec, size_t ref, uint64_t
     ExampleImage ex;
     if (example_parse_image(rec + TFR_HEADER_BYTES, (size_t)rr->len, &ex, err, errlen) != 0) return -1;
     int64_t label = ex.label - 1;
-    if (label < 0 || (l->cfg.num_classes > 0 && label >= l->cfg.num_classes))
+    if (label < 0 || (l->cfg.num_classes > 0 && label >= l->cfg.num_classes)) {
+        char src[320] = "";
+        name_source(&ex, src, sizeof src);
         fail(l, EXIT_DATA,
-             "%s: record at byte offset %" PRIu64 ": image/class/label %" PRId64 " is outside [1, %d] (labels are 1-based; %d classes)",
-             l->paths[rr->file], rr->offset, ex.label, l->cfg.num_classes, l->cfg.num_classes);
+             "%s: record at byte offset %" PRIu64 ": image/class/label %" PRId64
+             " is outside [1, %d] (labels are 1-based; %d classes)%s",
+             l->paths[rr->file], rr->offset, ex.label, l->cfg.num_classes, l->cfg.num_classes, src);
+    }
     BBox boxes_local[8];
     BBox *boxes = ex.nbox <= 8 ? boxes_local : xmalloc((size_t)ex.nbox * sizeof *boxes);
     for (int i = 0; i < ex.nbox; i++) {
@@ -618,6 +638,7 @@ static int32_t decode_sample(Loader *l, const uint8_t *rec, size_t ref, uint64_t
     Rng rng;
     rng_seed_stream(&rng, l->cfg.seed, mix3(2, (uint64_t)l->cfg.rank, seq));
     const int rc = augment_image(ex.encoded, ex.encoded_len, ex.nbox ? boxes : NULL, ex.nbox, &p, &rng, dst, err, errlen);
+    if (rc != 0) name_source(&ex, err, errlen);
     if (boxes != boxes_local) free(boxes);
     example_image_free(&ex);
     return rc == 0 ? (int32_t)label : -1;

@@ -29,11 +29,14 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -65,7 +68,8 @@ static const char *usage_text =
     "                           to nothing is an error (exit 4)\n"
     "                           instead of skipped\n"
     "Output:\n"
-    "  --output_dir=DIR         where the shards go (created if missing)\n"
+    "  --output_dir=DIR         where the shards go (created if missing; not inside --input_dir);\n"
+    "                           one conversion at a time (it holds .nvcnn-mkrecords.lock there)\n"
     "  --subset=NAME            name of the shards from --input_dir or the IDX pair (default: train)\n"
     "  --shards=N               shards for that subset (default: 8)\n"
     "  --validation_shards=N    shards for validation-* (default: --shards)\n"
@@ -204,7 +208,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 /* What a folder tree's run leaves out, by kind: counted, the first one named in the summary;
  * --strict refuses each (tree_items). */
-enum { SKIP_NOT_IMAGE, SKIP_SUBFOLDER, SKIP_BROKEN_LINK, SKIP_LOOSE, SKIP_KINDS };
+enum { SKIP_NOT_IMAGE, SKIP_SUBFOLDER, SKIP_BROKEN_LINK, SKIP_LOOSE, SKIP_SPECIAL, SKIP_KINDS };
 typedef struct Skipped {
     size_t n[SKIP_KINDS];
     char *first[SKIP_KINDS]; /* the first one's path */
@@ -255,6 +259,12 @@ static int list_dir(const Opts *o, const char *dir, int want_dir, char ***names,
                                         "one class, its images directly inside it; --strict; without it, it is skipped)",
                              p);
                 skip(sk, SKIP_SUBFOLDER, p);
+            } else if (sk && !want_dir) { /* a FIFO, socket or device: never an image file */
+                if (o->strict)
+                    die_code(EXIT_DATA, "%s: not a regular file (a FIFO, socket or device; --strict; without it, it is "
+                                        "skipped)",
+                             p);
+                skip(sk, SKIP_SPECIAL, p);
             } else if (sk && want_dir) {
                 if (o->strict)
                     die_code(EXIT_DATA, "%s: a file outside the class folders: not read (it has no class; --strict; "
@@ -302,6 +312,12 @@ static void shuffle_items(Item *v, size_t n, uint64_t seed) {
     }
 }
 
+/* Folders that mkdir_p() created, deepest last: an error or a signal before the commit removes
+ * them again (remove_partial), so a failed run leaves no empty --output_dir behind. Each entry is
+ * filled before the count grows (read by the signal handler). */
+static char *made_dir[64];
+static volatile sig_atomic_t nmade;
+
 static void mkdir_p(const char *dir) {
     char p[4096];
     snprintf(p, sizeof p, "%s", dir);
@@ -309,7 +325,13 @@ static void mkdir_p(const char *dir) {
         if (*s == '/' || !*s) {
             char c = *s;
             *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) die("cannot create directory %s: %s", p, strerror(errno));
+            if (mkdir(p, 0755) == 0) {
+                if (nmade < (sig_atomic_t)(sizeof made_dir / sizeof made_dir[0])) {
+                    made_dir[nmade] = xstrdup(p);
+                    nmade++;
+                }
+            } else if (errno != EEXIST)
+                die("cannot create directory %s: %s", p, strerror(errno));
             *s = c;
             if (!c) break;
         }
@@ -447,9 +469,14 @@ static uint8_t *build_record(const Source *s, const Item *it, size_t *len) {
 static char **tmp_path, **done_path;
 static volatile sig_atomic_t ntmp, ndone;
 
+static char lock_path[4200];    /* --output_dir's lock file, */
+static volatile sig_atomic_t locked; /* held by this run */
+
 static void remove_partial(void) {
     for (sig_atomic_t i = 0; i < ntmp; i++) unlink(tmp_path[i]);
     for (sig_atomic_t i = 0; i < ndone; i++) unlink(done_path[i]);
+    if (nmade && locked) unlink(lock_path); /* the folder is this run's own: nothing of it stays */
+    for (sig_atomic_t i = nmade; i > 0; i--) rmdir(made_dir[i - 1]); /* fails, harmlessly, where not empty */
 }
 
 static void on_signal(int sig) {
@@ -582,6 +609,93 @@ static void check_output(const Opts *o, const Owned *w, Found *f) {
     }
 }
 
+/* Takes --output_dir's lock (a hidden file there, held until the process ends): two conversions
+ * into one folder at once would write the same temporary files and remove each other's shards.
+ * Then, no other conversion writing there, temporary shards of the owned subsets are ones a killed
+ * run left: removed. */
+static void lock_output(const Opts *o, const Owned *w) {
+    snprintf(lock_path, sizeof lock_path, "%s/.nvcnn-mkrecords.lock", o->output_dir);
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) die("--output_dir=%s: cannot create %s: %s", o->output_dir, lock_path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK) { /* a file system without locks: go on unlocked */
+            close(fd);
+            return;
+        }
+        char who[128] = "";
+        ssize_t n = pread(fd, who, sizeof who - 1, 0);
+        who[n > 0 ? n : 0] = 0;
+        who[strcspn(who, "\n")] = 0;
+        die_code(EXIT_USAGE,
+                 "--output_dir=%s is in use by another nvcnn-mkrecords (%s): two conversions into one folder would mix "
+                 "their shards; wait for it to end or choose another --output_dir",
+                 o->output_dir, who[0] ? who : "pid unknown");
+    }
+    locked = 1;
+    char line[160], host[64] = "";
+    gethostname(host, sizeof host - 1);
+    int len = snprintf(line, sizeof line, "pid %d on %s\n", (int)getpid(), host);
+    if (ftruncate(fd, 0) == 0) { /* the holder's name is a courtesy */
+        const ssize_t wrote = pwrite(fd, line, (size_t)len, 0);
+        (void)wrote;
+    }
+    DIR *d = opendir(o->output_dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t nl = strlen(e->d_name);
+        if (e->d_name[0] != '.' || nl < 6 || strcmp(e->d_name + nl - 4, ".tmp") != 0) continue;
+        char name[512];
+        if (nl - 5 >= sizeof name) continue;
+        memcpy(name, e->d_name + 1, nl - 5);
+        name[nl - 5] = 0;
+        for (int k = 0; k < w->n; k++) {
+            if (!shard_name_parse(name, w->name[k], NULL, NULL, NULL)) continue;
+            char p[4600];
+            snprintf(p, sizeof p, "%s/%s", o->output_dir, e->d_name);
+            unlink(p);
+        }
+    }
+    if (d) closedir(d);
+}
+
+/* The absolute, symbolic-link-free form of path, whose last components may not exist yet: they are
+ * appended to the real path of the deepest folder of it that does. 0, or -1. */
+static int resolve_path(const char *path, char *out, size_t len) {
+    char head[4096], rp[PATH_MAX];
+    snprintf(head, sizeof head, "%s", path);
+    size_t tail = strlen(head); /* head[tail...] of path: the components that do not exist */
+    for (;;) {
+        char saved = head[tail];
+        head[tail] = 0;
+        const char *dir = head[0] ? head : (path[0] == '/' ? "/" : ".");
+        int ok = realpath(dir, rp) != NULL;
+        head[tail] = saved;
+        if (ok) {
+            const char *rest = path + tail;
+            if (!strcmp(rp, "/") && rest[0] == '/') rest++;
+            snprintf(out, len, "%s%s%s", rp, rest[0] && rest[0] != '/' && strcmp(rp, "/") ? "/" : "", rest);
+            return 0;
+        }
+        if (errno != ENOENT || tail == 0) return -1;
+        while (tail > 0 && head[tail - 1] == '/') tail--; /* the component before */
+        while (tail > 0 && head[tail - 1] != '/') tail--;
+        if (tail > 0) tail--; /* at its '/': path + tail starts "/name" */
+    }
+}
+
+/* --output_dir inside a folder tree that is read: its shards (or the folder itself, as a class
+ * with no images) would be read by the next conversion of that tree, its labels shifted. */
+static void refuse_output_inside(const Opts *o, const char *flag, const char *tree) {
+    char out[8192], in[8192];
+    if (!tree || resolve_path(o->output_dir, out, sizeof out) != 0 || !realpath(tree, in)) return;
+    size_t il = strlen(in);
+    if (strncmp(out, in, il) == 0 && (out[il] == 0 || out[il] == '/' || (il == 1 && in[0] == '/')))
+        die_code(EXIT_USAGE,
+                 "--output_dir=%s lies inside --%s=%s, the tree it converts: the next conversion would find the shards "
+                 "(or their folder, as a class of its own, shifting the labels) among the images; choose an --output_dir "
+                 "outside it",
+                 o->output_dir, flag, tree);
+}
+
 /* ---- writing ----------------------------------------------------------------------------- */
 
 typedef struct Job {
@@ -638,6 +752,7 @@ static int commit(const Opts *o, const Owned *w) {
     }
     ntmp = 0;
     ndone = 0;
+    nmade = 0; /* the folders hold the new shards now */
     hold_signals(0, &old);
     return removed;
 }
@@ -718,6 +833,8 @@ int main(int argc, char **argv) {
     parse_args(argc, argv, &o);
     Owned owned = owned_subsets(&o);
     Found before;
+    refuse_output_inside(&o, "input_dir", o.input_dir);
+    refuse_output_inside(&o, "validation_dir", o.validation_dir);
     check_output(&o, &owned, &before); /* before reading anything: the same check again in commit() */
     free_found(&before);
 
@@ -774,10 +891,11 @@ int main(int argc, char **argv) {
         job[njob++] = make_job(&o, o.subset, all, nall, o.shards);
     }
 
-    mkdir_p(o.output_dir);
     int total = 0;
     for (int k = 0; k < njob; k++) total += job[k].shards;
     catch_signals(total);
+    mkdir_p(o.output_dir);
+    lock_output(&o, &owned);
     for (int k = 0; k < njob; k++) write_shards(&s, &job[k]);
     int removed = commit(&o, &owned);
 
@@ -792,6 +910,7 @@ int main(int argc, char **argv) {
         {"symbolic link to nothing", "symbolic links to nothing", "(target missing; --strict refuses them)"},
         {"file outside the class folders", "files outside the class folders",
          "(not read: a file of the tree's top level has no class; --strict refuses them)"},
+        {"special file", "special files", "(not a regular file: a FIFO, socket or device; --strict refuses them)"},
     };
     for (int k = 0; k < SKIP_KINDS; k++) {
         if (sk.n[k])
