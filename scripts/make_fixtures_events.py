@@ -11,6 +11,12 @@ Run once in a throwaway environment with TensorBoard installed:
 
 expected format, one line per event:  <wall_time> <step> <n> then n lines "<value>\t<tag>"
 (values as %.9g of the float TensorBoard holds).
+
+It also writes data/fixtures/tb-session-start.tfevents: one Event(wall_time=1700000003.5, step=53,
+session_log=SessionLog(status=START)), the record a resumed run writes first, checked byte for byte
+against nvcnn's; and data/fixtures/tb-resume.expected: the steps of "total loss avg" that
+EventAccumulator keeps from two files, a run's that reached step 60 and a resumed run's that starts
+with that record at step 53 (the first run's steps 53 and later dropped).
 """
 import os
 
@@ -61,5 +67,42 @@ def main():
                 f.write("%.9g\t%s\n" % (read[tag], tag))
 
 
+def session_start(wall, step):
+    return event_pb2.Event(wall_time=wall, step=step,
+                           session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+
+
+def scalar(wall, step, value):
+    ev = event_pb2.Event(wall_time=wall, step=step)
+    ev.summary.CopyFrom(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="total loss avg",
+                                                                             simple_value=value)]))
+    return ev
+
+
+def resume_fixtures():
+    with open(os.path.join(OUT, "tb-session-start.tfevents"), "wb") as f:
+        w = RecordWriter(f)
+        w.write(session_start(1700000003.5, 53).SerializeToString())
+        w.flush()
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        runs = [("events.out.tfevents.1700000000.a", [scalar(1700000000.0 + s, s, 10.0 - s / 10) for s in (1, 20, 40, 53, 60)]),
+                ("events.out.tfevents.1700000100.a", [session_start(1700000100.0, 53)] +
+                 [scalar(1700000100.0 + s, s, 5.0 - s / 100) for s in (53, 70)])]
+        for name, events in runs:
+            with open(os.path.join(d, name), "wb") as f:
+                w = RecordWriter(f)
+                w.write(event_pb2.Event(wall_time=events[0].wall_time, file_version="brain.Event:2").SerializeToString())
+                for ev in events:
+                    w.write(ev.SerializeToString())
+                w.flush()
+        acc = EventAccumulator(d, size_guidance={"scalars": 0}, purge_orphaned_data=True)
+        acc.Reload()
+        kept = [(s.step, s.value) for s in acc.Scalars("total loss avg")]
+    with open(os.path.join(OUT, "tb-resume.expected"), "w") as f:
+        f.write(" ".join("%d:%.9g" % kv for kv in kept) + "\n")
+
+
 if __name__ == "__main__":
     main()
+    resume_fixtures()

@@ -45,7 +45,49 @@ static void write_event(EventLog *e, const Tensorboard__Event *ev) {
     free(rec);
 }
 
-EventLog *events_open(const char *dir, char *err, size_t errlen) {
+/* metrics.csv's rows past step0, which a run that ended without a checkpoint there wrote before
+ * this one resumed from an earlier checkpoint: removed (the file rewritten under a temporary name
+ * and renamed over it), so the history reads on from step0 as TensorBoard shows it. The number of
+ * rows removed, or -1 where the file could not be rewritten (it is left as it was). */
+static long trim_csv(const char *csv, long step0) {
+    FILE *f = fopen(csv, "r");
+    if (!f) return 0;
+    char *line = NULL, *keep = NULL;
+    size_t cap = 0, nkeep = 0, cap_keep = 0;
+    long removed = 0;
+    ssize_t n;
+    for (int first = 1; (n = getline(&line, &cap, f)) > 0; first = 0) {
+        char *end;
+        const long step = strtol(line, &end, 10);
+        if (!first && end != line && *end == ',' && step > step0) {
+            removed++;
+            continue;
+        }
+        if (nkeep + (size_t)n + 1 > cap_keep) {
+            cap_keep = 2 * (nkeep + (size_t)n + 1);
+            keep = xrealloc(keep, cap_keep);
+        }
+        memcpy(keep + nkeep, line, (size_t)n);
+        nkeep += (size_t)n;
+    }
+    free(line);
+    fclose(f);
+    if (removed) {
+        char tmp[4300];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", csv, (int)getpid());
+        FILE *o = fopen(tmp, "w");
+        int ok = o && fwrite(keep, 1, nkeep, o) == nkeep;
+        if (o && fclose(o) != 0) ok = 0;
+        if (!ok || rename(tmp, csv) != 0) {
+            unlink(tmp);
+            removed = -1;
+        }
+    }
+    free(keep);
+    return removed;
+}
+
+EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     EventLog *e = xcalloc(1, sizeof *e);
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);
@@ -54,6 +96,13 @@ EventLog *events_open(const char *dir, char *err, size_t errlen) {
     char csv[4200];
     snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
     int fresh = access(csv, F_OK) != 0;
+    const long trimmed = fresh || !e->ev ? 0 : trim_csv(csv, step0);
+    if (trimmed > 0)
+        printf("%s: %ld row%s past step %ld removed (written by a run that ended without a checkpoint there)\n", csv,
+               trimmed, trimmed == 1 ? "" : "s", step0);
+    else if (trimmed < 0)
+        warn("%s: cannot remove its rows past step %ld (a run that ended without a checkpoint there): %s", csv, step0,
+             strerror(errno));
     e->csv = e->ev ? fopen(csv, "a") : NULL;
     if (!e->ev || !e->csv) {
         snprintf(err, errlen, "cannot write logs in %s: %s", dir, strerror(errno));
@@ -68,10 +117,26 @@ EventLog *events_open(const char *dir, char *err, size_t errlen) {
     ev.what_case = TENSORBOARD__EVENT__WHAT_FILE_VERSION;
     ev.file_version = (char *)"brain.Event:2";
     write_event(e, &ev);
+    /* this run's start, at its first step: TensorBoard drops what earlier runs wrote from there on */
+    uint8_t *rec;
+    size_t n = events_encode_start(wall_time(), step0 + 1, &rec);
+    if (fwrite(rec, 1, n, e->ev) != n || fflush(e->ev) != 0) warn("cannot write %s: %s", e->path, strerror(errno));
+    free(rec);
     return e;
 }
 
 const char *events_path(const EventLog *e) { return e->path; }
+
+size_t events_encode_start(double wall, int64_t step, uint8_t **out) {
+    Tensorboard__SessionLog start = TENSORBOARD__SESSION_LOG__INIT;
+    start.status = TENSORBOARD__SESSION_LOG__SESSION_STATUS__START;
+    Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
+    ev.wall_time = wall;
+    ev.step = step;
+    ev.what_case = TENSORBOARD__EVENT__WHAT_SESSION_LOG;
+    ev.session_log = &start;
+    return frame_event(&ev, out);
+}
 
 /* Builds the Event of the scalars (NAN left out): written to `e`, or framed into *out. */
 static size_t with_scalar_event(double wall, int64_t step, const char *const *tags, const double *vals, int n,
@@ -118,7 +183,8 @@ void events_csv(EventLog *e, int64_t step, double epoch, double loss, double lr,
                 double top5, double eval_top1, double eval_top5) {
     if (!e) return;
     const double vals[] = {loss, lr, img_per_sec, top1, top5, eval_top1, eval_top5};
-    fprintf(e->csv, "%" PRId64 ",%.6f", step, epoch);
+    fprintf(e->csv, "%" PRId64 ",", step);
+    if (!isnan(epoch)) fprintf(e->csv, "%.6f", epoch);
     for (int i = 0; i < 7; i++) {
         if (isnan(vals[i]))
             fputs(",", e->csv);

@@ -214,6 +214,10 @@ int lifecycle_poll(Lifecycle *life, long step) {
         dist_allreduce_sum_d(&r->dist, sig, 2);
     }
     if (!(sig[0] || sig[1]) || step + 1 >= r->nstep) return 0; /* the last step: lifecycle_finish() saves */
+    if (sig[0] && life->before_stop) {
+        if (life->flush) life->flush(life->flush_ctx);
+        life->before_stop(life->flush_ctx, step);
+    }
     if (c->forward_only) { /* nothing was trained: no checkpoint */
         if (!sig[0]) return 0;
         printf("Received a stop signal: stopping after step %ld (forward only: no checkpoint)\n", step + 1);

@@ -20,6 +20,9 @@ typedef struct Lifecycle {
      * GPU backend has not handed over yet go into the run's logged loss average, which it keeps */
     void (*flush)(void *ctx);
     void *flush_ctx;
+    /* called when a stop signal ends the run after step `step` (0-based), on every rank, before
+     * its checkpoint and message (NULL: none): the report's row and summary of that step */
+    void (*before_stop)(void *ctx, long step);
 } Lifecycle;
 
 /* Locks --log_dir for this run (rank 0, before anything is written there): a second run on the

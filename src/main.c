@@ -395,11 +395,18 @@ static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long
 typedef struct Flush {
     Trainer *tr;
     Report *rep;
+    const LrSchedule *sched;
 } Flush;
 static void flush_results(void *ctx) {
     Flush *f = ctx;
     trainer_fetch(f->tr);
     report_results(f->rep, f->tr);
+}
+/* Lifecycle's before_stop: the stopped run's last step gets its row and summary, as a run's last */
+static void report_stopped_step(void *ctx, long step) {
+    Flush *f = ctx;
+    report_force(f->rep, step);
+    report_step(f->rep, step, NAN, lr_at(f->sched, step), NAN);
 }
 
 /* Training (or, with --forward_only, inference) for the planned steps, then validation. */
@@ -446,15 +453,17 @@ static int train(Run *r) {
     Profiler *prof = profile_open(r, net, &tr, step0); /* --profile */
     Report rep;
     report_open(&rep, r, &tr, step0);
-    Flush flush = {&tr, &rep};
+    const LrSchedule sched = schedule(r);
+    Flush flush = {&tr, &rep, &sched};
     life.flush = flush_results;
     life.flush_ctx = &flush;
-    const LrSchedule sched = schedule(r);
+    life.before_stop = report_stopped_step;
     int target = 0;      /* --target_top1 reached, or an evaluation failed */
     int eval_failed = 0; /* that evaluation's exit code */
 
     for (long step = step0; step < r->nstep; step++) {
         const double t0 = now_seconds(), lr = lr_at(&sched, step);
+        if (!c->forward_only && evaluate_due(r, step)) report_force(&rep, step); /* the row an evaluation follows */
         profile_step_begin(prof, step);
         const int32_t *labels = input_next(&in, step);        /* this step's batch, staged */
         profile_span(prof, PROF_INPUT, t0, now_seconds());

@@ -81,7 +81,7 @@ Profiler *profile_open(Run *r, Net *net, Trainer *tr, long step0) {
                      c->profile_first, k, c->profile_first, c->profile_first + k - 1, step0 + 1, r->nstep);
     } else { /* after the burn-in, or the run's last steps */
         if (k > r->nstep - step0) k = r->nstep - step0;
-        first = c->nstep_burnin > step0 ? c->nstep_burnin : step0;
+        first = step0 + c->nstep_burnin; /* the burn-in: the first steps of this run (as Images/sec) */
         if (first + k > r->nstep) first = r->nstep - k;
     }
     if (k < 1) return NULL;

@@ -113,7 +113,7 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     rep->r = r;
     rep->tr = tr;
     rep->step0 = rep->last_row_step = step0;
-    rep->due_step = -1;
+    rep->due_step = rep->force_step = rep->row_step = rep->summary_step = -1;
     rep->burnin = r->cfg.nstep_burnin; /* nvcnn.py: the first steps of the run, however short */
     rep->cap_rates = 1024;
     rep->rates = xmalloc((size_t)rep->cap_rates * sizeof *rep->rates);
@@ -122,7 +122,7 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     rep->row_every = r->cfg.display_every;
     if (r->cfg.log_dir && r->dist.rank == 0) {
         char err[512];
-        rep->elog = events_open(r->cfg.log_dir, err, sizeof err);
+        rep->elog = events_open(r->cfg.log_dir, step0, err, sizeof err);
         if (!rep->elog) die_code(EXIT_USAGE, "--log_dir=%s: %s", r->cfg.log_dir, err);
     }
     printf(r->cfg.forward_only ? "Forward only\n" : "Training\n");
@@ -160,12 +160,18 @@ void report_eta_text(char *buf, size_t n, long done, long nstep, double per_step
 int report_due(Report *rep, long step) {
     const Config *c = &rep->r->cfg;
     if (rep->due_step != step) {
-        const int last = step + 1 == rep->r->nstep;
+        const int last = step + 1 == rep->r->nstep || step == rep->force_step;
         rep->due_step = step;
-        rep->due_row = step == rep->step0 || (step + 1) % rep->row_every == 0 || last;
-        rep->due_summary = rep->elog && (step == rep->step0 || last || now_seconds() - rep->last_summary >= c->summary_interval);
+        rep->due_row = (step == rep->step0 || (step + 1) % rep->row_every == 0 || last) && rep->row_step != step;
+        rep->due_summary = rep->elog && rep->summary_step != step &&
+                           (step == rep->step0 || last || now_seconds() - rep->last_summary >= c->summary_interval);
     }
     return rep->due_row || rep->due_summary;
+}
+
+void report_force(Report *rep, long step) {
+    rep->force_step = step;
+    if (rep->due_step == step) rep->due_step = -1; /* decided again */
 }
 
 void report_loss(Report *rep, double loss) {
@@ -202,7 +208,7 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
     loss = rep->last_loss;
     if (!isnan(seconds)) report_time(rep, seconds);
     const double rate = rep->last_rate;
-    const int last = step + 1 == r->nstep;
+    const int last = step + 1 == r->nstep || step == rep->force_step;
     report_due(rep, step);
     const int row = rep->due_row, summary = rep->due_summary;
     rep->due_step = -1;
@@ -210,7 +216,8 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
     /* top-1/top-5 from the logits (on the GPU backend: downloaded for the purpose) */
     if (rep->tr->gpu) gpunet_download_node(rep->tr->gpu, net->logits, net->node[net->logits].data, 0);
     const double top1 = net_topk_correct(net, 1), top5 = net_topk_correct(net, 5);
-    const double epoch = (double)(step + 1) * r->total_batch / (double)r->nrecord;
+    /* synthetic data has no epochs (its nrecord is the run's length, to number the Epoch column) */
+    const double epoch = c->data_dir ? (double)(step + 1) * r->total_batch / (double)r->nrecord : NAN;
     const double lr_or_none = c->forward_only ? NAN : lr;
     if (row) { /* every rank takes part in the average */
         const double t = report_clock();
@@ -234,6 +241,7 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
         fflush(stdout);
         rep->last_row = t;
         rep->last_row_step = step + 1;
+        rep->row_step = step;
         events_csv(rep->elog, step + 1, epoch, avg, lr_or_none, rate, 100.0 * v[1] / r->total_batch,
                    100.0 * v[2] / r->total_batch, NAN, NAN);
     }
@@ -244,6 +252,7 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
         const double vals[] = {loss, rep->r->loss_avg[0] / rep->r->loss_avg[1], lr_or_none, 100.0 * top1 / n, 100.0 * top5 / n, rate};
         events_scalars(rep->elog, step + 1, tags, vals, 6);
         rep->last_summary = now_seconds();
+        rep->summary_step = step;
     }
 }
 

@@ -27,6 +27,8 @@ typedef struct Report {
     double last_loss;     /* the latest loss given (report_loss) */
     long due_step;        /* report_due()'s step (-1: none) and what it decided */
     int due_row, due_summary;
+    long force_step;      /* a step that reports as a run's last does (report_force; -1: none) */
+    long row_step, summary_step; /* the steps of the last row and summary written (-1: none) */
 } Report;
 
 /* The header lines (and --print_layers' table). */
@@ -45,6 +47,11 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
  * report_loss() takes each step's loss in order; report_step() with loss NAN then reports the
  * step on the losses given so far. */
 int report_due(Report *rep, long step);
+/* Step `step` reports as the last step does (a row, a summary), whatever --display_every and
+ * --summary_interval say: the step an evaluation follows (which may end the run: --target_top1),
+ * a step a stop signal ends the run at. Given after report_step() for that step, that call's
+ * report_step(loss NAN, seconds NAN) writes what it left out; nothing is written twice. */
+void report_force(Report *rep, long step);
 void report_loss(Report *rep, double loss);
 /* Each step's seconds in order, where they are known late (the GPU's steps, timed on the device
  * by events: GpuStepResult.seconds): report_step() is then given NAN seconds and its row shows

@@ -709,3 +709,38 @@ TEST(ckpt_header_without_the_later_fields_loads) {
     trainer_free(&t);
     net_free(n5);
 }
+
+/* A run that a stop signal ends between rows still writes its last step's row and metrics.csv row
+ * (and TensorBoard summary), as a run's last step: the logs reach the checkpoint's step. */
+TEST(ckpt_sigterm_between_rows_writes_the_last_steps_row) {
+    char d[600], args[1400], out[700];
+    snprintf(d, sizeof d, "%s/sig-row", th_tmpdir());
+    snprintf(args, sizeof args,
+             "--model=lenet --device=cpu --num_classes=10 --batch_size=8 --num_batches=1000000 --display_every=100000 "
+             "--log_dir=%s",
+             d);
+    snprintf(out, sizeof out, "%s/sig-row.out", th_tmpdir());
+    pid_t pid = spawn(args, out);
+    CHECK(wait_for(out, "\n     1     1 "));
+    usleep(300000);
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    char *t = slurp_text(out);
+    const char *rec = strstr(t, "Received SIGTERM: checkpoint written to ");
+    const char *at = rec ? strstr(rec, " at step ") : NULL;
+    const long n = at ? atol(at + strlen(" at step ")) : -1;
+    char row[64];
+    snprintf(row, sizeof row, "\n%6ld     1 ", n);
+    const char *r = strstr(t, row);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0 && n > 1 && r && r < rec, "status %d, step %ld:\n%s", st, n, t);
+    free(t);
+    char csv[700], want[64];
+    snprintf(csv, sizeof csv, "%s/metrics.csv", d);
+    char *m = slurp_text(csv);
+    snprintf(want, sizeof want, "\n%ld,,", n);
+    const char *last = strrchr(m, '\n');
+    while (last && last > m && last[-1] != '\n') last--; /* the last row's start */
+    CHECK_MSG(n > 1 && strstr(m, want) && last && strncmp(last, want + 1, strlen(want) - 1) == 0, "want a last row %ld in:\n%s", n, m);
+    free(m);
+}

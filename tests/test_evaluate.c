@@ -278,3 +278,25 @@ TEST_CORES(eval_stop_signal_ends_the_evaluation, 1) {
         free(o);
     }
 }
+
+/* A step that an evaluation follows gets its row and its metrics.csv row whatever --display_every
+ * says (the evaluation may end the run: --target_top1), so the run's last step is in its logs. */
+TEST(eval_rows_at_the_evaluations_and_the_target) {
+    char dir[600], cmd[2000], csv[700], *o = NULL;
+    CHECK(tu_band_set(dir, sizeof dir, "eval-rows", 200, 40, 40) == 0);
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --num_classes=10 --batch_size=20 --num_epochs=3 --display_every=1000 "
+             "--learning_rate=0.05 --crop_area_min=1 --nstep_burnin=0 --device=cpu --data_dir=%s --target_top1=1 "
+             "--log_dir=%s/t",
+             dir, dir);
+    int rc = th_run(cmd, &o);
+    const char *row = o ? strstr(o, "\n    10     1 ") : NULL, *val = o ? strstr(o, "\nValidation at step 10 ") : NULL;
+    CHECK_MSG(rc == 0 && row && val && row < val && strstr(o, "Reached --target_top1=1 at step 10"), "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(csv, sizeof csv, "%s/t/metrics.csv", dir);
+    char *m = (char *)tu_read_file(csv, NULL);
+    const char *r10 = m ? strstr(m, "\n10,1.000000,") : NULL;
+    CHECK_MSG(r10 && r10[strlen("\n10,1.000000,")] != ',' && strstr(m, "\n10,1.000000,,,,,,"),
+              "no training row and evaluation row at step 10:\n%s", m ? m : "");
+    free(m);
+}

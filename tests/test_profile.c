@@ -233,3 +233,21 @@ TEST_WITH(gpu_profile_trace, 300, 2) {
     }
 #endif
 }
+
+/* The default steps come after this run's burn-in, a resumed run's too: from a checkpoint at step
+ * 6 with --nstep_burnin=2, steps 9 to 11 (they used to be steps 7 to 9, the resumed run's first,
+ * cold steps, where the burn-in was counted from step 1 of the training). */
+TEST(profile_default_steps_follow_a_resumed_runs_burnin) {
+    char d[600], cmd[1400], *o = NULL;
+    snprintf(d, sizeof d, "%s/prof-resume", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --num_classes=10 --batch_size=8 --num_batches=6 --log_dir=%s", d);
+    CHECK(th_run(cmd, NULL) == 0);
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --num_classes=10 --batch_size=8 --num_batches=14 --log_dir=%s --nstep_burnin=2 "
+             "--profile=%s/p.json",
+             d, d);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Restored from checkpoint ") && strstr(o, "Profile:     steps 9 to 11 into "),
+              "exit %d:\n%s", rc, o);
+    free(o);
+}

@@ -97,6 +97,51 @@ void   tensorboard__summary__free_unpacked
   assert(message->base.descriptor == &tensorboard__summary__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   tensorboard__session_log__init
+                     (Tensorboard__SessionLog         *message)
+{
+  static const Tensorboard__SessionLog init_value = TENSORBOARD__SESSION_LOG__INIT;
+  *message = init_value;
+}
+size_t tensorboard__session_log__get_packed_size
+                     (const Tensorboard__SessionLog *message)
+{
+  assert(message->base.descriptor == &tensorboard__session_log__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t tensorboard__session_log__pack
+                     (const Tensorboard__SessionLog *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &tensorboard__session_log__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t tensorboard__session_log__pack_to_buffer
+                     (const Tensorboard__SessionLog *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &tensorboard__session_log__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Tensorboard__SessionLog *
+       tensorboard__session_log__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Tensorboard__SessionLog *)
+     protobuf_c_message_unpack (&tensorboard__session_log__descriptor,
+                                allocator, len, data);
+}
+void   tensorboard__session_log__free_unpacked
+                     (Tensorboard__SessionLog *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorboard__session_log__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   tensorboard__event__init
                      (Tensorboard__Event         *message)
 {
@@ -231,7 +276,103 @@ const ProtobufCMessageDescriptor tensorboard__summary__descriptor =
   (ProtobufCMessageInit) tensorboard__summary__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor tensorboard__event__field_descriptors[4] =
+static const ProtobufCEnumValue tensorboard__session_log__session_status__enum_values_by_number[4] =
+{
+  { "STATUS_UNSPECIFIED", "TENSORBOARD__SESSION_LOG__SESSION_STATUS__STATUS_UNSPECIFIED", 0 },
+  { "START", "TENSORBOARD__SESSION_LOG__SESSION_STATUS__START", 1 },
+  { "STOP", "TENSORBOARD__SESSION_LOG__SESSION_STATUS__STOP", 2 },
+  { "CHECKPOINT", "TENSORBOARD__SESSION_LOG__SESSION_STATUS__CHECKPOINT", 3 },
+};
+static const ProtobufCIntRange tensorboard__session_log__session_status__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex tensorboard__session_log__session_status__enum_values_by_name[4] =
+{
+  { "CHECKPOINT", 3 },
+  { "START", 1 },
+  { "STATUS_UNSPECIFIED", 0 },
+  { "STOP", 2 },
+};
+const ProtobufCEnumDescriptor tensorboard__session_log__session_status__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "tensorboard.SessionLog.SessionStatus",
+  "SessionStatus",
+  "Tensorboard__SessionLog__SessionStatus",
+  "tensorboard",
+  4,
+  tensorboard__session_log__session_status__enum_values_by_number,
+  4,
+  tensorboard__session_log__session_status__enum_values_by_name,
+  1,
+  tensorboard__session_log__session_status__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCFieldDescriptor tensorboard__session_log__field_descriptors[3] =
+{
+  {
+    "status",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Tensorboard__SessionLog, status),
+    &tensorboard__session_log__session_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "checkpoint_path",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Tensorboard__SessionLog, checkpoint_path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "msg",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Tensorboard__SessionLog, msg),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned tensorboard__session_log__field_indices_by_name[] = {
+  1,   /* field[1] = checkpoint_path */
+  2,   /* field[2] = msg */
+  0,   /* field[0] = status */
+};
+static const ProtobufCIntRange tensorboard__session_log__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor tensorboard__session_log__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorboard.SessionLog",
+  "SessionLog",
+  "Tensorboard__SessionLog",
+  "tensorboard",
+  sizeof(Tensorboard__SessionLog),
+  3,
+  tensorboard__session_log__field_descriptors,
+  tensorboard__session_log__field_indices_by_name,
+  1,  tensorboard__session_log__number_ranges,
+  (ProtobufCMessageInit) tensorboard__session_log__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorboard__event__field_descriptors[5] =
 {
   {
     "wall_time",
@@ -281,18 +422,32 @@ static const ProtobufCFieldDescriptor tensorboard__event__field_descriptors[4] =
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "session_log",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Tensorboard__Event, what_case),
+    offsetof(Tensorboard__Event, session_log),
+    &tensorboard__session_log__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorboard__event__field_indices_by_name[] = {
   2,   /* field[2] = file_version */
+  4,   /* field[4] = session_log */
   1,   /* field[1] = step */
   3,   /* field[3] = summary */
   0,   /* field[0] = wall_time */
 };
-static const ProtobufCIntRange tensorboard__event__number_ranges[2 + 1] =
+static const ProtobufCIntRange tensorboard__event__number_ranges[3 + 1] =
 {
   { 1, 0 },
   { 5, 3 },
-  { 0, 4 }
+  { 7, 4 },
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor tensorboard__event__descriptor =
 {
@@ -302,10 +457,10 @@ const ProtobufCMessageDescriptor tensorboard__event__descriptor =
   "Tensorboard__Event",
   "tensorboard",
   sizeof(Tensorboard__Event),
-  4,
+  5,
   tensorboard__event__field_descriptors,
   tensorboard__event__field_indices_by_name,
-  2,  tensorboard__event__number_ranges,
+  3,  tensorboard__event__number_ranges,
   (ProtobufCMessageInit) tensorboard__event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

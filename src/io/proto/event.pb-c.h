@@ -17,11 +17,19 @@ PROTOBUF_C__BEGIN_DECLS
 
 typedef struct Tensorboard__SummaryValue Tensorboard__SummaryValue;
 typedef struct Tensorboard__Summary Tensorboard__Summary;
+typedef struct Tensorboard__SessionLog Tensorboard__SessionLog;
 typedef struct Tensorboard__Event Tensorboard__Event;
 
 
 /* --- enums --- */
 
+typedef enum _Tensorboard__SessionLog__SessionStatus {
+  TENSORBOARD__SESSION_LOG__SESSION_STATUS__STATUS_UNSPECIFIED = 0,
+  TENSORBOARD__SESSION_LOG__SESSION_STATUS__START = 1,
+  TENSORBOARD__SESSION_LOG__SESSION_STATUS__STOP = 2,
+  TENSORBOARD__SESSION_LOG__SESSION_STATUS__CHECKPOINT = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(TENSORBOARD__SESSION_LOG__SESSION_STATUS)
+} Tensorboard__SessionLog__SessionStatus;
 
 /* --- messages --- */
 
@@ -56,10 +64,27 @@ struct  Tensorboard__Summary
     , 0,NULL }
 
 
+/*
+ * A run's start, at the first step it writes: TensorBoard drops the events of earlier runs at
+ * that step or later (a run that ended without a checkpoint there, resumed from an earlier one).
+ */
+struct  Tensorboard__SessionLog
+{
+  ProtobufCMessage base;
+  Tensorboard__SessionLog__SessionStatus status;
+  char *checkpoint_path;
+  char *msg;
+};
+#define TENSORBOARD__SESSION_LOG__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&tensorboard__session_log__descriptor) \
+    , TENSORBOARD__SESSION_LOG__SESSION_STATUS__STATUS_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
 typedef enum {
   TENSORBOARD__EVENT__WHAT__NOT_SET = 0,
   TENSORBOARD__EVENT__WHAT_FILE_VERSION = 3,
-  TENSORBOARD__EVENT__WHAT_SUMMARY = 5
+  TENSORBOARD__EVENT__WHAT_SUMMARY = 5,
+  TENSORBOARD__EVENT__WHAT_SESSION_LOG = 7
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(TENSORBOARD__EVENT__WHAT__CASE)
 } Tensorboard__Event__WhatCase;
 
@@ -72,6 +97,7 @@ struct  Tensorboard__Event
   union {
     char *file_version;
     Tensorboard__Summary *summary;
+    Tensorboard__SessionLog *session_log;
   };
 };
 #define TENSORBOARD__EVENT__INIT \
@@ -117,6 +143,25 @@ Tensorboard__Summary *
 void   tensorboard__summary__free_unpacked
                      (Tensorboard__Summary *message,
                       ProtobufCAllocator *allocator);
+/* Tensorboard__SessionLog methods */
+void   tensorboard__session_log__init
+                     (Tensorboard__SessionLog         *message);
+size_t tensorboard__session_log__get_packed_size
+                     (const Tensorboard__SessionLog   *message);
+size_t tensorboard__session_log__pack
+                     (const Tensorboard__SessionLog   *message,
+                      uint8_t             *out);
+size_t tensorboard__session_log__pack_to_buffer
+                     (const Tensorboard__SessionLog   *message,
+                      ProtobufCBuffer     *buffer);
+Tensorboard__SessionLog *
+       tensorboard__session_log__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   tensorboard__session_log__free_unpacked
+                     (Tensorboard__SessionLog *message,
+                      ProtobufCAllocator *allocator);
 /* Tensorboard__Event methods */
 void   tensorboard__event__init
                      (Tensorboard__Event         *message);
@@ -144,6 +189,9 @@ typedef void (*Tensorboard__SummaryValue_Closure)
 typedef void (*Tensorboard__Summary_Closure)
                  (const Tensorboard__Summary *message,
                   void *closure_data);
+typedef void (*Tensorboard__SessionLog_Closure)
+                 (const Tensorboard__SessionLog *message,
+                  void *closure_data);
 typedef void (*Tensorboard__Event_Closure)
                  (const Tensorboard__Event *message,
                   void *closure_data);
@@ -155,6 +203,8 @@ typedef void (*Tensorboard__Event_Closure)
 
 extern const ProtobufCMessageDescriptor tensorboard__summary_value__descriptor;
 extern const ProtobufCMessageDescriptor tensorboard__summary__descriptor;
+extern const ProtobufCMessageDescriptor tensorboard__session_log__descriptor;
+extern const ProtobufCEnumDescriptor    tensorboard__session_log__session_status__descriptor;
 extern const ProtobufCMessageDescriptor tensorboard__event__descriptor;
 
 PROTOBUF_C__END_DECLS
