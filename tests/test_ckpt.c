@@ -364,8 +364,8 @@ TEST(ckpt_sigterm_then_resume_equals_an_uninterrupted_run) {
         snprintf(pm, sizeof pm, "%s/metrics.csv", k ? b : a);
         char *m = slurp_text(pm);
         const char *row = m ? strstr(m, "\n24,") : NULL;
-        double e;
-        CHECK_MSG(row && sscanf(row + 1, "24,%lf,%lf", &e, k ? &lb : &la) == 2, "%s: no row of step 24", pm);
+        /* epochs_done empty: synthetic data */
+        CHECK_MSG(row && sscanf(row + 1, "24,,%lf", k ? &lb : &la) == 1, "%s: no row of step 24", pm);
         free(m);
     }
     CHECK_MSG(fabs(la - lb) <= 1e-5 * fabs(la), "step 24's logged loss average: %.6f uninterrupted, %.6f resumed", la, lb);
