@@ -108,7 +108,9 @@ static const Flag flags[] = {
     {"target_top1", 0, NUM(target_top1, 0, 100), .lo_open = 1, .def = "(none)",
      .help = "stop training once an evaluation while training reaches this validation top-1 (%), with a checkpoint "
              "(--log_dir)"},
-    {"noeval", 0, SET(eval, 0), .help = "train (the opposite of --eval)"},
+    {"noeval", 0, SET(eval, 0),
+     .help = "train (the opposite of --eval), without the validation pass at the end of training (not with "
+             "--eval_every_epochs or --target_top1)"},
     {"forward_only", 0, ON(forward_only),
      .help = "inference benchmark: forward passes with batch norm in inference mode, no backward, no update"},
     {"distort_color", 0, ON(distort_color), .help = "random brightness/saturation/hue/contrast"},
@@ -153,7 +155,8 @@ static const Flag flags[] = {
     {"cpu_impl", 0, CHOICE(cpu_impl, "reference|onednn", CPU_IMPL_REFERENCE), .def = "onednn where built, else reference",
      .help = "onednn | reference: the CPU backend's layers (oneDNN, or the hand-written reference)"},
     {"print_layers", 0, ON(print_layers),
-     .help = "print the layers: settings, shape, parameters, GFLOPs, inputs where it branches; modules as headings"},
+     .help = "print the layers: settings, shape, parameters, GFLOPs, inputs where it branches; modules as headings; "
+             "then train only where --num_batches or --num_epochs is given"},
     {"export_onnx", 0, PATH(export_onnx), .def = "(none)",
      .help = "write the model as ONNX (opset 17) to this file: the newest checkpoint of --log_dir when neither "
              "--num_batches nor --num_epochs is given, else the model at the end of the run"},
@@ -534,6 +537,12 @@ static void check_config(const Config *cfg) {
         const void *by = config_given(cfg, &cfg->eval_every_epochs) ? (const void *)&cfg->eval_every_epochs : &cfg->target_top1;
         die_code(EXIT_USAGE, "%s needs --data_dir with validation-* shards", config_given_as(cfg, by, as, sizeof as));
     }
+    if (cfg->noeval && (cfg->eval_every_epochs > 0 || cfg->target_top1 > 0)) {
+        const void *by = config_given(cfg, &cfg->target_top1) ? (const void *)&cfg->target_top1 : &cfg->eval_every_epochs;
+        die_code(EXIT_USAGE, "%s with --noeval: it evaluates while training, --noeval evaluates nothing", config_given_as(cfg, by, as, sizeof as));
+    }
+    if (cfg->layers_only && cfg->profile)
+        die_code(EXIT_USAGE, "--profile with --print_layers alone, which trains nothing: give --num_batches or --num_epochs to train");
     if (cfg->export_onnx && (cfg->eval || cfg->forward_only))
         die_code(EXIT_USAGE, "--export_onnx with --%s: it exports a trained model (alone with --log_dir: its newest checkpoint)",
                  cfg->eval ? "eval" : "forward_only");
@@ -618,6 +627,10 @@ void config_parse(Config *cfg, int argc, char **argv) {
     cfg->given_loss_scale = config_given(cfg, &cfg->loss_scale);
     cfg->given_larc_mode = config_given(cfg, &cfg->larc_mode);
     cfg->given_display_every = config_given(cfg, &cfg->display_every);
+    char as[64];
+    cfg->noeval = !cfg->eval && config_given_as(cfg, &cfg->eval, as, sizeof as) != NULL;
+    cfg->layers_only = cfg->print_layers && !cfg->eval && !cfg->export_onnx && !config_given(cfg, &cfg->num_batches) &&
+                       !config_given(cfg, &cfg->num_epochs);
     if (cfg->num_gpus > 1) refuse_num_gpus(cfg->num_gpus, argc, argv_given);
     free(argv_given);
     check_config(cfg);

@@ -80,6 +80,8 @@ typedef struct Config {
     int profile_count;         /* K: steps profiled */
     /* Which flags were given explicitly (config_given() answers for any field). */
     int given_larc_mode, given_loss_scale, given_learning_rate, given_display_every;
+    int noeval;                /* --noeval given (last of --eval/--noeval): no validation pass after training */
+    int layers_only;           /* --print_layers without --num_batches or --num_epochs: print, train nothing */
 } Config;
 
 /* Parses argv into cfg. On --help (-h) prints usage and exits 0; on an unknown flag, a bad value or

@@ -442,6 +442,12 @@ static int train(Run *r) {
                  c->data_dir);
     r->base_lr = c->learning_rate > 0 ? c->learning_rate : model_default_lr(r->model, r->total_batch);
     report_header(r, net);
+    if (c->layers_only) { /* --print_layers alone: the table is what was asked for */
+        printf("(--print_layers without --num_batches or --num_epochs: nothing trained)\n");
+        loader_close(ld);
+        net_free(net);
+        return 0;
+    }
     warn_untimed(r, saved > 0 && !c->forward_only ? saved : 0);
     Trainer tr;
     GpuNet *gpu = plan(r, net, &tr);
@@ -499,7 +505,7 @@ static int train(Run *r) {
     if (!c->forward_only) lifecycle_finish(&life, step0);
     report_end(&rep, r->nstep - step0);
     int rc = profile_close(prof);
-    if (validate && !life.stopped && !target) {
+    if (validate && !life.stopped && !target && !c->noeval) { /* --noeval: none */
         double t1, t5;
         if (evaluate(r, &tr, 0, 1, 0, &t1, &t5) == 0) report_validation(&rep, r->nstep, t1, t5);
     }
@@ -568,7 +574,8 @@ int main(int argc, char **argv) {
     export_check_path(&r, 1); /* --export_onnx: a path that cannot be written stops the run now */
     profile_check_path(&r, 1); /* --profile: the same */
     /* --eval writes nothing to --log_dir, nor does --export_onnx alone */
-    if (r.cfg.log_dir && r.dist.rank == 0 && !r.cfg.eval && !export_only_run(&r)) prepare_log_dir(r.cfg.log_dir);
+    if (r.cfg.log_dir && r.dist.rank == 0 && !r.cfg.eval && !r.cfg.layers_only && !export_only_run(&r))
+        prepare_log_dir(r.cfg.log_dir);
     export_check_path(&r, 0);
     profile_check_path(&r, 0);
     dist_barrier(&r.dist);

@@ -898,3 +898,21 @@ TEST_SERIAL(cli_threads_follow_omp_num_threads_and_cpu_binding) {
         free(o);
     }
 }
+
+/* --print_layers alone prints the layer table and trains nothing (it used to train the default 50
+ * steps after it: resnet50 for minutes on a CPU); with a run length it trains as asked. */
+TEST(cli_print_layers_alone_trains_nothing) {
+    char *o = NULL;
+    int rc = nv("--model=resnet50 --print_layers", &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Layers:\n") && strstr(o, "fc0 ") &&
+                  strstr(o, "(--print_layers without --num_batches or --num_epochs: nothing trained)\n") &&
+                  !strstr(o, "Training\n") && !strstr(o, "Images/sec"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    rc = nv("--model=lenet --print_layers --num_batches=2 --batch_size=4 --nstep_burnin=0", &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Layers:\n") && strstr(o, "Training\n") && strstr(o, "Images/sec"), "exit %d:\n%s", rc, o);
+    free(o);
+    rc = nv("--model=lenet --print_layers --profile=/tmp/nvcnn-layers.json", &o);
+    CHECK_MSG(rc == 2 && o && strstr(o, "--profile with --print_layers alone, which trains nothing"), "exit %d:\n%s", rc, o);
+    free(o);
+}

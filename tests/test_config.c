@@ -84,9 +84,12 @@ TEST(config_help_shows_the_defaults_the_parser_sets) {
         CHECK_MSG(same_settings(c, base), "--%s=%s is not the default", given[i][0], given[i][1]);
     }
     free(help);
-    /* and the flags without a value: their defaults */
+    /* and the flags without a value: their defaults; --noeval also leaves out the validation pass
+     * at the end of training (its own setting), otherwise the default */
     Config c;
     parse(&c, "-m lenet --nesterov --noeval --nofp16");
+    CHECK(c.noeval == 1 && def.noeval == 0 && !c.eval);
+    c.noeval = 0;
     CHECK(same_settings(c, def));
 }
 

@@ -300,3 +300,26 @@ TEST(eval_rows_at_the_evaluations_and_the_target) {
               "no training row and evaluation row at step 10:\n%s", m ? m : "");
     free(m);
 }
+
+/* --noeval leaves out the validation pass at the end of training (which otherwise follows every
+ * run whose --data_dir has validation-*); the evaluations while training contradict it. */
+TEST(eval_noeval_leaves_out_the_final_pass) {
+    char dir[600], cmd[2000], *o = NULL;
+    CHECK(tu_band_set(dir, sizeof dir, "noeval", 60, 20, 20) == 0);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --num_classes=10 --batch_size=20 --num_batches=2 --device=cpu --data_dir=%s%s",
+                 dir, k ? " --noeval" : "");
+        int rc = th_run(cmd, &o);
+        CHECK_MSG(rc == 0 && o && (strstr(o, "Evaluating on 20 validation images") == NULL) == k, "exit %d:\n%s", rc, o);
+        free(o);
+    }
+    const char *bad[] = {"--target_top1=50", "--eval_every_epochs=1"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --num_classes=10 --data_dir=%s --noeval %s", dir, bad[k]);
+        int rc = th_run(cmd, &o);
+        char want[128];
+        snprintf(want, sizeof want, "%s with --noeval: it evaluates while training", bad[k]);
+        CHECK_MSG(rc == 2 && o && strstr(o, want), "exit %d:\n%s", rc, o);
+        free(o);
+    }
+}
