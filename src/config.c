@@ -364,12 +364,14 @@ static void parse_loss_scale(Config *cfg, const Flag *f, const char *v) {
     cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 1e-30, 1e30, 0, " or dynamic");
 }
 
+static int warnings_on = 1; /* config_set_warnings */
+
 static void parse_help(Config *cfg, const Flag *f, const char *v) {
     (void)cfg;
-    if (v && strcmp(v, "markdown") == 0)
+    if (v && strcmp(v, "markdown") != 0) bad_value(f->name, v, "expected --help or --help=markdown");
+    if (!warnings_on) exit(0); /* a rank other than 0: rank 0 prints it */
+    if (v)
         config_print_markdown(stdout);
-    else if (v)
-        bad_value(f->name, v, "expected --help or --help=markdown");
     else
         config_print_usage(stdout);
     exit(0);
@@ -482,7 +484,6 @@ static void refuse_flag(int c, char **argv) {
 /* The last flag given, which sets a field that a flag before it set too (the same flag or an
  * alias): the last one wins, as in nvcnn.py, with a warning when it changes what the earlier one
  * set (`before`: the settings before it). */
-static int warnings_on = 1; /* config_set_warnings */
 
 static void warn_twice(const Config *cfg, const Config *before) {
     const ConfigArg *now = &cfg->args[cfg->nargs - 1];

@@ -41,6 +41,13 @@ static int launched_by_mpi(void) {
     return 0;
 }
 
+/* A process that ends by exit() before dist_finalize() (--help: exit 0) finalizes MPI there:
+ * mpirun takes a rank that leaves without MPI_Finalize for a failure of the job. */
+static void finalize_at_exit(void) {
+    int fin = 1;
+    if (MPI_Finalized(&fin) == MPI_SUCCESS && !fin) MPI_Finalize();
+}
+
 void dist_init(Dist *d, int *argc, char ***argv) {
     int inited = 0;
     MPI_CHECK(MPI_Initialized(&inited));
@@ -55,6 +62,7 @@ void dist_init(Dist *d, int *argc, char ***argv) {
         int provided;
         MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
         d->mpi = 1;
+        atexit(finalize_at_exit);
     }
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &d->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &d->size));

@@ -552,7 +552,9 @@ int main(int argc, char **argv) {
     signal(SIGXFSZ, SIG_IGN);
     dist_init(&r.dist, &argc, &argv);
     config_set_warnings(r.dist.rank == 0);
+    util_set_quiet_usage(r.dist.rank != 0); /* the command line's errors: rank 0 says them, once */
     config_parse(&r.cfg, argc, argv);
+    util_set_quiet_usage(0);
     report_clock(); /* an invalid NVCNN_TEST_CLOCK_SCALE stops the run here, before any output */
     report_test_pause_ms(); /* likewise an invalid NVCNN_TEST_STEP_PAUSE_MS */
     watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */

@@ -19,6 +19,8 @@ static void (*die_hook)(void);
 
 void util_set_program(const char *name) { program = name; }
 void util_set_die_hook(void (*hook)(void)) { die_hook = hook; }
+static int quiet_usage;
+void util_set_quiet_usage(int on) { quiet_usage = on; }
 
 /* The whole line is formatted first and written with one call: stderr is unbuffered, and a line
  * written in pieces can be split by another thread's output (a decode worker's error in the middle
@@ -60,6 +62,13 @@ static void begin_dying(void) {
 
 void die_code(int code, const char *fmt, ...) {
     begin_dying();
+    if (code == EXIT_USAGE && quiet_usage) {
+        fflush(NULL);
+        struct timespec t = {1, 0};
+        while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+        }
+        _exit(code);
+    }
     va_list ap;
     va_start(ap, fmt);
     vmsg("error", fmt, ap);

@@ -27,6 +27,10 @@ void util_set_program(const char *name);
 /* Called by die()/die_code() after the error line and before the process exits (NULL: none):
  * a program's last cleanup, such as removing a half-written file. One hook per process. */
 void util_set_die_hook(void (*hook)(void));
+/* While on, die_code(EXIT_USAGE, ...) prints nothing and waits a second before it exits: a rank
+ * other than 0 parsing the command line, which every rank parses alike, leaves the one error line
+ * to rank 0 (which has printed it by then; mpirun ends the job at the first rank that exits). */
+void util_set_quiet_usage(int on);
 /* Prints "<program>: error: <fmt>" and exits with `code`. */
 void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* die_code(EXIT_FAILURE_GENERIC, ...). */

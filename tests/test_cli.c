@@ -916,3 +916,23 @@ TEST(cli_print_layers_alone_trains_nothing) {
     CHECK_MSG(rc == 2 && o && strstr(o, "--profile with --print_layers alone, which trains nothing"), "exit %d:\n%s", rc, o);
     free(o);
 }
+
+/* Under mpirun every rank parses the same command line: its error is one line (rank 0's), not one
+ * per rank, and --help is printed once. */
+TEST(cli_errors_under_mpirun_are_said_once) {
+    char mr[200], cmd[600], *o = NULL;
+    if (!tu_mpirun(3, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet --batch_size=abc 2>&1", mr);
+    int rc = th_run(cmd, &o);
+    const char *line = "nvcnn: error: --batch_size=abc: not an integer\n", *first = o ? strstr(o, line) : NULL;
+    CHECK_MSG(rc == 2 && first && !strstr(first + 1, line), "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s ./nvcnn --help", mr);
+    rc = th_run(cmd, &o);
+    first = o ? strstr(o, "Usage: nvcnn ") : NULL;
+    CHECK_MSG(rc == 0 && first && !strstr(first + 1, "Usage: nvcnn "), "exit %d:\n%s", rc, o);
+    free(o);
+}
