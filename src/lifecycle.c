@@ -100,12 +100,23 @@ int lifecycle_check_output(const Config *c, const char *flag, const char *path, 
 
 /* Rank 0 writes a checkpoint of the state after `step` steps. Returns 0 on success, or -1 with the
  * reason in err. */
-static int save_checkpoint(const Run *r, const Net *net, Trainer *tr, long step, char *path, size_t plen, char *err,
+/* Every rank calls it (the logged loss average is averaged over them). */
+static int save_checkpoint(Run *r, const Net *net, Trainer *tr, long step, char *path, size_t plen, char *err,
                            size_t errlen) {
-    if (r->dist.rank != 0 || !r->cfg.log_dir) return 0;
+    if (!r->cfg.log_dir) return 0;
+    /* each rank keeps its own moving average of its loss, and the rows show their mean: the
+     * checkpoint keeps the mean, and every rank resumes from it (the rows go on as in a run that
+     * did not stop; the weights of the average are the same on every rank) */
+    double avg = r->loss_avg[0];
+    if (r->dist.size > 1) {
+        dist_allreduce_sum_d(&r->dist, &avg, 1);
+        avg /= r->dist.size;
+    }
+    if (r->dist.rank != 0) return 0;
     trainer_sync_host(tr);
     CkptMeta m;
     fill_meta(r, net, tr, step, &m);
+    m.loss_avg_sum = avg;
     return ckpt_save(r->cfg.log_dir, net, tr->opt.velocity, &m, path, plen, err, errlen) != 0 ? -1 : 0;
 }
 
@@ -138,6 +149,28 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
                  r->dist.rank == 0 ? err : "see rank 0");
     if (!st[0]) return 0;
     dist_bcast(&r->dist, &m, sizeof m);
+    /* a step of another size than the checkpoint's (--batch_size x ranks) would not continue its
+     * step count: the images read (the place in the data), the epochs and the learning-rate
+     * schedule, all counted in steps of this run's size from the checkpoint's step */
+    const uint64_t total = (uint64_t)r->total_batch;
+    if (r->cfg.data_dir && !r->cfg.eval && !r->cfg.forward_only && m.step > 0 && m.data_position > 0 &&
+        m.data_position != (uint64_t)m.step * total) {
+        const uint64_t was = m.data_position / (uint64_t)m.step;
+        char how[160];
+        if (was % (uint64_t)r->dist.size == 0)
+            snprintf(how, sizeof how, "--batch_size=%llu on this run's %d rank%s", (unsigned long long)(was / (uint64_t)r->dist.size),
+                     r->dist.size, r->dist.size == 1 ? "" : "s");
+        else
+            snprintf(how, sizeof how, "%d rank%s x --batch_size=%llu, as it was", m.world_size, m.world_size == 1 ? "" : "s",
+                     (unsigned long long)(m.world_size > 0 ? was / (uint64_t)m.world_size : was));
+        die_code(EXIT_USAGE,
+                 "cannot resume from --log_dir=%s: %s trained %llu images a step (%d rank%s), this run's step is %llu (%d rank%s x "
+                 "--batch_size=%d): its steps would not continue the checkpoint's place in the data, epochs and learning-rate "
+                 "schedule; resume with %llu images a step (%s), or train into another --log_dir",
+                 r->cfg.log_dir, r->dist.rank == 0 ? path : "its checkpoint", (unsigned long long)was, m.world_size,
+                 m.world_size == 1 ? "" : "s", (unsigned long long)total, r->dist.size, r->dist.size == 1 ? "" : "s",
+                 r->cfg.batch_size, (unsigned long long)was, how);
+    }
     dist_bcast(&r->dist, net->params, net->params_total * sizeof(float));
     dist_bcast(&r->dist, net->state, net->state_total * sizeof(float));
     dist_bcast(&r->dist, tr->opt.velocity, net->params_total * sizeof(float));
@@ -156,6 +189,10 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     if (m.world_size != r->dist.size && r->cfg.data_dir)
         printf("(saved with %d rank(s), resumed with %d: the data order continues from image %llu)\n", m.world_size,
                r->dist.size, (unsigned long long)m.data_position);
+    if (m.seed != r->cfg.seed && !r->cfg.eval && !r->cfg.forward_only)
+        printf("(saved by a run with --seed=%llu, resumed with --seed=%llu: the data order, augmentation and dropout from here "
+               "follow %llu)\n",
+               (unsigned long long)m.seed, (unsigned long long)r->cfg.seed, (unsigned long long)r->cfg.seed);
     if (!r->cfg.data_dir && m.data_position > 0 && r->dist.rank == 0)
         warn("%s was trained on --data_dir images (%llu read); this run has no --data_dir and goes on with synthetic data "
              "(give the --data_dir it trained on to go on with it)",

@@ -374,3 +374,71 @@ TEST_CORES(dist_gpu_nvcnn_nccl_equals_mpi_and_one_process, 1) {
     }
     net_free(two), net_free(one);
 }
+
+/* A run on --data_dir resumes with the checkpoint's images a step (--batch_size x ranks), on any
+ * number of ranks: another size would count the place in the data, the epochs and the learning
+ * rate in steps of another size from the checkpoint's step (it used to go on silently, its
+ * --num_epochs no longer honoured): refused, saying what would work. */
+TEST_CORES(dist_resume_keeps_the_checkpoints_images_a_step, 1) {
+    char mr[200], cmd[1600], dir[600], *o = NULL;
+    if (!mpirun(2, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    CHECK(tu_band_set(dir, sizeof dir, "resume-batch", 80, 10, 10) == 0);
+    const char *common = "./nvcnn --model=lenet --device=cpu --num_classes=10 --display_every=1 --noeval";
+    snprintf(cmd, sizeof cmd, "%s --batch_size=10 --num_batches=3 --data_dir=%s --log_dir=%s/log", common, dir, dir);
+    CHECK(th_run(cmd, NULL) == 0);
+    snprintf(cmd, sizeof cmd, "%s --batch_size=20 --num_batches=6 --data_dir=%s --log_dir=%s/log", common, dir, dir);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 2 && o &&
+                  strstr(o, "ckpt-3.nvcnn trained 10 images a step (1 rank), this run's step is 20 (1 rank x --batch_size=20)") &&
+                  strstr(o, "resume with 10 images a step (--batch_size=10 on this run's 1 rank)"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s %s --batch_size=20 --num_batches=6 --data_dir=%s --log_dir=%s/log", mr, common, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 2 && o && strstr(o, "resume with 10 images a step (--batch_size=5 on this run's 2 ranks)"), "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s %s --batch_size=5 --num_batches=6 --data_dir=%s --log_dir=%s/log", mr, common, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "at step 3\n") && strstr(o, "the data order continues from image 30)"), "exit %d:\n%s", rc, o);
+    free(o);
+}
+
+/* Each rank keeps a moving average of its loss and the rows show their mean: a run of 2 ranks
+ * stopped at step 6 and resumed gives the rows of one that did not stop (the checkpoint keeps
+ * the ranks' mean; it used to keep rank 0's own, which every rank then resumed from). A constant
+ * learning rate (--lr_poly_power=0) makes runs of 6 and of 12 steps train alike. */
+TEST_CORES(dist_two_ranks_resume_their_logged_loss_average, 1) {
+    char mr[200], cmd[1600], dir[600];
+    if (!mpirun(2, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/resume-avg", th_tmpdir());
+    const char *common = "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=8 --display_every=1 --lr_poly_power=0 "
+                         "--learning_rate=0.05";
+    snprintf(cmd, sizeof cmd, "%s %s --num_batches=12 --log_dir=%s/straight", mr, common, dir);
+    CHECK(th_run(cmd, NULL) == 0);
+    snprintf(cmd, sizeof cmd, "%s %s --num_batches=6 --log_dir=%s/stopped", mr, common, dir);
+    CHECK(th_run(cmd, NULL) == 0);
+    snprintf(cmd, sizeof cmd, "%s %s --num_batches=12 --log_dir=%s/stopped", mr, common, dir);
+    CHECK(th_run(cmd, NULL) == 0);
+    double loss[2][13];
+    for (int k = 0; k < 2; k++) {
+        char p[700];
+        snprintf(p, sizeof p, "%s/%s/metrics.csv", dir, k ? "stopped" : "straight");
+        char *m = (char *)tu_read_file(p, NULL);
+        for (int s = 1; s <= 12; s++) {
+            char row[32];
+            snprintf(row, sizeof row, "\n%d,,", s);
+            const char *at = m ? strstr(m, row) : NULL;
+            loss[k][s] = at ? atof(at + strlen(row)) : NAN;
+        }
+        free(m);
+    }
+    for (int s = 7; s <= 12; s++)
+        CHECK_MSG(fabs(loss[0][s] - loss[1][s]) <= 1e-5 * fabs(loss[0][s]), "step %d: loss average %.6g uninterrupted, %.6g resumed", s,
+                  loss[0][s], loss[1][s]);
+}
