@@ -17,6 +17,7 @@
 # A flag given on the command line replaces the recipe's.
 # Figures, the seeds and the sweep behind them: docs/performance.md.
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 model=${1:-lenet}
 epochs=${2:-2}

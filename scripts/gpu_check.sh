@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# gpu_check.sh: every check a first run on a GPU machine needs, in one command, within 12 minutes
-# on an H100 host with 16 cores (9 without the design stage: --only=build,tests,...).
+# gpu_check.sh: every check a first run on a GPU machine needs, in one command, within GC_TOTAL
+# (570 s: one call of at most 10 minutes on a lent machine) on a host with one H100 or H200 and 16
+# cores; the stages' own times are below.
 #
 # Usage: scripts/gpu_check.sh [--only=STAGE[,STAGE...]] [--no-build] OUTDIR
 #

@@ -10,6 +10,12 @@ cd "$(dirname "$0")/.."
 log=${1:-log_dir/fashion-lenet}
 src=${SRC:-/usr/share/datasets/fashion-mnist}
 py=${NVCNN_PYTHON:-.deps/venv/bin/python3}
+# checked first: the training below may take minutes
+if ! "$py" -c 'import onnxruntime, numpy' 2>/dev/null; then
+  echo "onnx_fashion_mnist.sh: $py cannot import onnxruntime and numpy: run scripts/install-deps.sh python (or set NVCNN_PYTHON)" >&2
+  exit 2
+fi
+[ -x ./nvcnn ] || { echo "onnx_fashion_mnist.sh: no ./nvcnn: run make first" >&2; exit 2; }
 if ! ls "$log"/ckpt-*.nvcnn >/dev/null 2>&1; then
   echo "onnx_fashion_mnist.sh: training lenet as make run does, into $log"
   scripts/fashion_mnist.sh lenet 1 --log_dir="$log" | tail -3

@@ -13,6 +13,14 @@
 # NCCL kernels share the SMs and memory with backward, taken as `contention` (default 0.1) of the
 # overlapped time. Efficiency = step / (step + exposed). The last argument lists the GPU counts
 # (default "8 64 512").
+case "${1:-}" in -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+for a in "${@:1:9}"; do
+  [[ $a =~ ^[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$ || $a =~ ^[.][0-9]+$ ]] ||
+    { echo "scaling_model.sh: '$a' is not a number (see scripts/scaling_model.sh --help)" >&2; exit 2; }
+done
+for a in ${10:-}; do
+  [[ $a =~ ^[1-9][0-9]*$ ]] || { echo "scaling_model.sh: GPU count '$a' is not a whole number (see --help)" >&2; exit 2; }
+done
 step=${1:-55.4}; bwd=${2:-36.9}; grad=${3:-102.2}; bucket=${4:-25}; intra=${5:-370}; inter=${6:-45}
 per_node=${7:-8}; lat=${8:-10}; cont=${9:-0.1}; counts=${10:-8 64 512}
 printf "%6s %10s %12s %12s %12s %10s\n" GPUs "busbw" "T_all (ms)" "last (ms)" "exposed" efficiency

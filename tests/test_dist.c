@@ -252,6 +252,16 @@ TEST_CORES(dist_mpirun_example_script_runs_without_warnings, 1) {
                   !strstr(o, "WARNING"),
               "exit %d:\n%s", rc, o);
     free(o);
+    /* its arguments: a usage, N a number when given (it used to hand "--model=..." to -np) */
+    rc = th_run("scripts/mpirun-example.sh --help", &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "mpirun on one node with N GPUs (default 8)"), "exit %d:\n%s", rc, o);
+    free(o);
+    rc = th_run("scripts/mpirun-example.sh eight --model=lenet", &o);
+    CHECK_MSG(rc == 2 && o && strstr(o, "'eight': N must be a number of processes"), "exit %d:\n%s", rc, o);
+    free(o);
+    rc = th_run("scripts/mpirun-example.sh", &o);
+    CHECK_MSG(rc == 2 && o && strstr(o, "give nvcnn's flags, at least --model"), "exit %d:\n%s", rc, o);
+    free(o);
 }
 
 /* A folder tree of two classes, 8 images each, every image one colour (32x32 PNG): any crop,
