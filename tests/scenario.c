@@ -91,11 +91,3 @@ int sc_load_lenet(const char *path, uint64_t seed, Net **net, float **velocity, 
     return rc;
 }
 
-int sc_same_file(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    uint8_t *x = tu_read_file(a, &na), *y = tu_read_file(b, &nb);
-    int same = x && y && na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return same;
-}

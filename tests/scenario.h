@@ -30,7 +30,5 @@ long sc_last_number_after(const char *t, const char *prefix);
  * *velocity: malloc'd, to be freed with net_free and free; nets of different seeds start apart,
  * so that equal parameters after loading mean equal files); 0 on success, else prints why. */
 int sc_load_lenet(const char *path, uint64_t seed, Net **net, float **velocity, CkptMeta *m);
-/* 1 when files a and b hold the same bytes (both readable). */
-int sc_same_file(const char *a, const char *b);
 
 #endif
