@@ -96,7 +96,7 @@ EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     char csv[4200];
     snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
     int fresh = access(csv, F_OK) != 0;
-    const long trimmed = fresh || !e->ev ? 0 : trim_csv(csv, step0);
+    const long trimmed = fresh || !e->ev || step0 < 0 ? 0 : trim_csv(csv, step0);
     if (trimmed > 0)
         printf("%s: %ld row%s past step %ld removed (written by a run that ended without a checkpoint there)\n", csv,
                trimmed, trimmed == 1 ? "" : "s", step0);
@@ -118,6 +118,7 @@ EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     ev.file_version = (char *)"brain.Event:2";
     write_event(e, &ev);
     /* this run's start, at its first step: TensorBoard drops what earlier runs wrote from there on */
+    if (step0 < 0) return e;
     uint8_t *rec;
     size_t n = events_encode_start(wall_time(), step0 + 1, &rec);
     if (fwrite(rec, 1, n, e->ev) != n || fflush(e->ev) != 0) warn("cannot write %s: %s", e->path, strerror(errno));

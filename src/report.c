@@ -122,7 +122,8 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     rep->row_every = r->cfg.display_every;
     if (r->cfg.log_dir && r->dist.rank == 0) {
         char err[512];
-        rep->elog = events_open(r->cfg.log_dir, step0, err, sizeof err);
+        /* --forward_only numbers its own steps: it supersedes none of the training's */
+        rep->elog = events_open(r->cfg.log_dir, r->cfg.forward_only ? -1 : step0, err, sizeof err);
         if (!rep->elog) die_code(EXIT_USAGE, "--log_dir=%s: %s", r->cfg.log_dir, err);
     }
     printf(r->cfg.forward_only ? "Forward only\n" : "Training\n");
