@@ -92,11 +92,16 @@ static LoaderBatch *fetch(Input *in) {
     return b;
 }
 
-/* --skip_corrupt: the corrupt records skipped so far, once per epoch (every rank takes part) */
+/* --skip_corrupt: the corrupt records skipped so far, once per epoch (every rank takes part); a
+ * resumed run counts what it read itself, from its first step */
 static void report_skipped(Input *in, long epoch) {
     double sk = (double)loader_skipped(in->ld);
     dist_allreduce_sum_d(&in->r->dist, &sk, 1);
-    if (in->r->cfg.skip_corrupt) printf("Epoch %ld: %.0f corrupt records skipped so far\n", epoch, sk);
+    if (!in->r->cfg.skip_corrupt) return;
+    if (in->step0 > 0)
+        printf("Epoch %ld: %.0f corrupt records skipped so far (since the resume at step %ld)\n", epoch, sk, in->step0);
+    else
+        printf("Epoch %ld: %.0f corrupt records skipped so far\n", epoch, sk);
 }
 
 const int32_t *input_next(Input *in, long step) {

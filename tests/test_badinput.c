@@ -262,7 +262,7 @@ TEST(badinput_undecodable_jpeg_and_skip_corrupt) {
     snprintf(arg, sizeof arg, "--data_dir=%s --shuffle_buffer=0", d);
     expect(arg, 4, "train-00001-of-00002");
     /* with --skip_corrupt the record is skipped, counted and the run finishes */
-    char cmd[1024], *o = NULL;
+    char cmd[2048], *o = NULL;
     snprintf(cmd, sizeof cmd,
              "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=3 --num_batches=4 --data_dir=%s "
              "--skip_corrupt",
@@ -272,6 +272,18 @@ TEST(badinput_undecodable_jpeg_and_skip_corrupt) {
     CHECK_MSG(o && strstr(o, "corrupt records skipped") && !strstr(o, ": 0 corrupt records skipped"), "no skipped count:\n%s", o);
     CHECK_MSG(o && strstr(o, "skipped: "), "no warning naming the record:\n%s", o);
     free(o);
+    /* a resumed run counts what it read itself, and says from where (9 records, 3 a step: epoch
+     * 2 ends at step 6) */
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=3 --num_batches=%d --data_dir=%s "
+                 "--skip_corrupt --noeval --log_dir=%s/log",
+                 k ? 8 : 4, d, d);
+        rc = th_run(cmd, &o);
+        CHECK_MSG(rc == 0 && o && (k == 0 || (strstr(o, "Epoch 2: ") && strstr(o, " corrupt records skipped so far (since the resume at step 4)\n"))),
+                  "exit %d:\n%s", rc, o);
+        free(o);
+    }
     free(jpg);
 }
 
