@@ -38,6 +38,8 @@ typedef struct CkptMeta {
      * as 0, and a reader of that time passes over them) */
     double loss_avg_sum, loss_avg_weight; /* the logged loss average's state */
     double target_top1;     /* the validation top-1 (%) with which --target_top1 ended the run; 0: not */
+    double eval_pending;    /* 1: a stop signal ended the evaluation due after this step (--eval_every_epochs),
+                               which the resumed run does first; 0 (also in older headers): none */
 } CkptMeta;
 
 /* Why a checkpoint could not be read (ckpt_read_meta and ckpt_load return one, 0 on success):

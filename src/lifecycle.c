@@ -37,6 +37,7 @@ static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step
     m->loss_avg_sum = r->loss_avg[0];
     m->loss_avg_weight = r->loss_avg[1];
     m->target_top1 = r->target_reached;
+    m->eval_pending = r->eval_pending ? 1 : 0;
 }
 
 #define LOCK_NAME ".nvcnn.lock"
@@ -178,6 +179,7 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     tr->good_steps = m.good_steps;
     tr->skipped_steps = m.skipped_steps;
     memcpy(net->rng.s, m.rng, sizeof m.rng);
+    r->resume_eval = m.eval_pending != 0 && !r->cfg.eval && !r->cfg.forward_only ? (long)m.step : 0;
     r->loss_avg[0] = m.loss_avg_sum; /* the logged average goes on as in a run that did not stop */
     r->loss_avg[1] = m.loss_avg_weight;
     trainer_sync_device(tr);
@@ -288,7 +290,9 @@ int lifecycle_poll(Lifecycle *life, long step) {
 
 void lifecycle_finish(Lifecycle *life, long step0) {
     Run *r = life->r;
-    if (life->stopped || r->nstep <= step0) return;
+    /* nothing trained: no checkpoint, but for the one whose pending evaluation, done first,
+     * reached --target_top1 (it says so now) */
+    if (life->stopped || (r->nstep <= step0 && !(r->nstep == step0 && r->target_reached > 0))) return;
     char path[4096] = "";
     if (!r->cfg.log_dir) return;
     if (save_checkpoint(r, life->net, life->tr, r->nstep, path, sizeof path, life->save_err, sizeof life->save_err) != 0)

@@ -466,6 +466,18 @@ static int train(Run *r) {
     life.before_stop = report_stopped_step;
     int target = 0;      /* --target_top1 reached, or an evaluation failed */
     int eval_failed = 0; /* that evaluation's exit code */
+    if (r->resume_eval == step0 && step0 > 0 && evaluate_due(r, step0 - 1)) { /* the evaluation the stop came before, first */
+        printf("(the evaluation after step %ld did not run before the run stopped: done now)\n", step0);
+        r->eval_pending = 1; /* until it is done */
+        const int e = eval_while_training(r, &tr, &in, &rep, step0 - 1, &eval_failed);
+        if (e < 0) { /* stopped again: the checkpoint, still pending (no row: no step was trained) */
+            life.before_stop = NULL;
+            lifecycle_poll(&life, step0 - 1);
+            life.before_stop = report_stopped_step;
+        }
+        if (e > 0) target = 1;
+        if (e >= 0) r->eval_pending = 0;
+    }
 
     for (long step = step0; step < r->nstep; step++) {
         const double t0 = now_seconds(), lr = lr_at(&sched, step);
@@ -493,9 +505,13 @@ static int train(Run *r) {
          * only how long queueing took while the device is behind) */
         report_step(&rep, step, loss, lr, tr.lazy ? NAN : t1 - t0);
         report_test_pause();                                   /* NVCNN_TEST_STEP_PAUSE_MS */
+        /* a checkpoint written now comes before this step's evaluation (if one is due): it says
+         * so, and the run resumed from it evaluates first */
+        r->eval_pending = !c->forward_only && evaluate_due(r, step);
         if (lifecycle_poll(&life, step)) break;                /* signals, periodic checkpoint */
         const int e = eval_while_training(r, &tr, &in, &rep, step, &eval_failed); /* --eval_every_epochs */
-        if (e < 0 && lifecycle_poll(&life, step)) break; /* a stop signal during it: the checkpoint, then stop */
+        if (e < 0 && lifecycle_poll(&life, step)) break; /* a stop signal during it: the checkpoint (it is still pending), then stop */
+        r->eval_pending = 0;
         if ((target = e > 0)) break;
     }
 

@@ -28,6 +28,8 @@ typedef struct Run {
     double loss_avg[2];   /* nvcnn.py's logged loss average (decay 0.9, debiased): its sum and weight,
                              kept across a resume by the checkpoint */
     double target_reached; /* the validation top-1 (%) with which --target_top1 ended the run (0: not) */
+    int eval_pending;      /* a stop signal ended the evaluation after the step being checkpointed */
+    long resume_eval;      /* the restored checkpoint's step when its evaluation is pending (0: none) */
 } Run;
 
 #endif

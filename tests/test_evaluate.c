@@ -277,6 +277,22 @@ TEST_CORES(eval_stop_signal_ends_the_evaluation, 1) {
                       "exit %d:\n%s", rc, o);
         free(o);
     }
+    /* the run resumed: the evaluation the signal ended comes first, at its step (it used to be
+     * lost), then training goes on */
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=21 --display_every=1 "
+             "--data_dir=%s --log_dir=%s/log --eval_every_epochs=1",
+             dir, dir);
+    int rc = th_run(cmd, &o);
+    const char *redo = o ? strstr(o, "(the evaluation after step 20 did not run before the run stopped: done now)\n") : NULL;
+    const char *val = redo ? strstr(redo, "\nValidation at step 20 (epoch 1.00): top-1 ") : NULL;
+    CHECK_MSG(rc == 0 && val && strstr(val, "\n    21     2 ") && strstr(o, "ckpt-21.nvcnn at step 21"), "exit %d:\n%s", rc, o);
+    free(o);
+    char csv[700];
+    snprintf(csv, sizeof csv, "%s/log/metrics.csv", dir);
+    char *m = (char *)tu_read_file(csv, NULL);
+    CHECK_MSG(m && strstr(m, "\n20,1.000000,,,,,,"), "no evaluation row at step 20:\n%s", m ? m : "");
+    free(m);
 }
 
 /* A step that an evaluation follows gets its row and its metrics.csv row whatever --display_every
@@ -320,6 +336,49 @@ TEST(eval_noeval_leaves_out_the_final_pass) {
         char want[128];
         snprintf(want, sizeof want, "%s with --noeval: it evaluates while training", bad[k]);
         CHECK_MSG(rc == 2 && o && strstr(o, want), "exit %d:\n%s", rc, o);
+        free(o);
+    }
+}
+
+/* A stop signal between a step and the evaluation due after it (here during the step's pause,
+ * NVCNN_TEST_STEP_PAUSE_MS, so always there): the checkpoint says the evaluation is pending and the
+ * resumed run does it first, with the accuracy the uninterrupted run has at that step; where it
+ * reaches --target_top1, the checkpoint is written again saying so, and the same command again has
+ * nothing left to train. */
+TEST_CORES(eval_pending_at_a_stop_is_done_first_after_the_resume, 1) {
+    char dir[600], cmd[2400], *o = NULL;
+    CHECK(tu_band_set(dir, sizeof dir, "eval-pending", 40, 40, 40) == 0); /* 20 steps an epoch at batch 2 */
+    const char *common = "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=40 --display_every=1 "
+                         "--eval_every_epochs=0.5 --nstep_burnin=0";
+    snprintf(cmd, sizeof cmd, "%s --data_dir=%s --log_dir=%s/straight", common, dir, dir);
+    CHECK(th_run(cmd, &o) == 0);
+    const char *v = o ? strstr(o, "\nValidation at step 10 (epoch 0.50): top-1 ") : NULL;
+    char straight[32] = "";
+    if (v) snprintf(straight, sizeof straight, "%.7s", v + strlen("\nValidation at step 10 (epoch 0.50): top-1 "));
+    CHECK_MSG(v, "no evaluation at step 10:\n%s", o);
+    free(o);
+    snprintf(cmd, sizeof cmd,
+             "d=%s; NVCNN_TEST_STEP_PAUSE_MS=400 %s --data_dir=$d --log_dir=$d/stopped > $d/out 2>&1 & p=$!; "
+             "for i in $(seq 600); do grep -q '^    10 ' $d/out && break; sleep 0.02; done; kill -INT $p; wait $p; rc=$?; "
+             "cat $d/out; exit $rc",
+             dir, common);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "ckpt-10.nvcnn at step 10; exiting") && !strstr(o, "Validation at step 10"), "exit %d:\n%s", rc,
+              o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s --data_dir=%s --log_dir=%s/stopped --target_top1=1", common, dir, dir);
+    for (int k = 0; k < 2; k++) {
+        rc = th_run(cmd, &o);
+        char want[160];
+        snprintf(want, sizeof want, "\nValidation at step 10 (epoch 0.50): top-1 %s", straight);
+        if (!k)
+            CHECK_MSG(rc == 0 && o && strstr(o, "(the evaluation after step 10 did not run before the run stopped: done now)\n") &&
+                          strstr(o, want) && strstr(o, "Reached --target_top1=1 at step 10") && strstr(o, "ckpt-10.nvcnn at step 10\n") &&
+                          !strstr(o, "\n    11 "),
+                      "exit %d, want '%s':\n%s", rc, want, o);
+        else
+            CHECK_MSG(rc == 0 && o && strstr(o, "where its run reached --target_top1=1") && strstr(o, "nothing left to train"), "exit %d:\n%s",
+                      rc, o);
         free(o);
     }
 }
