@@ -744,3 +744,25 @@ TEST(ckpt_sigterm_between_rows_writes_the_last_steps_row) {
     CHECK_MSG(n > 1 && strstr(m, want) && last && strncmp(last, want + 1, strlen(want) - 1) == 0, "want a last row %ld in:\n%s", n, m);
     free(m);
 }
+
+/* A run resumed with another --seed than the checkpoint's says so: its data order, augmentation and
+ * dropout follow the new seed from there (the same seed says nothing). */
+TEST(ckpt_resume_with_another_seed_says_so) {
+    char d[600], cmd[1400], *o = NULL;
+    snprintf(d, sizeof d, "%s/seed-change", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 --seed=1 --log_dir=%s", d);
+    CHECK(th_run(cmd, NULL) == 0);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=%d --seed=%d --log_dir=%s",
+                 3 + k, 2, d);
+        int rc = th_run(cmd, &o);
+        const char *said = o ? strstr(o, "(saved by a run with --seed=") : NULL;
+        if (!k)
+            CHECK_MSG(rc == 0 && said && strstr(said, "(saved by a run with --seed=1, resumed with --seed=2: the data order, augmentation and "
+                                                      "dropout from here follow 2)\n"),
+                      "exit %d:\n%s", rc, o);
+        else /* the checkpoint of step 3 was written by the --seed=2 run: the same seed */
+            CHECK_MSG(rc == 0 && o && strstr(o, "at step 3\n") && !said, "exit %d:\n%s", rc, o);
+        free(o);
+    }
+}
