@@ -105,6 +105,7 @@ static void header(Buf *b, const Net *net, const CkptMeta *m) {
     put(b, &m->loss_avg_weight, 8);
     put(b, &m->target_top1, 8);
     put(b, &m->eval_pending, 8);
+    put(b, &m->train_images, 8);
 }
 
 static int write_all(int fd, const void *d, size_t n, uint32_t *crc) {
@@ -245,6 +246,7 @@ static void get_tail(Rd *r, CkptMeta *m) {
     get(r, &m->loss_avg_weight, 8);
     get(r, &m->target_top1, 8);
     if (!r->bad && r->n - r->off >= 8) get(r, &m->eval_pending, 8); /* added after the three above */
+    if (!r->bad && r->n - r->off >= 8) get(r, &m->train_images, 8);  /* and then this */
 }
 
 /* Passes over the parameter and state tensors' lists, then reads the fields after them. */

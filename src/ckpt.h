@@ -40,6 +40,7 @@ typedef struct CkptMeta {
     double target_top1;     /* the validation top-1 (%) with which --target_top1 ended the run; 0: not */
     double eval_pending;    /* 1: a stop signal ended the evaluation due after this step (--eval_every_epochs),
                                which the resumed run does first; 0 (also in older headers): none */
+    double train_images;    /* the training records of the run's --data_dir; 0: synthetic data (or an older header) */
 } CkptMeta;
 
 /* Why a checkpoint could not be read (ckpt_read_meta and ckpt_load return one, 0 on success):

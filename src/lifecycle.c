@@ -38,6 +38,7 @@ static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step
     m->loss_avg_weight = r->loss_avg[1];
     m->target_top1 = r->target_reached;
     m->eval_pending = r->eval_pending ? 1 : 0;
+    m->train_images = r->cfg.data_dir ? (double)r->nrecord : 0;
 }
 
 #define LOCK_NAME ".nvcnn.lock"
@@ -191,6 +192,11 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     if (m.world_size != r->dist.size && r->cfg.data_dir)
         printf("(saved with %d rank(s), resumed with %d: the data order continues from image %llu)\n", m.world_size,
                r->dist.size, (unsigned long long)m.data_position);
+    if (r->cfg.data_dir && m.train_images > 0 && m.train_images != (double)r->nrecord && !r->cfg.eval && !r->cfg.forward_only &&
+        r->dist.rank == 0)
+        warn("%s was trained on %.0f training images; --data_dir=%s has %llu: another data set? (this run counts its epochs, "
+             "learning-rate schedule and place in the data in this one's)",
+             path, m.train_images, r->cfg.data_dir, (unsigned long long)r->nrecord);
     if (m.seed != r->cfg.seed && !r->cfg.eval && !r->cfg.forward_only)
         printf("(saved by a run with --seed=%llu, resumed with --seed=%llu: the data order, augmentation and dropout from here "
                "follow %llu)\n",

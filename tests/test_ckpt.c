@@ -766,3 +766,30 @@ TEST(ckpt_resume_with_another_seed_says_so) {
         free(o);
     }
 }
+
+/* A run on --data_dir resumed on another data set (here one of another size: the checkpoint keeps
+ * its training image count) gets a warning naming both counts; the same data set, none. */
+TEST(ckpt_resume_on_another_data_set_warns) {
+    char a[600], b[600], cmd[2000], *o = NULL;
+    CHECK(tu_band_set(a, sizeof a, "data-a", 40, 8, 8) == 0);
+    CHECK(tu_band_set(b, sizeof b, "data-b", 24, 8, 8) == 0);
+    const char *common = "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --noeval";
+    snprintf(cmd, sizeof cmd, "%s --num_batches=2 --data_dir=%s --log_dir=%s/log", common, a, a);
+    CHECK(th_run(cmd, NULL) == 0);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s --num_batches=%d --data_dir=%s --log_dir=%s/log", common, 3 + k, k ? a : b, a);
+        int rc = th_run(cmd, &o);
+        char want[1400];
+        snprintf(want, sizeof want, "nvcnn: warning: %s/log/ckpt-2.nvcnn was trained on 40 training images; --data_dir=%s has 24: another data set?", a, b);
+        if (!k)
+            CHECK_MSG(rc == 0 && o && strstr(o, want), "exit %d, want '%s':\n%s", rc, want, o);
+        else /* ckpt-3, written by the run on the 24 images: back on the 40 it warns again, naming them */
+            CHECK_MSG(rc == 0 && o && strstr(o, "ckpt-3.nvcnn was trained on 24 training images; --data_dir=") && strstr(o, " has 40: another data set?"),
+                      "exit %d:\n%s", rc, o);
+        free(o);
+    }
+    snprintf(cmd, sizeof cmd, "%s --num_batches=5 --data_dir=%s --log_dir=%s/log", common, a, a);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "at step 4\n") && !strstr(o, "another data set"), "exit %d:\n%s", rc, o);
+    free(o);
+}
