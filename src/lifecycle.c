@@ -3,12 +3,10 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -46,30 +44,15 @@ static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step
 void lifecycle_lock_log_dir(const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/" LOCK_NAME, dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) die_code(EXIT_USAGE, "--log_dir=%s: cannot create %s: %s", dir, path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EWOULDBLOCK) {
-            char who[128] = "";
-            ssize_t n = pread(fd, who, sizeof who - 1, 0);
-            who[n > 0 ? n : 0] = 0;
-            who[strcspn(who, "\n")] = 0;
-            die_code(EXIT_USAGE, "--log_dir=%s is in use by another nvcnn run (%s): two runs in one folder would overwrite "
-                                 "each other's checkpoints; give this one another --log_dir (if that run is gone, as on a lost "
-                                 "node whose lock a network file system still holds, delete %s)",
-                     dir, who[0] ? who : "pid unknown", path);
-        }
-        close(fd); /* a file system without locks: go on unlocked */
-        return;
-    }
-    char host[64] = "";
-    gethostname(host, sizeof host - 1);
-    char line[160];
-    int len = snprintf(line, sizeof line, "pid %d on %s\n", (int)getpid(), host);
-    if (ftruncate(fd, 0) == 0) { /* the holder's name is a courtesy: a failed write changes nothing */
-        const ssize_t wrote = pwrite(fd, line, (size_t)len, 0);
-        (void)wrote;
-    }
+    char who[128];
+    const int got = util_lock_file(path, who, sizeof who);
+    if (got < 0) die_code(EXIT_USAGE, "--log_dir=%s: cannot create %s: %s", dir, path, strerror(errno));
+    if (got == UTIL_LOCK_BUSY)
+        die_code(EXIT_USAGE, "--log_dir=%s is in use by another nvcnn run (%s): two runs in one folder would overwrite "
+                             "each other's checkpoints; give this one another --log_dir (if that run is gone, as on a lost "
+                             "node whose lock a network file system still holds, delete %s)",
+                 dir, who, path);
+    if (got == UTIL_LOCK_NONE) return; /* a file system without locks: go on unlocked */
     /* held, open, until the process ends. No other run writes here now, so a checkpoint's temporary
      * file (.ckpt-N.nvcnn.tmp.PID) is one a killed run left half written: removed */
     DIR *d = opendir(dir);
@@ -259,10 +242,8 @@ int lifecycle_poll(Lifecycle *life, long step) {
         dist_allreduce_sum_d(&r->dist, sig, 2);
     }
     if (!(sig[0] || sig[1]) || step + 1 >= r->nstep) return 0; /* the last step: lifecycle_finish() saves */
-    if (sig[0] && life->before_stop) {
-        if (life->flush) life->flush(life->flush_ctx);
-        life->before_stop(life->flush_ctx, step);
-    }
+    if (life->flush) life->flush(life->flush_ctx); /* before the last row and the checkpoint */
+    if (sig[0] && life->before_stop) life->before_stop(life->flush_ctx, step);
     if (c->forward_only) { /* nothing was trained: no checkpoint */
         if (!sig[0]) return 0;
         printf("Received a stop signal: stopping after step %ld (forward only: no checkpoint)\n", step + 1);
@@ -271,7 +252,6 @@ int lifecycle_poll(Lifecycle *life, long step) {
         return 1;
     }
     char path[4096] = "";
-    if (life->flush) life->flush(life->flush_ctx);
     int ok = save_checkpoint(r, life->net, life->tr, step + 1, path, sizeof path, life->save_err, sizeof life->save_err) == 0;
     life->last_save = now_seconds();
     if (!sig[0]) { /* a periodic checkpoint: a failure is a warning, the next one may succeed */
@@ -298,7 +278,7 @@ void lifecycle_finish(Lifecycle *life, long step0) {
     Run *r = life->r;
     /* nothing trained: no checkpoint, but for the one whose pending evaluation, done first,
      * reached --target_top1 (it says so now) */
-    if (life->stopped || (r->nstep <= step0 && !(r->nstep == step0 && r->target_reached > 0))) return;
+    if (life->stopped || r->nstep < step0 || (r->nstep == step0 && !(r->target_reached > 0))) return;
     char path[4096] = "";
     if (!r->cfg.log_dir) return;
     if (save_checkpoint(r, life->net, life->tr, r->nstep, path, sizeof path, life->save_err, sizeof life->save_err) != 0)

@@ -481,7 +481,8 @@ static int train(Run *r) {
 
     for (long step = step0; step < r->nstep; step++) {
         const double t0 = now_seconds(), lr = lr_at(&sched, step);
-        if (!c->forward_only && evaluate_due(r, step)) report_force(&rep, step); /* the row an evaluation follows */
+        const int eval_due = !c->forward_only && evaluate_due(r, step);
+        if (eval_due) report_force(&rep, step); /* the row an evaluation follows */
         profile_step_begin(prof, step);
         const int32_t *labels = input_next(&in, step);        /* this step's batch, staged */
         profile_span(prof, PROF_INPUT, t0, now_seconds());
@@ -507,7 +508,7 @@ static int train(Run *r) {
         report_test_pause();                                   /* NVCNN_TEST_STEP_PAUSE_MS */
         /* a checkpoint written now comes before this step's evaluation (if one is due): it says
          * so, and the run resumed from it evaluates first */
-        r->eval_pending = !c->forward_only && evaluate_due(r, step);
+        r->eval_pending = eval_due;
         if (lifecycle_poll(&life, step)) break;                /* signals, periodic checkpoint */
         const int e = eval_while_training(r, &tr, &in, &rep, step, &eval_failed); /* --eval_every_epochs */
         if (e < 0 && lifecycle_poll(&life, step)) break; /* a stop signal during it: the checkpoint (it is still pending), then stop */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <math.h>
 #include <stdarg.h>
@@ -164,6 +165,30 @@ int check_output_path(const char *flag, const char *path, char *err, size_t errl
     close(fd);
     unlink(tmp);
     return 0;
+}
+
+int util_lock_file(const char *path, char *who, size_t n) {
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int busy = errno == EWOULDBLOCK;
+        if (busy && n) {
+            ssize_t k = pread(fd, who, n - 1, 0);
+            who[k > 0 ? k : 0] = 0;
+            who[strcspn(who, "\n")] = 0;
+            if (!who[0]) snprintf(who, n, "pid unknown");
+        }
+        close(fd);
+        return busy ? UTIL_LOCK_BUSY : UTIL_LOCK_NONE;
+    }
+    char host[64] = "", line[160];
+    gethostname(host, sizeof host - 1);
+    int len = snprintf(line, sizeof line, "pid %d on %s\n", (int)getpid(), host);
+    if (ftruncate(fd, 0) == 0) { /* the holder's name is a courtesy: a failed write changes nothing */
+        const ssize_t wrote = pwrite(fd, line, (size_t)len, 0);
+        (void)wrote;
+    }
+    return UTIL_LOCKED; /* fd stays open: the lock lasts as long as the process */
 }
 
 int path_in_folder(const char *path, const char *dir) {

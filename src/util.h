@@ -61,6 +61,13 @@ int check_output_path(const char *flag, const char *path, char *err, size_t errl
 /* Whether the file path lies directly in folder dir (the same folder once both resolve, else as
  * written). */
 int path_in_folder(const char *path, const char *dir);
+/* An exclusive lock (flock) on the file `path`, created if missing: one process at a time in a
+ * folder. UTIL_LOCKED: held (the descriptor stays open until the process ends), the file now
+ * saying "pid N on HOST"; UTIL_LOCK_BUSY: another process holds it, its line (or "pid unknown")
+ * in who[n]; UTIL_LOCK_NONE: a file system without locks, nothing held; -1: the file cannot be
+ * opened (errno says why). */
+enum { UTIL_LOCKED = 0, UTIL_LOCK_BUSY = 1, UTIL_LOCK_NONE = 2 };
+int util_lock_file(const char *path, char *who, size_t n);
 /* Whether two output paths name one file (the same name in the same folder). */
 int same_output_path(const char *a, const char *b);
 

@@ -29,14 +29,12 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -615,30 +613,16 @@ static void check_output(const Opts *o, const Owned *w, Found *f) {
  * run left: removed. */
 static void lock_output(const Opts *o, const Owned *w) {
     snprintf(lock_path, sizeof lock_path, "%s/.nvcnn-mkrecords.lock", o->output_dir);
-    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) die("--output_dir=%s: cannot create %s: %s", o->output_dir, lock_path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno != EWOULDBLOCK) { /* a file system without locks: go on unlocked */
-            close(fd);
-            return;
-        }
-        char who[128] = "";
-        ssize_t n = pread(fd, who, sizeof who - 1, 0);
-        who[n > 0 ? n : 0] = 0;
-        who[strcspn(who, "\n")] = 0;
+    char who[128];
+    const int got = util_lock_file(lock_path, who, sizeof who);
+    if (got < 0) die("--output_dir=%s: cannot create %s: %s", o->output_dir, lock_path, strerror(errno));
+    if (got == UTIL_LOCK_BUSY)
         die_code(EXIT_USAGE,
                  "--output_dir=%s is in use by another nvcnn-mkrecords (%s): two conversions into one folder would mix "
                  "their shards; wait for it to end or choose another --output_dir",
-                 o->output_dir, who[0] ? who : "pid unknown");
-    }
+                 o->output_dir, who);
+    if (got == UTIL_LOCK_NONE) return; /* a file system without locks: go on unlocked */
     locked = 1;
-    char line[160], host[64] = "";
-    gethostname(host, sizeof host - 1);
-    int len = snprintf(line, sizeof line, "pid %d on %s\n", (int)getpid(), host);
-    if (ftruncate(fd, 0) == 0) { /* the holder's name is a courtesy */
-        const ssize_t wrote = pwrite(fd, line, (size_t)len, 0);
-        (void)wrote;
-    }
     DIR *d = opendir(o->output_dir);
     for (struct dirent *e; d && (e = readdir(d));) {
         size_t nl = strlen(e->d_name);
