@@ -241,7 +241,15 @@ int lifecycle_poll(Lifecycle *life, long step) {
         if (r->dist.rank != 0) sig[1] = (f & SIG_CHECKPOINT) ? 1 : 0;
         dist_allreduce_sum_d(&r->dist, sig, 2);
     }
+    if (life->save_deferred) sig[1] = 1; /* the same on every rank */
     if (!(sig[0] || sig[1]) || step + 1 >= r->nstep) return 0; /* the last step: lifecycle_finish() saves */
+    if (!sig[0] && r->eval_pending && !c->forward_only) {
+        /* an evaluation follows this step: its checkpoint after it (written now it would say the
+         * evaluation is pending, and a run killed after the evaluation would do it twice) */
+        life->save_deferred = 1;
+        return 0;
+    }
+    life->save_deferred = 0;
     if (life->flush) life->flush(life->flush_ctx); /* before the last row and the checkpoint */
     if (sig[0] && life->before_stop) life->before_stop(life->flush_ctx, step);
     if (c->forward_only) { /* nothing was trained: no checkpoint */

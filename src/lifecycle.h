@@ -15,6 +15,8 @@ typedef struct Lifecycle {
     double last_save;  /* wall clock of the last checkpoint (or of the start) */
     int stopped;       /* a stop signal ended the run */
     long unsaved;      /* the step whose final checkpoint could not be written (0: none) */
+    int save_deferred; /* a checkpoint (periodic or SIGUSR1) fell due at a step an evaluation follows:
+                          it is written after the evaluation, so that it records it as done */
     char save_err[512]; /* why the last checkpoint could not be written */
     /* called before a checkpoint is written while training (NULL: none): the steps' results the
      * GPU backend has not handed over yet go into the run's logged loss average, which it keeps */

@@ -514,6 +514,7 @@ static int train(Run *r) {
         if (e < 0 && lifecycle_poll(&life, step)) break; /* a stop signal during it: the checkpoint (it is still pending), then stop */
         r->eval_pending = 0;
         if ((target = e > 0)) break;
+        if (life.save_deferred && lifecycle_poll(&life, step)) break; /* the checkpoint due before the evaluation, now */
     }
 
     input_finish(&in, r->nstep);

@@ -382,3 +382,41 @@ TEST_CORES(eval_pending_at_a_stop_is_done_first_after_the_resume, 1) {
         free(o);
     }
 }
+
+/* A checkpoint that falls due at a step an evaluation follows (here asked for with SIGUSR1 during
+ * step 10's pause) is written after the evaluation, saying it is done: a run killed (SIGKILL, a
+ * lost node) before the next checkpoint resumes from it without doing that evaluation again. It
+ * used to be written before the evaluation, saying it was pending, and the resumed run evaluated
+ * step 10 a second time: two evaluation rows for step 10 in metrics.csv. */
+TEST_CORES(eval_checkpoint_due_at_an_evaluation_follows_it, 1) {
+    char dir[600], cmd[2400], csv[700], *o = NULL;
+    CHECK(tu_band_set(dir, sizeof dir, "eval-ckpt-after", 40, 40, 40) == 0); /* 20 steps an epoch at batch 2 */
+    const char *common = "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=14 --display_every=1 "
+                         "--eval_every_epochs=0.5 --nstep_burnin=0";
+    snprintf(cmd, sizeof cmd,
+             "d=%s; rm -rf $d/log; NVCNN_TEST_STEP_PAUSE_MS=500 %s --data_dir=$d --log_dir=$d/log > $d/out 2>&1 & p=$!; "
+             "for i in $(seq 1000); do grep -q '^    10 ' $d/out && break; sleep 0.02; done; kill -USR1 $p; "
+             "for i in $(seq 1000); do grep -q '^    11 ' $d/out && break; sleep 0.02; done; kill -KILL $p; wait $p; rc=$?; "
+             "cat $d/out; exit $rc",
+             dir, common);
+    int rc = th_run(cmd, &o);
+    const char *val = o ? strstr(o, "\nValidation at step 10 (epoch 0.50): top-1 ") : NULL;
+    const char *ck = o ? strstr(o, "Checkpoint written to ") : NULL;
+    CHECK_MSG(rc == 137 && val && ck && val < ck && strstr(ck, "ckpt-10.nvcnn at step 10\n") && !strstr(o, "ckpt-11"),
+              "want the evaluation of step 10, then its checkpoint, then SIGKILL in step 11 (exit 137); exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s --data_dir=%s --log_dir=%s/log", common, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Restored from checkpoint ") && strstr(o, "at step 10\n") &&
+                  !strstr(o, "did not run before the run stopped") && !strstr(o, "Validation at step 10") && strstr(o, "\n    11 "),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(csv, sizeof csv, "%s/log/metrics.csv", dir);
+    char *m = (char *)tu_read_file(csv, NULL);
+    int evals = 0, rows11 = 0;
+    for (const char *p = m; p && (p = strstr(p, "\n10,0.500000,,,,,,")); p++) evals++;
+    for (const char *p = m; p && (p = strstr(p, "\n11,")); p++) rows11++;
+    CHECK_MSG(evals == 1 && rows11 == 1, "%d evaluation rows at step 10, %d rows of step 11 (want 1 and 1):\n%s", evals, rows11,
+              m ? m : "");
+    free(m);
+}
