@@ -192,13 +192,15 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
 }
 
 long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen, double *target_top1) {
-    double step = -1, reached = 0;
+    double step = -1, reached = 0, other = 0;
     path[0] = 0;
     CkptMeta m;
+    memset(&m, 0, sizeof m);
     char err[512];
     const Shape in = net->node[net->input].shape;
     if (r->cfg.log_dir && r->dist.rank == 0 && ckpt_latest(r->cfg.log_dir, path, plen)) {
         step = -2;
+        other = ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) != 0;
         /* a checkpoint of this net; one that says the run is finished must be whole too, for
          * nothing else reads it then (a corrupt one is refused by lifecycle_restore) */
         if (ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) == 0 &&
@@ -207,6 +209,12 @@ long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen, doubl
             step = (double)m.step;
             reached = m.target_top1;
         }
+    }
+    dist_bcast(&r->dist, &other, sizeof other);
+    if (other) { /* said before the net is planned (minutes on a GPU), by rank 0, as lifecycle_restore() would */
+        util_set_quiet_usage(r->dist.rank != 0);
+        die_code(EXIT_USAGE, "cannot %s --log_dir=%s: %s is a checkpoint of model %s, not %s",
+                 r->cfg.eval ? "evaluate the checkpoint of" : "resume from", r->cfg.log_dir, path, m.model, r->model->name);
     }
     dist_bcast(&r->dist, &step, sizeof step);
     dist_bcast(&r->dist, &reached, sizeof reached);

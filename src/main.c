@@ -448,12 +448,12 @@ static int train(Run *r) {
         net_free(net);
         return 0;
     }
-    warn_untimed(r, saved > 0 && !c->forward_only ? saved : 0);
     Trainer tr;
     GpuNet *gpu = plan(r, net, &tr);
     tr.lazy = gpu != NULL && !c->forward_only; /* no host round trip on the steps that print nothing */
     Lifecycle life;
     const long step0 = lifecycle_start(&life, r, net, &tr);
+    warn_untimed(r, step0); /* after the checkpoint's checks: a run they refuse has no such note */
     Input in;
     input_start(&in, r, &tr, ld, step0);
     Profiler *prof = profile_open(r, net, &tr, step0); /* --profile */
