@@ -291,19 +291,23 @@ void net_backward_scaled(Net *net, float loss_scale) {
 
 void net_backward(Net *net) { net_backward_scaled(net, 1.0f); }
 
+int net_label_rank(const float *row, int c, int label) {
+    const float v = row[label];
+    int ahead = 0;
+    for (int j = 0; j < c; j++) {
+        if (!isfinite(row[j])) return c; /* no prediction (as TensorFlow's in_top_k): never correct */
+        if (row[j] > v || (row[j] == v && j < label)) ahead++;
+    }
+    return ahead;
+}
+
 int net_topk_correct(const Net *net, int k) {
     if (net->logits < 0 || !net->labels) return 0;
     const Node *nd = &net->node[net->logits];
     int n = nd->shape.n, c = (int)shape_sample(nd->shape), correct = 0;
     for (int i = 0; i < n; i++) {
-        const float *row = nd->data + (size_t)i * (size_t)c;
         int lab = net->labels[i];
-        if (lab < 0 || lab >= c) continue;
-        float v = row[lab];
-        int greater = 0;
-        for (int j = 0; j < c; j++)
-            if (row[j] > v || (row[j] == v && j < lab)) greater++;
-        if (greater < k) correct++;
+        if (lab >= 0 && lab < c && net_label_rank(nd->data + (size_t)i * (size_t)c, c, lab) < k) correct++;
     }
     return correct;
 }

@@ -195,6 +195,10 @@ void net_backward(Net *net);
 void net_backward_scaled(Net *net, float loss_scale);
 /* Number of samples in the batch whose label is among the top-k logits. */
 int net_topk_correct(const Net *net, int k);
+/* How many of the `c` logits in `row` rank ahead of class `label` (ties go to the lower class):
+ * the sample is top-k correct when this is below k. A row with an inf or NaN logit gives c (never
+ * correct: a diverged model scores 0 %, as with TensorFlow's in_top_k). */
+int net_label_rank(const float *row, int c, int label);
 
 /* ---- Introspection ---- */
 size_t net_num_params(const Net *net);

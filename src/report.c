@@ -114,6 +114,7 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     rep->tr = tr;
     rep->step0 = rep->last_row_step = step0;
     rep->due_step = rep->force_step = rep->row_step = rep->summary_step = -1;
+    rep->rows_skipped = tr->skipped_steps; /* a resumed run's earlier ones were said then */
     rep->burnin = r->cfg.nstep_burnin; /* nvcnn.py: the first steps of the run, however short */
     rep->cap_rates = 1024;
     rep->rates = xmalloc((size_t)rep->cap_rates * sizeof *rep->rates);
@@ -231,6 +232,21 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
             printf("%6ld %5ld %7.1f %7.3f\n", step + 1, ep + 1, rate, avg);
         else
             printf("%6ld %5ld %7.1f %7.3f %7.5f\n", step + 1, ep + 1, rate, avg, lr);
+        const Trainer *tr = rep->tr;
+        if (tr->skipped_steps > rep->rows_skipped && !tr->dynamic && r->dist.rank == 0) {
+            /* with a static loss scale (fp32's 1 included) a skipped step is a diverged one, said
+             * as it happens rather than at the end of the run */
+            const long k = tr->skipped_steps - rep->rows_skipped, from = rep->last_row_step + 1;
+            char steps[96];
+            if (from < step + 1)
+                snprintf(steps, sizeof steps, "steps %ld-%ld: %ld", from, step + 1, k);
+            else
+                snprintf(steps, sizeof steps, "step %ld", from);
+            warn("%s had inf or nan gradients and did not update the parameters (%ld in the run): the training is diverging "
+                 "(a lower --learning_rate%s)",
+                 steps, tr->skipped_steps, r->cfg.precision == PREC_FP16 ? ", or --loss_scale=dynamic" : "");
+        }
+        rep->rows_skipped = tr->skipped_steps;
         const double per_step = v[3] / (double)(step + 1 - rep->last_row_step);
         if (!c->given_display_every) rep->row_every = report_row_interval(per_step, c->display_every);
         if (!last && t - rep->last_eta >= ETA_EVERY) {

@@ -277,13 +277,9 @@ void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *
     const Node *nd = &net->node[net->logits];
     int c = (int)shape_sample(nd->shape), c1 = 0, c5 = 0;
     for (int i = 0; i < count; i++) {
-        const float *row = nd->data + (size_t)i * (size_t)c;
-        int lab = labels[i], greater = 0;
-        float v = row[lab];
-        for (int j = 0; j < c; j++)
-            if (row[j] > v || (row[j] == v && j < lab)) greater++;
-        c1 += greater < 1;
-        c5 += greater < 5;
+        const int ahead = net_label_rank(nd->data + (size_t)i * (size_t)c, c, labels[i]);
+        c1 += ahead < 1;
+        c5 += ahead < 5;
     }
     *top1 = c1;
     *top5 = c5;

@@ -795,16 +795,32 @@ TEST(cli_a_huge_run_length_starts_and_stops_cleanly) {
 
 /* fp32 steps whose gradients are inf or nan (a learning rate far too high) are skipped, which
  * leaves the loss column frozen: the run says the training diverged, not only how many were
- * skipped. */
+ * skipped, and says it at the rows as it happens (it used to say it only at the end of the run),
+ * the rows' counts adding up to the run's. */
 TEST(cli_diverged_training_is_said) {
     char *o = NULL;
-    const int rc = nv("--model=lenet --batch_size=2 --num_batches=6 --learning_rate=1e9", &o);
+    const int rc = nv("--model=lenet --batch_size=2 --num_batches=6 --display_every=2 --learning_rate=1e9", &o);
     const char *w = o ? strstr(o, "Skipped steps (inf/nan gradients): ") : NULL;
     int n = 0;
     CHECK_MSG(rc == 0 && w && sscanf(w, "Skipped steps (inf/nan gradients): %d", &n) == 1 && n >= 3, "exit %d: %s", rc, o);
     char want[200];
     snprintf(want, sizeof want, "nvcnn: warning: %d of the run's steps had inf or nan gradients and did not update the parameters: the training diverged (a lower --learning_rate)\n", n);
     CHECK_MSG(o && strstr(o, want), "want %s in: %s", want, o);
+    long said = 0, rows = 0, last = -1;
+    for (const char *p = o; p && (p = strstr(p, "nvcnn: warning: step")); p++) {
+        long a, b, k;
+        if (sscanf(p, "nvcnn: warning: steps %ld-%ld: %ld had inf or nan gradients", &a, &b, &k) == 3 && a > last && b >= a &&
+            k <= b - a + 1)
+            last = b;
+        else if (sscanf(p, "nvcnn: warning: step %ld had inf or nan gradients", &a) == 1 && a > last)
+            last = a, k = 1;
+        else
+            k = -1000;
+        said += k;
+        rows++;
+    }
+    CHECK_MSG(rows >= 2 && said == n && strstr(o, "in the run): the training is diverging (a lower --learning_rate)\n"),
+              "%ld warnings at the rows saying %ld skipped steps, want %d:\n%s", rows, said, n, o);
     free(o);
 }
 

@@ -203,3 +203,31 @@ TEST(softmax_xent_bad_label_dies) {
     char msg[512];
     CHECK(ld_run_child(forward_with, &ok, msg, sizeof msg) == 0);
 }
+
+/* Top-k against a naive count over random rows with ties (the lower class first), and a row with
+ * an inf or NaN logit anywhere, the label's own included, never correct (TensorFlow's in_top_k
+ * says false there): a NaN used to rank behind every class, so a diverged model whose logits
+ * were all NaN scored a high accuracy. */
+static uint32_t lcg(uint64_t *s) {
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(*s >> 33);
+}
+
+TEST(softmax_xent_topk_ranks_ties_and_non_finite_rows) {
+    uint64_t s = 99;
+    float row[12];
+    for (int t = 0; t < 200; t++) {
+        const int c = 2 + t % 11, lab = (int)(lcg(&s) % (uint32_t)c);
+        for (int j = 0; j < c; j++) row[j] = (float)(lcg(&s) % 5); /* many ties */
+        int naive = 0;
+        for (int j = 0; j < c; j++) naive += row[j] > row[lab] || (row[j] == row[lab] && j < lab);
+        CHECK_MSG(net_label_rank(row, c, lab) == naive, "row %d: %d, naive %d", t, net_label_rank(row, c, lab), naive);
+        const float bad[3] = {NAN, INFINITY, -INFINITY};
+        const int at = (int)(lcg(&s) % (uint32_t)c);
+        const float keep = row[at];
+        row[at] = bad[t % 3];
+        CHECK_MSG(net_label_rank(row, c, lab) == c, "row %d with %g at class %d (label %d): rank %d", t, (double)row[at], at, lab,
+                  net_label_rank(row, c, lab));
+        row[at] = keep;
+    }
+}
