@@ -241,13 +241,14 @@ int lifecycle_poll(Lifecycle *life, long step) {
     Run *r = life->r;
     const Config *c = &r->cfg;
     /* rank 0's clock decides the periodic checkpoint; the signals of any rank count */
-    double sig[2] = {0, 0};
+    double sig[4] = {0, 0, 0, 0}; /* stop, checkpoint, SIGTERM, SIGINT */
     int f = signals_take();
     sig[0] = (f & SIG_STOP) ? 1 : 0;
     sig[1] = ((f & SIG_CHECKPOINT) || (c->log_dir && now_seconds() - life->last_save >= c->save_interval)) ? 1 : 0;
+    signals_stop_counts(sig + 2);
     if (r->dist.size > 1) {
         if (r->dist.rank != 0) sig[1] = (f & SIG_CHECKPOINT) ? 1 : 0;
-        dist_allreduce_sum_d(&r->dist, sig, 2);
+        dist_allreduce_sum_d(&r->dist, sig, 4);
     }
     if (life->save_deferred) sig[1] = 1; /* the same on every rank */
     if (!(sig[0] || sig[1]) || step + 1 >= r->nstep) return 0; /* the last step: lifecycle_finish() saves */
@@ -262,7 +263,7 @@ int lifecycle_poll(Lifecycle *life, long step) {
     if (sig[0] && life->before_stop) life->before_stop(life->flush_ctx, step);
     if (c->forward_only) { /* nothing was trained: no checkpoint */
         if (!sig[0]) return 0;
-        printf("Received a stop signal: stopping after step %ld (forward only: no checkpoint)\n", step + 1);
+        printf("Received %s: stopping after step %ld (forward only: no checkpoint)\n", signals_stop_name(sig + 2), step + 1);
         life->stopped = 1;
         r->nstep = step + 1;
         return 1;
@@ -275,8 +276,7 @@ int lifecycle_poll(Lifecycle *life, long step) {
         if (!ok) warn("%s (training goes on; the next checkpoint is tried in --save_interval)", life->save_err);
         return 0;
     }
-    int s = signals_stop_signal();
-    const char *name = s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "a stop signal";
+    const char *name = signals_stop_name(sig + 2);
     if (!c->log_dir)
         printf("Received %s: stopping after step %ld (no --log_dir: no checkpoint written)\n", name, step + 1);
     else if (ok)

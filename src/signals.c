@@ -66,3 +66,13 @@ int signals_take(void) {
 }
 
 int signals_stop_signal(void) { return (int)stop_sig; }
+
+void signals_stop_counts(double v[2]) {
+    const int s = (int)stop_sig;
+    v[0] = s == SIGTERM ? 1 : 0;
+    v[1] = s == SIGINT ? 1 : 0;
+}
+
+const char *signals_stop_name(const double summed[2]) {
+    return summed[0] > 0 ? "SIGTERM" : summed[1] > 0 ? "SIGINT" : "a stop signal";
+}

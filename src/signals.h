@@ -11,5 +11,12 @@ void signals_install(void);
 int signals_take(void);
 /* The number of the signal that asked to stop (SIGTERM or SIGINT), 0 if none. */
 int signals_stop_signal(void);
+/* This rank's stop signal as counts for a sum across ranks: v[0] = 1 where it is SIGTERM, v[1] = 1
+ * where it is SIGINT (else 0). */
+void signals_stop_counts(double v[2]);
+/* The name of the stop signal from those counts summed over the ranks: "SIGTERM" where any rank got
+ * it, else "SIGINT" where any did, else "a stop signal". Every rank names it alike, whichever rank
+ * the signal reached first (a batch script looks for "Received SIG...: checkpoint written"). */
+const char *signals_stop_name(const double summed[2]);
 
 #endif
