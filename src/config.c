@@ -236,6 +236,61 @@ void config_print_args(const Config *cfg, FILE *f) {
     }
 }
 
+/* Flags whose values may differ between ranks: a node's own paths and resources, and what only
+ * rank 0 acts on. Of the paths (--data_dir, --log_dir, --profile, --export_onnx) only whether
+ * they are given counts. */
+static const char *const per_rank[] = {"input_threads", "shuffle_buffer", "verbose", "step_timeout", "save_interval", "cudnn_workspace_mb"};
+
+static int flag_per_rank(const Flag *f) {
+    for (size_t i = 0; i < sizeof per_rank / sizeof per_rank[0]; i++)
+        if (strcmp(f->name, per_rank[i]) == 0) return 1;
+    return 0;
+}
+
+const char *config_per_rank_flags(void) {
+    return "the paths of --data_dir, --log_dir, --profile and --export_onnx, --input_threads, --shuffle_buffer, --verbose, "
+           "--step_timeout, --save_interval, --cudnn_workspace_mb";
+}
+
+size_t config_rank_text(const Config *cfg, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < NFLAGS; i++) {
+        const Flag *f = &flags[i];
+        int seen = !f->off || f->parse == parse_help || flag_per_rank(f);
+        for (int j = 0; j < i && !seen; j++) seen = flags[j].off == f->off; /* an alias: said under the first name */
+        if (seen) continue;
+        const char *at = (const char *)cfg + f->off;
+        char v[160];
+        if (f->parse == parse_str || f->parse == parse_path) {
+            const char *t = *(const char *const *)(const void *)at;
+            if (f->parse == parse_path)
+                snprintf(v, sizeof v, "%s", t ? "(given)" : "(none)");
+            else
+                snprintf(v, sizeof v, "%s", t ? t : "(none)");
+        } else if (f->parse == parse_int && f->size != sizeof(int)) {
+            int64_t x;
+            memcpy(&x, at, sizeof x);
+            snprintf(v, sizeof v, "%lld", (long long)x);
+        } else if (f->parse == parse_num) {
+            double x;
+            memcpy(&x, at, sizeof x);
+            snprintf(v, sizeof v, "%.17g", x);
+        } else if (f->parse == parse_loss_scale) {
+            snprintf(v, sizeof v, "%.17g%s", cfg->loss_scale, cfg->dynamic_loss_scale ? " (dynamic)" : "");
+        } else if (f->parse == parse_profile_steps) {
+            snprintf(v, sizeof v, "%ld:%d", cfg->profile_first, cfg->profile_count);
+        } else { /* int fields: integers, choices, switches */
+            int x;
+            memcpy(&x, at, sizeof x);
+            snprintf(v, sizeof v, "%d", x);
+        }
+        const int w = snprintf(buf + len, len < n ? n - len : 0, "--%s=%s\n", f->name, v);
+        if (w > 0) len += (size_t)w;
+    }
+    return len;
+}
+
 int config_given(const Config *cfg, const void *field) {
     for (int i = 0; i < cfg->nargs; i++) {
         const Flag *f = &flags[cfg->args[i].flag];
@@ -563,6 +618,12 @@ static void check_config(const Config *cfg) {
             die_code(EXIT_USAGE, "%s needs --data_dir (synthetic data has no epochs)", as);
     if (cfg->lr_decay_policy == LR_STEP && !cfg->data_dir)
         die_code(EXIT_USAGE, "--lr_decay_policy=step needs --data_dir (synthetic data has no epochs to decay at)");
+    /* what only --log_dir holds: checkpoints, TensorBoard's summaries */
+    const void *in_log_dir[] = {&cfg->save_interval, &cfg->summary_interval};
+    const char *what[] = {"checkpoints", "TensorBoard summaries"};
+    for (size_t i = 0; i < sizeof in_log_dir / sizeof *in_log_dir && !cfg->log_dir; i++)
+        if (config_given_as(cfg, in_log_dir[i], as, sizeof as))
+            die_code(EXIT_USAGE, "%s needs --log_dir: without it no %s are written", as, what[i]);
     if (config_given(cfg, &cfg->profile_first) && !cfg->profile)
         die_code(EXIT_USAGE, "--profile_steps needs --profile=FILE");
     if (cfg->profile && cfg->eval) die_code(EXIT_USAGE, "--profile profiles training steps: not with --eval");

@@ -104,5 +104,11 @@ int config_given(const Config *cfg, const void *field);
  * -m lenet as "--model=lenet"), written into buf; NULL when no flag given sets it. */
 const char *config_given_as(const Config *cfg, const void *field, char *buf, size_t n);
 const char *precision_name(Precision p);
+/* The values of the flags that every rank of a run must share, one "--name=value\n" line each in
+ * the flag table's order (an alias under its first name; of a path flag, whether it is given),
+ * written into buf (at most n bytes with the NUL); returns the length the whole text needs. */
+size_t config_rank_text(const Config *cfg, char *buf, size_t n);
+/* Those that may differ, in words (for the message that names a difference). */
+const char *config_per_rank_flags(void);
 
 #endif

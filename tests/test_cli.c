@@ -666,9 +666,7 @@ TEST(cli_args_echo_one_line_per_flag_and_dash_h) {
 /* nvcnn.py's spellings: -m, -b, -g 1, --noeval, --nofp16, --num_warmup_batches, --data_format */
 TEST(cli_nvcnn_spellings) {
     char *o;
-    int rc = nv("-m lenet -b 8 --num_batches 3 -g 1 --noeval --fp16 --nofp16 --num_warmup_batches=1 --data_format=NCHW "
-                "--summary_interval=60",
-                &o);
+    int rc = nv("-m lenet -b 8 --num_batches 3 -g 1 --noeval --fp16 --nofp16 --num_warmup_batches=1 --data_format=NCHW", &o);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, o);
     CHECK_MSG(o && strstr(o, "Model:       lenet\n") && strstr(o, "Batch size:  8 per device\n") &&
                   strstr(o, "Data type:   fp32\n") && strstr(o, "(2 timed steps: too few for an error estimate)"),
@@ -680,6 +678,9 @@ TEST(cli_nvcnn_spellings) {
                             {"-m lenet --data_format=NHWC", "--data_format=NHWC"},
                             {"-m lenet --data_format=nhwc", "--data_format=nhwc"},
                             {"-m lenet --summary_interval=-1", "--summary_interval=-1"},
+                            /* what --log_dir alone holds, without it: refused, not ignored */
+                            {"-m lenet --summary_interval=60", "--summary_interval=60 needs --log_dir: without it no TensorBoard summaries are written"},
+                            {"-m lenet --save_interval 60", "--save_interval=60 needs --log_dir: without it no checkpoints are written"},
                             {"-m lenet -x", "unknown flag -x"},
                             {"-m", "needs a value"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
