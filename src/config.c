@@ -288,6 +288,9 @@ size_t config_rank_text(const Config *cfg, char *buf, size_t n) {
         const int w = snprintf(buf + len, len < n ? n - len : 0, "--%s=%s\n", f->name, v);
         if (w > 0) len += (size_t)w;
     }
+    /* --noeval sets --eval's field as its default does, and also leaves out the final validation */
+    const int w = snprintf(buf + len, len < n ? n - len : 0, "--noeval=%s\n", cfg->noeval ? "given" : "not given");
+    if (w > 0) len += (size_t)w;
     return len;
 }
 

@@ -290,6 +290,22 @@ static Loader *plan_steps(Run *r) {
         /* a run that evaluates: validation-* that cannot be read stops it now, not after training */
         if (!c->forward_only && loader_has_subset(c->data_dir, "validation")) input_scan(r, "validation");
     }
+    if (c->data_dir && r->dist.size > 1) { /* one data set: node-local copies may sit at other paths, not differ */
+        uint64_t *n = xmalloc((size_t)r->dist.size * 2 * sizeof *n);
+        const uint64_t mine[2] = {(uint64_t)r->nrecord, (uint64_t)loader_has_subset(c->data_dir, "validation")};
+        dist_allgather(&r->dist, mine, n, sizeof mine);
+        int k = 1;
+        while (k < r->dist.size && n[2 * k] == n[0] && n[2 * k + 1] == n[1]) k++;
+        if (k < r->dist.size) {
+            util_set_quiet_usage(r->dist.rank != k);
+            if (n[2 * k] != n[0])
+                die_code(EXIT_USAGE, "rank %d's --data_dir=%s holds %llu training records, rank 0's %llu: every rank needs the same data set",
+                         k, c->data_dir, (unsigned long long)n[2 * k], (unsigned long long)n[0]);
+            die_code(EXIT_USAGE, "rank %d's --data_dir=%s has %svalidation-* shards, rank 0's has %s: every rank needs the same data set",
+                     k, c->data_dir, n[2 * k + 1] ? "" : "no ", n[1] ? "them" : "none");
+        }
+        free(n);
+    }
     if (c->num_epochs > 0)
         r->nstep = (long)(c->num_epochs * (double)r->nrecord / r->total_batch);
     else
@@ -559,6 +575,51 @@ static void default_omp_wait(char **argv) {
     unsetenv("GOMP_SPINCOUNT"); /* exec failed: libgomp already runs with its default */
 }
 
+/* Every rank must be given the same flags, but those config_per_rank_flags() names: ranks that
+ * differ in the run's length, batch or model would wait for each other in a collective that never
+ * matches (a hang until --step_timeout, or MPI's own abort), or train on silently wrong figures.
+ * The lowest rank that differs from rank 0 names the first flag that does, once; every rank exits 2. */
+static void check_ranks_agree(Run *r) {
+    if (r->dist.size == 1) return;
+    enum { TEXT = 16384 };
+    char *mine = xmalloc(TEXT), *zero = xmalloc(TEXT);
+    size_t len = config_rank_text(&r->cfg, mine, TEXT);
+    if (len >= TEXT) len = TEXT - 1;
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)mine[i]) * 1099511628211ULL;
+    uint64_t *all = xmalloc((size_t)r->dist.size * sizeof *all);
+    dist_allgather(&r->dist, &h, all, sizeof h);
+    int first = -1, more = 0;
+    for (int k = 1; k < r->dist.size; k++)
+        if (all[k] != all[0]) {
+            if (first < 0)
+                first = k;
+            else
+                more++;
+        }
+    free(all);
+    if (first < 0) {
+        free(mine);
+        free(zero);
+        return;
+    }
+    memcpy(zero, mine, TEXT);
+    dist_bcast(&r->dist, zero, TEXT); /* rank 0's */
+    util_set_quiet_usage(r->dist.rank != first);
+    const char *a = mine, *b = zero;
+    while (*a && *b) { /* the same flags, line by line: the first whose values differ */
+        const size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        if (la != lb || memcmp(a, b, la) != 0) break;
+        a += la + (a[la] ? 1 : 0);
+        b += lb + (b[lb] ? 1 : 0);
+    }
+    char more_text[64] = "";
+    if (more) snprintf(more_text, sizeof more_text, " (and %d more rank%s differ)", more, more == 1 ? "" : "s");
+    die_code(EXIT_USAGE, "the ranks were given different flags: rank %d has %.*s, rank 0 %.*s%s; every rank needs the same "
+                         "flags (only %s may differ)",
+             first, (int)strcspn(a, "\n"), a, (int)strcspn(b, "\n"), b, more_text, config_per_rank_flags());
+}
+
 int main(int argc, char **argv) {
     Run r;
     default_omp_wait(argv);
@@ -576,6 +637,7 @@ int main(int argc, char **argv) {
     report_clock(); /* an invalid NVCNN_TEST_CLOCK_SCALE stops the run here, before any output */
     report_test_pause_ms(); /* likewise an invalid NVCNN_TEST_STEP_PAUSE_MS */
     watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */
+    check_ranks_agree(&r);
     if (r.dist.rank != 0 && !r.cfg.verbose) {
         if (!freopen("/dev/null", "w", stdout)) die("cannot silence rank %d's output", r.dist.rank);
     }

@@ -482,3 +482,53 @@ TEST_CORES(dist_a_stop_signal_on_one_rank_is_named_by_rank_0, 1) {
         free(o);
     }
 }
+
+/* Ranks given different flags (a per-node script, a node-local copy of other data) used to hang
+ * until --step_timeout in a collective that never matched (another --num_batches, another data
+ * set), abort inside MPI (another --num_classes: MPI_ERR_TRUNCATE), or train on wrong figures
+ * (another --batch_size: the header's total was rank 0's times the ranks). Now: one line from the
+ * lowest rank that differs, naming the flag and both values, and exit 2 before anything runs; the
+ * flags that may differ (a node's own paths and resources) still may. */
+TEST_CORES(dist_ranks_given_different_flags_are_refused, 1) {
+    char mr[200], cmd[2400], a[600], b[600], *o = NULL;
+    if (!mpirun(3, mr, sizeof mr)) {
+        th_skip("no MPI in this build or no mpirun");
+        return;
+    }
+    CHECK(tu_band_set(a, sizeof a, "ranks-data-a", 40, 10, 10) == 0);
+    CHECK(tu_band_set(b, sizeof b, "ranks-data-b", 30, 10, 10) == 0);
+    /* rank 2's extra flags, and what rank 2's line must say (NULL: the run goes on) */
+    const char *cases[][2] = {
+        {"--batch_size=8", "nvcnn: error: the ranks were given different flags: rank 2 has --batch_size=8, rank 0 --batch_size=4; "},
+        {"--num_classes=20", "rank 2 has --num_classes=20, rank 0 --num_classes=10; every rank needs the same flags (only "},
+        {"--noeval", "rank 2 has --noeval=given, rank 0 --noeval=not given; "},
+        {"--data_dir=B", "nvcnn: error: rank 2's --data_dir=B holds 30 training records, rank 0's 40: every rank needs the same data set"},
+        {"--input_threads=1 --shuffle_buffer=7 --step_timeout=300", NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char extra[700], want[900];
+        snprintf(extra, sizeof extra, "%s", cases[k][0]);
+        char *p = strstr(extra, "=B");
+        if (p) snprintf(p, sizeof extra - (size_t)(p - extra), "=%s", b);
+        snprintf(cmd, sizeof cmd,
+                 "%s sh -c 'x=; [ $OMPI_COMM_WORLD_RANK = 2 ] && x=\"%s\"; exec ./nvcnn --model=lenet --device=cpu --num_classes=10 "
+                 "--batch_size=4 --num_batches=2 --data_dir=%s $x'",
+                 mr, extra, a);
+        const int rc = th_run(cmd, &o);
+        if (!cases[k][1]) {
+            CHECK_MSG(rc == 0 && o && strstr(o, "Validation Top-1: "), "'%s' on rank 2: exit %d:\n%s", extra, rc, o);
+        } else {
+            snprintf(want, sizeof want, "%s", cases[k][1]);
+            p = strstr(want, "=B ");
+            if (p) {
+                char rest[900];
+                snprintf(rest, sizeof rest, "%s", p + 2);
+                snprintf(p, sizeof want - (size_t)(p - want), "=%s%s", b, rest);
+            }
+            const char *e = o ? strstr(o, "nvcnn: error: ") : NULL;
+            CHECK_MSG(rc == 2 && o && strstr(o, want) && e && !strstr(e + 1, "nvcnn: error: ") && !strstr(o, "Model:"),
+                      "'%s' on rank 2: exit %d, want one line with '%s':\n%s", extra, rc, want, o);
+        }
+        free(o);
+    }
+}
