@@ -172,7 +172,7 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     if (m.in_h != in.h || m.in_w != in.w)
         printf("(saved at %dx%d, now %dx%d: the weights of a fully convolutional model serve any input size)\n", m.in_h,
                m.in_w, in.h, in.w);
-    if (m.world_size != r->dist.size && r->cfg.data_dir)
+    if (m.world_size != r->dist.size && r->cfg.data_dir && !r->cfg.eval && !r->cfg.forward_only)
         printf("(saved with %d rank(s), resumed with %d: the data order continues from image %llu)\n", m.world_size,
                r->dist.size, (unsigned long long)m.data_position);
     if (r->cfg.data_dir && m.train_images > 0 && m.train_images != (double)r->nrecord && !r->cfg.eval && !r->cfg.forward_only &&

@@ -634,6 +634,7 @@ int main(int argc, char **argv) {
     util_set_quiet_usage(r.dist.rank != 0); /* the command line's errors: rank 0 says them, once */
     config_parse(&r.cfg, argc, argv);
     util_set_quiet_usage(0);
+    util_set_error_delay(r.dist.rank != 0 ? 2000 : 0); /* the errors all ranks meet: rank 0's line alone */
     report_clock(); /* an invalid NVCNN_TEST_CLOCK_SCALE stops the run here, before any output */
     report_test_pause_ms(); /* likewise an invalid NVCNN_TEST_STEP_PAUSE_MS */
     watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */

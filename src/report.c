@@ -320,10 +320,10 @@ void report_end(Report *rep, long steps) {
         const double per = (double)r->dist.size * (double)(steps > 0 ? steps : 1);
         const int off = r->cfg.allreduce == ALLREDUCE_NONE;
         if (tr->gpu && gpunet_graph_made(tr->gpu)) { /* events inside a captured step are not timed */
-            printf("Backward: not timed (the steps ran as one CUDA Graph: --cuda_graph=off times it); allreduce %s, %d bucket(s) of %g MiB\n",
+            printf("Backward: not timed (the steps ran as one CUDA Graph: --cuda_graph=off times it); allreduce %s, %d bucket(s) of up to %g MiB (--bucket_mb)\n",
                    off ? "off" : tr->nccl ? "on (nccl)" : "on (mpi)", tr->nccl ? gpunet_nccl_buckets(tr->gpu) : 0, r->cfg.bucket_mb);
         } else {
-            printf("Backward: %.2f ms/step; allreduce %s: %.2f ms/step exposed (after backward), %d bucket(s) of %g MiB\n",
+            printf("Backward: %.2f ms/step; allreduce %s: %.2f ms/step exposed (after backward), %d bucket(s) of up to %g MiB (--bucket_mb)\n",
                    1e3 * t[0] / per, off ? "off" : tr->nccl ? "on (nccl)" : "on (mpi)", 1e3 * t[1] / per,
                    tr->nccl ? gpunet_nccl_buckets(tr->gpu) : tr->sync ? gradsync_buckets(tr->sync) : 0, r->cfg.bucket_mb);
         }

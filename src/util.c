@@ -22,6 +22,14 @@ void util_set_program(const char *name) { program = name; }
 void util_set_die_hook(void (*hook)(void)) { die_hook = hook; }
 static int quiet_usage;
 void util_set_quiet_usage(int on) { quiet_usage = on; }
+static int error_delay_ms;
+void util_set_error_delay(int ms) { error_delay_ms = ms; }
+
+static void sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+}
 
 /* The whole line is formatted first and written with one call: stderr is unbuffered, and a line
  * written in pieces can be split by another thread's output (a decode worker's error in the middle
@@ -65,11 +73,10 @@ void die_code(int code, const char *fmt, ...) {
     begin_dying();
     if (code == EXIT_USAGE && quiet_usage) {
         fflush(NULL);
-        struct timespec t = {1, 0};
-        while (nanosleep(&t, &t) != 0 && errno == EINTR) {
-        }
+        sleep_ms(1000);
         _exit(code);
     }
+    if (error_delay_ms > 0) sleep_ms(error_delay_ms); /* a rank but 0: the job may end first (see util.h) */
     va_list ap;
     va_start(ap, fmt);
     vmsg("error", fmt, ap);

@@ -31,6 +31,11 @@ void util_set_die_hook(void (*hook)(void));
  * other than 0 parsing the command line, which every rank parses alike, leaves the one error line
  * to rank 0 (which has printed it by then; mpirun ends the job at the first rank that exits). */
 void util_set_quiet_usage(int on);
+/* A rank other than 0 waits `ms` milliseconds before it says its fatal error (0: at once): where
+ * rank 0 met the same error (a missing --data_dir, a checkpoint that cannot be resumed, a usage
+ * error every rank finds alike) and said it, mpirun or srun ends the job meanwhile and the line
+ * comes once; an error of this rank's own is said all the same, that much later. */
+void util_set_error_delay(int ms);
 /* Prints "<program>: error: <fmt>" and exits with `code`. */
 void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* die_code(EXIT_FAILURE_GENERIC, ...). */

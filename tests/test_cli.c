@@ -952,4 +952,18 @@ TEST(cli_errors_under_mpirun_are_said_once) {
     first = o ? strstr(o, "Usage: nvcnn ") : NULL;
     CHECK_MSG(rc == 0 && first && !strstr(first + 1, "Usage: nvcnn "), "exit %d:\n%s", rc, o);
     free(o);
+    /* errors every rank meets alike after the command line (each rank used to print its own line,
+     * or "see rank 0"): rank 0's line alone */
+    const char *alike[][2] = {
+        {"--data_dir=/nonexistent-nvcnn-data", "nvcnn: error: data directory /nonexistent-nvcnn-data: No such file or directory\n"},
+        {"--allreduce=nccl --device=cpu", "nvcnn: error: --allreduce=nccl needs the GPU backend"},
+        {"--eval --data_dir=data/fashion-mnist --log_dir=tests", "nvcnn: error: --eval: no checkpoint in --log_dir=tests"},
+    };
+    for (size_t k = 0; k < sizeof alike / sizeof alike[0]; k++) {
+        snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet --num_classes=10 %s 2>&1", mr, alike[k][0]);
+        rc = th_run(cmd, &o);
+        first = o ? strstr(o, "nvcnn: error: ") : NULL;
+        CHECK_MSG(rc == 2 && first && strstr(o, alike[k][1]) && !strstr(first + 1, "nvcnn: error: "), "'%s': exit %d:\n%s", alike[k][0], rc, o);
+        free(o);
+    }
 }
