@@ -3,11 +3,13 @@
 #include "events.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,10 +18,78 @@
 #include "io/tfrecord.h"
 #include "util.h"
 
+/* One of the two files, appended to whole records at a time: a write that fails part-way (a full
+ * disk) is cut back to the last whole record, so that what is written later (once there is room)
+ * follows whole rows and records, and the records lost are counted and said. */
+typedef struct LogFile {
+    int fd;
+    off_t good;       /* the length of the whole records written */
+    long lost;        /* records that could not be written */
+    long lost_from;   /* the step of the first of them (-1: none) */
+    int failing;      /* the last write failed (its warning said) */
+    char err[128];    /* why the first one failed */
+    const char *what; /* "rows", "events" */
+    char path[4300];
+} LogFile;
+
 struct EventLog {
-    FILE *ev, *csv;
+    LogFile ev, csv;
     char path[4096];
 };
+
+/* Opens path for appending; refuses what is not a regular file (opening a FIFO would block the
+ * run). -1 with errno set on failure (EISDIR for a folder, EINVAL for another special file). */
+static int log_open(LogFile *f, const char *path, const char *what) {
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->what = what;
+    f->lost_from = -1;
+    f->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat st;
+    if (f->fd < 0) return -1;
+    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        close(f->fd);
+        f->fd = -1;
+        errno = e;
+        return -1;
+    }
+    f->good = st.st_size;
+    return 0;
+}
+
+static void log_append(LogFile *f, const void *buf, size_t n, int64_t step) {
+    const char *p = buf;
+    size_t done = 0;
+    while (done < n) {
+        const ssize_t w = write(f->fd, p + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    if (done == n) {
+        f->good += (off_t)n;
+        if (f->failing) printf("%s: written again from step %lld\n", f->path, (long long)step);
+        f->failing = 0;
+        return;
+    }
+    const int e = done < n && errno ? errno : ENOSPC;
+    if (ftruncate(f->fd, f->good) != 0) { /* not even that: whatever it holds past here is torn */
+    }
+    if (!f->lost) snprintf(f->err, sizeof f->err, "%s", strerror(e));
+    if (f->lost_from < 0) f->lost_from = step;
+    f->lost++;
+    if (!f->failing)
+        warn("cannot write %s: %s (its %s from step %lld on are lost until it can be written again)", f->path, strerror(e), f->what,
+             (long long)step);
+    f->failing = 1;
+}
+
+static void log_close(LogFile *f) {
+    if (f->fd < 0) return;
+    if (f->lost)
+        warn("%s lacks %ld of this run's %s, from step %ld on (%s)", f->path, f->lost, f->what, f->lost_from, f->err);
+    close(f->fd);
+}
 
 static double wall_time(void) {
     struct timeval tv;
@@ -41,7 +111,7 @@ static size_t frame_event(const Tensorboard__Event *ev, uint8_t **out) {
 static void write_event(EventLog *e, const Tensorboard__Event *ev) {
     uint8_t *rec;
     size_t n = frame_event(ev, &rec);
-    if (fwrite(rec, 1, n, e->ev) != n || fflush(e->ev) != 0) warn("cannot write %s: %s", e->path, strerror(errno));
+    log_append(&e->ev, rec, n, ev->step);
     free(rec);
 }
 
@@ -89,29 +159,45 @@ static long trim_csv(const char *csv, long step0) {
 
 EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     EventLog *e = xcalloc(1, sizeof *e);
+    e->ev.fd = e->csv.fd = -1;
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);
     snprintf(e->path, sizeof e->path, "%s/events.out.tfevents.%ld.%s", dir, (long)time(NULL), host);
-    e->ev = fopen(e->path, "ab");
     char csv[4200];
     snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
-    int fresh = access(csv, F_OK) != 0;
-    const long trimmed = fresh || !e->ev || step0 < 0 ? 0 : trim_csv(csv, step0);
-    if (trimmed > 0)
-        printf("%s: %ld row%s past step %ld removed (written by a run that ended without a checkpoint there)\n", csv,
-               trimmed, trimmed == 1 ? "" : "s", step0);
-    else if (trimmed < 0)
-        warn("%s: cannot remove its rows past step %ld (a run that ended without a checkpoint there): %s", csv, step0,
-             strerror(errno));
-    e->csv = e->ev ? fopen(csv, "a") : NULL;
-    if (!e->ev || !e->csv) {
-        snprintf(err, errlen, "cannot write logs in %s: %s", dir, strerror(errno));
-        if (e->ev) fclose(e->ev);
+    struct stat st;
+    const int fresh = stat(csv, &st) != 0;
+    const char *bad = NULL;
+    if (!fresh && !S_ISREG(st.st_mode)) { /* read for its rows below: a FIFO would block the run */
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        bad = csv;
+    } else if (log_open(&e->ev, e->path, "events") != 0) {
+        bad = e->path;
+    } else {
+        const long trimmed = fresh || step0 < 0 ? 0 : trim_csv(csv, step0);
+        if (trimmed > 0)
+            printf("%s: %ld row%s past step %ld removed (written by a run that ended without a checkpoint there)\n", csv, trimmed,
+                   trimmed == 1 ? "" : "s", step0);
+        else if (trimmed < 0)
+            warn("%s: cannot remove its rows past step %ld (a run that ended without a checkpoint there): %s", csv, step0,
+                 strerror(errno));
+        if (log_open(&e->csv, csv, "rows") != 0) bad = csv;
+    }
+    if (bad) {
+        const int code = errno;
+        snprintf(err, errlen, "cannot write %s: %s", bad, code == EINVAL ? "not a regular file" : strerror(code));
+        if (e->ev.fd >= 0) {
+            close(e->ev.fd);
+            if (e->ev.good == 0) unlink(e->path); /* made just now, empty */
+        }
         free(e);
+        errno = code;
         return NULL;
     }
-    if (fresh) fprintf(e->csv, "step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n");
-    fflush(e->csv);
+    if (fresh) {
+        static const char head[] = "step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n";
+        log_append(&e->csv, head, sizeof head - 1, 0);
+    }
     Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
     ev.wall_time = wall_time();
     ev.what_case = TENSORBOARD__EVENT__WHAT_FILE_VERSION;
@@ -121,7 +207,7 @@ EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     if (step0 < 0) return e;
     uint8_t *rec;
     size_t n = events_encode_start(wall_time(), step0 + 1, &rec);
-    if (fwrite(rec, 1, n, e->ev) != n || fflush(e->ev) != 0) warn("cannot write %s: %s", e->path, strerror(errno));
+    log_append(&e->ev, rec, n, step0 + 1);
     free(rec);
     return e;
 }
@@ -184,21 +270,18 @@ void events_csv(EventLog *e, int64_t step, double epoch, double loss, double lr,
                 double top5, double eval_top1, double eval_top5) {
     if (!e) return;
     const double vals[] = {loss, lr, img_per_sec, top1, top5, eval_top1, eval_top5};
-    fprintf(e->csv, "%" PRId64 ",", step);
-    if (!isnan(epoch)) fprintf(e->csv, "%.6f", epoch);
-    for (int i = 0; i < 7; i++) {
-        if (isnan(vals[i]))
-            fputs(",", e->csv);
-        else
-            fprintf(e->csv, ",%.6g", vals[i]);
-    }
-    fputc('\n', e->csv);
-    fflush(e->csv);
+    char row[512];
+    size_t n = (size_t)snprintf(row, sizeof row, "%" PRId64 ",", step);
+    if (!isnan(epoch)) n += (size_t)snprintf(row + n, sizeof row - n, "%.6f", epoch);
+    for (int i = 0; i < 7; i++)
+        n += (size_t)(isnan(vals[i]) ? snprintf(row + n, sizeof row - n, ",") : snprintf(row + n, sizeof row - n, ",%.6g", vals[i]));
+    n += (size_t)snprintf(row + n, sizeof row - n, "\n");
+    log_append(&e->csv, row, n, step); /* one write: a row is whole or absent */
 }
 
 void events_close(EventLog *e) {
     if (!e) return;
-    fclose(e->ev);
-    fclose(e->csv);
+    log_close(&e->ev);
+    log_close(&e->csv);
     free(e);
 }

@@ -125,7 +125,9 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
         char err[512];
         /* --forward_only numbers its own steps: it supersedes none of the training's */
         rep->elog = events_open(r->cfg.log_dir, r->cfg.forward_only ? -1 : step0, err, sizeof err);
-        if (!rep->elog) die_code(EXIT_USAGE, "--log_dir=%s: %s", r->cfg.log_dir, err);
+        if (!rep->elog) /* a full disk is an I/O failure; a folder that cannot hold them, a usage error */
+            die_code(errno == ENOSPC || errno == EDQUOT || errno == EIO ? EXIT_FAILURE_GENERIC : EXIT_USAGE, "--log_dir=%s: %s",
+                     r->cfg.log_dir, err);
     }
     printf(r->cfg.forward_only ? "Forward only\n" : "Training\n");
     printf(r->cfg.forward_only ? "  Step Epoch Img/sec   Loss\n" : "  Step Epoch Img/sec   Loss   LR\n");

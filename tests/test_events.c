@@ -3,9 +3,15 @@
  * scripts/make_fixtures_events.py, which also recorded what TensorBoard's EventAccumulator reads
  * back: every scalar, zeros included); runs of ./nvcnn must log every scalar under nvcnn.py's tags
  * at the steps --summary_interval asks for, zeros included. */
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "events.h"
 #include "harness.h"
@@ -370,5 +376,111 @@ TEST(events_resumed_run_supersedes_the_steps_after_its_checkpoint) {
         }
         if (r) tfr_close(r);
         CHECK_MSG(n == 1 && logs == 0, "--forward_only's event file: %d records, %d session logs", n, logs);
+    }
+}
+
+/* A write that fails part-way (a full disk; here a file size limit, which fails the same way with
+ * EFBIG) is cut back to the last whole row or record, counted and said: the rows and events
+ * written once there is room again follow whole ones, metrics.csv has no torn row and TensorBoard
+ * reads the event file to its end. It used to append behind the partial row or record: one merged
+ * 14-field row in metrics.csv, and an event file unreadable from there on (DataLossError). */
+TEST(events_a_full_disk_loses_whole_rows_and_records_only) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/events-full", th_tmpdir());
+    CHECK(mkdir(dir, 0755) == 0);
+    char out[700];
+    snprintf(out, sizeof out, "%s/stderr", dir);
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) { /* the child writes the logs under a file size limit for steps 40-59 */
+        if (!freopen(out, "a", stderr) || !freopen(out, "a", stdout)) _exit(9);
+        setvbuf(stdout, NULL, _IONBF, 0);
+        signal(SIGXFSZ, SIG_IGN);
+        char err[256];
+        EventLog *e = events_open(dir, 0, err, sizeof err);
+        if (!e) _exit(8);
+        const char *tags[] = {"total loss raw", "learning rate"};
+        struct rlimit lim;
+        getrlimit(RLIMIT_FSIZE, &lim);
+        const struct rlimit was = lim;
+        for (int step = 1; step <= 80; step++) {
+            if (step == 40 || step == 50) {
+                /* steps 40-49: metrics.csv stops growing 7 bytes into a row (the event file, longer,
+                 * at once); 50-59: the event file stops 7 bytes into a record */
+                struct stat st;
+                char csv[700];
+                snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+                stat(step == 40 ? csv : events_path(e), &st);
+                lim.rlim_cur = (rlim_t)st.st_size + 7;
+                setrlimit(RLIMIT_FSIZE, &lim);
+            }
+            if (step == 60) setrlimit(RLIMIT_FSIZE, &was);
+            const double v[] = {1.0 / step, 0.1};
+            events_scalars(e, step, tags, v, 2);
+            events_csv(e, step, step / 10.0, 1.0 / step, 0.1, 100.0, 50, 90, NAN, NAN);
+        }
+        events_close(e);
+        fflush(NULL);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char *said = (char *)tu_read_file(out, NULL);
+    CHECK_MSG(said && strstr(said, "metrics.csv: File too large (its rows from step 40 on are lost until it can be written again)\n") &&
+                  strstr(said, "/metrics.csv: written again from step 50\n") && strstr(said, ": written again from step 60\n") &&
+                  strstr(said, "metrics.csv lacks 10 of this run's rows, from step 40 on (File too large)\n") &&
+                  strstr(said, " lacks 20 of this run's events, from step 40 on (File too large)\n"),
+              "%s", said ? said : "");
+    free(said);
+    /* metrics.csv: the header and whole rows, steps 1 to 80 in order with one gap, 60 to 80 there */
+    char csv[700];
+    snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+    char *m = (char *)tu_read_file(csv, NULL);
+    CHECK(m != NULL);
+    int rows = 0, gaps = 0, torn = 0;
+    long last = 0;
+    for (char *line = m ? strchr(m, '\n') : NULL; line && line[1]; line = strchr(line + 1, '\n')) {
+        int commas = 0;
+        for (const char *c = line + 1; *c && *c != '\n'; c++) commas += *c == ',';
+        const long step = atol(line + 1);
+        torn += commas != 8;
+        gaps += step != last + 1;
+        last = step;
+        rows++;
+    }
+    CHECK_MSG(torn == 0 && gaps == 1 && last == 80 && rows == 70, "%d rows, %d torn, %d gaps, last step %ld:\n%s", rows, torn,
+              gaps, last, m ? m : "");
+    free(m);
+    /* the event file: every record whole (read to its end), the last step's there */
+    Ev ev[128];
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[1400] = "";
+    while (d && (de = readdir(d)))
+        if (strncmp(de->d_name, "events.out.tfevents.", 20) == 0) snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (d) closedir(d);
+    const int n = path[0] ? read_events(path, ev, 128) : 0;
+    int order = n == 60;
+    for (int i = 0; i < n && order; i++) order = ev[i].step == (i < 39 ? i + 1 : i + 21);
+    CHECK_MSG(order, "%d events, the last at step %ld", n, n ? ev[n - 1].step : -1L);
+}
+
+/* A metrics.csv that is not a file: a FIFO (opening it for the rows used to block the run for
+ * good, deaf to SIGTERM) or a folder: one line naming it, exit 2, and no empty event file left. */
+TEST(events_a_special_metrics_csv_is_refused) {
+    char dir[600], cmd[3000], *o = NULL;
+    const char *make[] = {"mkfifo", "mkdir"}, *why[] = {"not a regular file", "Is a directory"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(dir, sizeof dir, "%s/special-csv-%d", th_tmpdir(), k);
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p %s && %s %s/metrics.csv && timeout 60 ./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=2 "
+                 "--log_dir=%s; rc=$?; echo events files: $(ls %s | grep -c events.out); exit $rc",
+                 dir, make[k], dir, dir, dir);
+        const int rc = th_run(cmd, &o);
+        char want[1600];
+        snprintf(want, sizeof want, "nvcnn: error: --log_dir=%s: cannot write %s/metrics.csv: %s\n", dir, dir, why[k]);
+        CHECK_MSG(rc == 2 && o && strstr(o, want) && strstr(o, "events files: 0"), "%s: exit %d, want '%s':\n%s",
+                  make[k], rc, want, o);
+        free(o);
     }
 }
