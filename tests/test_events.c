@@ -473,7 +473,7 @@ TEST(events_a_special_metrics_csv_is_refused) {
     for (int k = 0; k < 2; k++) {
         snprintf(dir, sizeof dir, "%s/special-csv-%d", th_tmpdir(), k);
         snprintf(cmd, sizeof cmd,
-                 "mkdir -p %s && %s %s/metrics.csv && timeout 60 ./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=2 "
+                 "mkdir -p %s && %s %s/metrics.csv && timeout -k 5 60 ./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=2 "
                  "--log_dir=%s 2>&1; rc=$?; echo events files: $(ls %s | grep -c events.out); exit $rc",
                  dir, make[k], dir, dir, dir);
         const int rc = th_run(cmd, &o);
