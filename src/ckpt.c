@@ -287,12 +287,46 @@ int ckpt_exit_code(int rc) {
     return rc == CKPT_EIO ? EXIT_FAILURE_GENERIC : rc == CKPT_ECORRUPT ? EXIT_DATA : EXIT_USAGE;
 }
 
-int ckpt_read_meta(const char *path, CkptMeta *meta, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+/* Opens a checkpoint for reading, or says why not in err with a CKPT_E* code in *rc: what is not a
+ * regular file (a folder, a FIFO, whose open would wait for a writer for good, a device) and a
+ * dangling symbolic link are named as such. */
+static FILE *open_checkpoint(const char *path, char *err, size_t errlen, int *rc) {
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        const int e = errno;
+        char to[1024];
+        const ssize_t k = readlink(path, to, sizeof to - 1);
+        if (e == ENOENT && k > 0) {
+            to[k] = 0;
+            snprintf(err, errlen, "%s is a dangling symbolic link (to %s, which does not exist)", path, to);
+        } else {
+            snprintf(err, errlen, "%s: %s", path, strerror(e));
+        }
+        *rc = CKPT_EIO;
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const char *kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
+        close(fd);
+        snprintf(err, errlen, "%s is %s, not a checkpoint: move it away", path, kind);
+        *rc = CKPT_EMISMATCH;
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return CKPT_EIO;
+        close(fd);
+        *rc = CKPT_EIO;
     }
+    return f;
+}
+
+int ckpt_read_meta(const char *path, CkptMeta *meta, char *err, size_t errlen) {
+    int orc = 0;
+    FILE *f = open_checkpoint(path, err, errlen, &orc);
+    if (!f) return orc;
     uint8_t pre[16], *head = NULL;
     size_t got = fread(pre, 1, sizeof pre, f);
     int rc = CKPT_ECORRUPT;
@@ -334,17 +368,10 @@ out:
  * with the reason (*buf NULL). */
 static int read_verified(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen) {
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return CKPT_EIO;
-    }
+    int orc = 0;
+    FILE *f = open_checkpoint(path, err, errlen, &orc);
+    if (!f) return orc;
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        snprintf(err, errlen, "%s is a directory, not a checkpoint: move it away", path);
-        return CKPT_EMISMATCH;
-    }
     if (fstat(fileno(f), &st) != 0 || st.st_size < 20) {
         fclose(f);
         snprintf(err, errlen, "%s: not a checkpoint (too short)", path);

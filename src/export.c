@@ -44,7 +44,8 @@ int export_checkpoint(Run *r) {
     if (!ckpt_latest(c->log_dir, path, sizeof path))
         die_code(EXIT_USAGE, "--export_onnx: no checkpoint in --log_dir=%s (with --num_batches or --num_epochs the run trains, "
                              "then exports)", c->log_dir);
-    int rc = ckpt_read_meta(path, &m, err, sizeof err);
+    int rc = ckpt_verify(path, err, sizeof err); /* a corrupt file said as such, before its header is believed */
+    if (rc == 0) rc = ckpt_read_meta(path, &m, err, sizeof err);
     if (rc != 0) die_code(ckpt_exit_code(rc), "--export_onnx: %s", err);
     if (strcmp(m.model, r->model->name) != 0)
         die_code(EXIT_USAGE, "--export_onnx: %s is a checkpoint of %s, not of --model=%s", path, m.model, r->model->name);

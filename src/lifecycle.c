@@ -200,7 +200,9 @@ long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen, doubl
     const Shape in = net->node[net->input].shape;
     if (r->cfg.log_dir && r->dist.rank == 0 && ckpt_latest(r->cfg.log_dir, path, plen)) {
         step = -2;
-        other = ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) != 0;
+        /* (a header whose model name a flipped byte changed is a corrupt file: lifecycle_restore says so) */
+        other = ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) != 0 &&
+                ckpt_verify(path, err, sizeof err) == 0;
         /* a checkpoint of this net; one that says the run is finished must be whole too, for
          * nothing else reads it then (a corrupt one is refused by lifecycle_restore) */
         if (ckpt_read_meta(path, &m, err, sizeof err) == 0 && strcmp(m.model, r->model->name) == 0 &&

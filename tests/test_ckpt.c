@@ -794,3 +794,40 @@ TEST(ckpt_resume_on_another_data_set_warns) {
     CHECK_MSG(rc == 0 && o && strstr(o, "at step 4\n") && !strstr(o, "another data set"), "exit %d:\n%s", rc, o);
     free(o);
 }
+
+/* The newest "checkpoint" is not one: a FIFO (reading it waited for a writer for good, deaf to
+ * SIGTERM), a dangling symbolic link, or a checkpoint whose model name a flipped byte changed
+ * (--export_onnx believed the header and said "a checkpoint of Xenet", exit 2; a corrupt file is
+ * exit 4, as for a resume and --eval). Each is named as what it is, for a resume, --eval and
+ * --export_onnx alike. */
+TEST(ckpt_a_newest_checkpoint_that_is_not_one_is_named) {
+    char d[600], cmd[3000], *o = NULL;
+    snprintf(d, sizeof d, "%s/not-a-checkpoint", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=3 --log_dir=%s", d);
+    CHECK(th_run(cmd, &o) == 0);
+    free(o);
+    const char *runs[] = {"--num_batches=40", "--eval --data_dir=data/fashion-mnist", "--export_onnx=%s/x.onnx"};
+    const char *prefix[] = {"cannot resume from --log_dir=%s: ", "cannot evaluate the checkpoint of --log_dir=%s: ", "--export_onnx: "};
+    for (int kind = 0; kind < 3; kind++) {
+        char make[1400], want[2600], p[700];
+        snprintf(p, sizeof p, "%s/ckpt-%d.nvcnn", d, kind == 2 ? 3 : 30);
+        if (kind == 0) snprintf(make, sizeof make, "mkfifo %s", p);
+        if (kind == 1) snprintf(make, sizeof make, "rm -f %s/ckpt-30.nvcnn; ln -s /nonexistent-nvcnn %s", d, p);
+        if (kind == 2) snprintf(make, sizeof make, "rm -f %s/ckpt-30.nvcnn; printf X | dd of=%s bs=1 seek=16 conv=notrunc 2>/dev/null", d, p);
+        CHECK(th_run(make, NULL) == 0);
+        const char *what[] = {" is a FIFO, not a checkpoint: move it away", " is a dangling symbolic link (to /nonexistent-nvcnn, which does not exist)",
+                              ": checksum mismatch (truncated or corrupt checkpoint)"};
+        const int code[] = {2, 1, 4};
+        for (int k = 0; k < 3; k++) {
+            char run[800], pre[800];
+            snprintf(run, sizeof run, runs[k], d);
+            snprintf(pre, sizeof pre, prefix[k], d);
+            snprintf(cmd, sizeof cmd, "timeout -k 5 60 ./nvcnn --model=lenet --device=cpu --batch_size=2 --log_dir=%s %s 2>&1", d, run);
+            const int rc = th_run(cmd, &o);
+            snprintf(want, sizeof want, "nvcnn: error: %s%s%s\n", pre, p, what[kind]);
+            CHECK_MSG(rc == code[kind] && o && strstr(o, want), "%s, then '%s': exit %d, want %d and '%s':\n%s", make, run, rc, code[kind],
+                      want, o);
+            free(o);
+        }
+    }
+}
