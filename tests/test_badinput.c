@@ -582,3 +582,44 @@ TEST(badinput_undecodable_image_names_its_source_file) {
     }
     free(jpg);
 }
+
+/* An empty file in a set of shards (a copy that stopped at its start, a shard whose writer died):
+ * the set is a shard short as surely as with a missing one, which exits 4. It used to be read as a
+ * shard of no records: half the data gone without a word. --skip_corrupt reads the others, saying
+ * so; validation-* likewise. */
+TEST(badinput_an_empty_shard_of_a_set) {
+    char *d = mkdir_case("empty-shard");
+    size_t len;
+    uint8_t *jpg = small_jpeg(&len);
+    write_shard(d, "train-00000-of-00002", 6, jpg, len, 1);
+    write_shard(d, "train-00001-of-00002", 0, jpg, len, 1);
+    write_shard(d, "validation-00000-of-00002", 3, jpg, len, 1);
+    write_shard(d, "validation-00001-of-00002", 3, jpg, len, 1);
+    char arg[900], want[900];
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want,
+             "nvcnn: error: %s/train-00001-of-00002 is empty (0 bytes), one of the 2 train-* shards: a shard that was not written or "
+             "copied whole (--skip_corrupt reads the others)\n",
+             d);
+    expect(arg, 4, want);
+    snprintf(arg, sizeof arg, "--data_dir=%s --skip_corrupt 2>&1", d);
+    char cmd[1400], *o = NULL;
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 %s", arg);
+    int rc = th_run(cmd, &o);
+    snprintf(want, sizeof want, "nvcnn: warning: %s/train-00001-of-00002 is empty (0 bytes): --skip_corrupt reads the other 1 shard\n", d);
+    CHECK_MSG(rc == 0 && o && strstr(o, want) && strstr(o, "Num images:  6\n"), "exit %d:\n%s", rc, o);
+    free(o);
+    char p[700];
+    snprintf(p, sizeof p, "%s/train-00001-of-00002", d);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/train-00000-of-00002", d);
+    char q[700];
+    snprintf(q, sizeof q, "%s/train-00000-of-00001", d);
+    CHECK(rename(p, q) == 0);
+    snprintf(p, sizeof p, "%s/validation-00001-of-00002", d);
+    CHECK(truncate(p, 0) == 0);
+    snprintf(arg, sizeof arg, "--data_dir=%s", d);
+    snprintf(want, sizeof want, "nvcnn: error: %s/validation-00001-of-00002 is empty (0 bytes), one of the 2 validation-* shards", d);
+    expect(arg, 4, want);
+    free(jpg);
+}

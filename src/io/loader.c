@@ -340,6 +340,14 @@ static void build_index(Loader *l) {
             if (strstr(j.err[f], "byte offset 0 (")) die_code(EXIT_DATA, "%s; not a TFRecord file", j.err[f]);
             die_code(EXIT_DATA, "%s", j.err[f]);
         }
+        if (j.count[f] == 0 && j.skipped[f] == 0 && nf > 1) { /* an empty file of a set: a shard lost in writing or copying */
+            if (!l->cfg.skip_corrupt)
+                die_code(EXIT_DATA, "%s is empty (0 bytes), one of the %d %s-* shards: a shard that was not written or copied whole "
+                                    "(--skip_corrupt reads the others)",
+                         l->paths[f], nf, l->cfg.subset);
+            if (l->cfg.rank == 0)
+                warn("%s is empty (0 bytes): --skip_corrupt reads the other %d shard%s", l->paths[f], nf - 1, nf == 2 ? "" : "s");
+        }
         total += (size_t)j.count[f];
         l->skipped_scan += j.skipped[f];
     }
