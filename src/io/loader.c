@@ -340,7 +340,11 @@ static void build_index(Loader *l) {
             if (strstr(j.err[f], "byte offset 0 (")) die_code(EXIT_DATA, "%s; not a TFRecord file", j.err[f]);
             die_code(EXIT_DATA, "%s", j.err[f]);
         }
-        if (j.count[f] == 0 && j.skipped[f] == 0 && nf > 1) { /* an empty file of a set: a shard lost in writing or copying */
+        total += (size_t)j.count[f];
+        l->skipped_scan += j.skipped[f];
+    }
+    for (int f = 0; f < nf && total > 0; f++) /* an empty file among shards of records: one lost in writing or copying */
+        if (j.count[f] == 0 && j.skipped[f] == 0) {
             if (!l->cfg.skip_corrupt)
                 die_code(EXIT_DATA, "%s is empty (0 bytes), one of the %d %s-* shards: a shard that was not written or copied whole "
                                     "(--skip_corrupt reads the others)",
@@ -348,9 +352,6 @@ static void build_index(Loader *l) {
             if (l->cfg.rank == 0)
                 warn("%s is empty (0 bytes): --skip_corrupt reads the other %d shard%s", l->paths[f], nf - 1, nf == 2 ? "" : "s");
         }
-        total += (size_t)j.count[f];
-        l->skipped_scan += j.skipped[f];
-    }
     if (total == 0 && l->skipped_scan > 0) all_skipped(l, j.skipped);
     int R = l->cfg.nranks, r = l->cfg.rank;
     size_t mine = total / (size_t)R + ((size_t)r < total % (size_t)R);
