@@ -41,6 +41,8 @@ int export_checkpoint(Run *r) {
     if (r->dist.rank != 0) return 0;
     char path[4096], err[1024];
     CkptMeta m;
+    const char *why = lifecycle_log_dir_missing(c->log_dir);
+    if (why) die_code(EXIT_USAGE, "--export_onnx: --log_dir=%s %s", c->log_dir, why);
     if (!ckpt_latest(c->log_dir, path, sizeof path))
         die_code(EXIT_USAGE, "--export_onnx: no checkpoint in --log_dir=%s (with --num_batches or --num_epochs the run trains, "
                              "then exports)", c->log_dir);

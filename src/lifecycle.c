@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -310,4 +311,13 @@ int lifecycle_exit_code(const Lifecycle *life) {
     error_line("the checkpoint of step %ld was not written (%s): the model trained in this run is not saved", life->unsaved,
                life->save_err);
     return EXIT_FAILURE_GENERIC;
+}
+
+const char *lifecycle_log_dir_missing(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        struct stat l;
+        return lstat(dir, &l) == 0 && S_ISLNK(l.st_mode) ? "is a dangling symbolic link" : "does not exist";
+    }
+    return S_ISDIR(st.st_mode) ? NULL : "is not a directory";
 }

@@ -31,6 +31,9 @@ typedef struct Lifecycle {
  * same folder, which would overwrite this one's checkpoints, metrics and events, exits 2 naming
  * the holder. The lock is the file .nvcnn.lock, held until the process ends. */
 void lifecycle_lock_log_dir(const char *dir);
+/* Why a --log_dir to read checkpoints from holds none: "does not exist", "is not a directory", "is a
+ * dangling symbolic link" (a mistyped path, not lost checkpoints); NULL for a folder. */
+const char *lifecycle_log_dir_missing(const char *dir);
 /* Checks the file path that output flag `flag` (without its dashes) will write: exit 2 naming
  * it when it cannot be written there (check_output_path) or is one of --log_dir's own files (`what`
  * names the output in the message). With before_log_dir, a path inside a --log_dir that is not

@@ -180,6 +180,11 @@ static int default_threads(int local_size) {
  * a lost checkpoint hours later. */
 static void prepare_log_dir(const char *dir) {
     char path[4096];
+    /* its files' names (the event file's carries the host name) must fit a path */
+    const size_t longest = strlen("/events.out.tfevents.") + 20 + 1 + 255 + 1;
+    if (strlen(dir) + longest >= sizeof path)
+        die_code(EXIT_USAGE, "--log_dir=%.80s...: %zu characters long: the paths of the files written there would pass %zu", dir,
+                 strlen(dir), sizeof path - 1);
     snprintf(path, sizeof path, "%s", dir);
     for (char *p = path + 1; *p; p++)
         if (*p == '/') {
@@ -189,7 +194,16 @@ static void prepare_log_dir(const char *dir) {
         }
     if (mkdir(path, 0755) != 0 && errno != EEXIST) die_code(EXIT_USAGE, "--log_dir=%s: cannot create it: %s", dir, strerror(errno));
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) die_code(EXIT_USAGE, "--log_dir=%s: not a directory", dir);
+    if (stat(dir, &st) != 0) {
+        const int e = errno;
+        const ssize_t k = readlink(dir, path, sizeof path - 1);
+        if (e == ENOENT && k > 0) {
+            path[k] = 0;
+            die_code(EXIT_USAGE, "--log_dir=%s is a dangling symbolic link (to %s, which does not exist)", dir, path);
+        }
+        die_code(EXIT_USAGE, "--log_dir=%s: %s", dir, strerror(e));
+    }
+    if (!S_ISDIR(st.st_mode)) die_code(EXIT_USAGE, "--log_dir=%s: not a directory", dir);
     snprintf(path, sizeof path, "%s/.nvcnn-write-test.%d", dir, (int)getpid());
     FILE *f = fopen(path, "w");
     if (!f) die_code(EXIT_USAGE, "--log_dir=%s: not writable: %s", dir, strerror(errno));
@@ -261,7 +275,11 @@ static int eval_only(Run *r) {
     Config *c = &r->cfg;
     char ck[4096];
     Net *net = build_net(r);
-    if (lifecycle_saved_step(r, net, ck, sizeof ck, NULL) == -1) die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
+    if (lifecycle_saved_step(r, net, ck, sizeof ck, NULL) == -1) {
+        const char *why = lifecycle_log_dir_missing(c->log_dir);
+        if (why) die_code(EXIT_USAGE, "--eval: --log_dir=%s %s", c->log_dir, why);
+        die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
+    }
     if (!loader_has_subset(c->data_dir, "validation")) die_code(EXIT_USAGE, "--eval: no validation-* files in %s", c->data_dir);
     Loader *count = input_open_loader(r, "validation", 0, 0);
     r->nrecord = loader_num_records(count);

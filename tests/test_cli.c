@@ -967,3 +967,40 @@ TEST(cli_errors_under_mpirun_are_said_once) {
         free(o);
     }
 }
+
+/* --log_dir that cannot be what it should: named for what it is before anything runs. A path so
+ * long that its files' paths would not fit (it trained, then lost its checkpoint, its event file's
+ * name cut short), a dangling symbolic link ("not a directory"), and, for --eval and --export_onnx,
+ * a folder that does not exist or a file (it said "no checkpoint in", as if checkpoints were lost). */
+TEST(cli_log_dirs_that_cannot_be_are_named) {
+    char dir[700], cmd[6000], want[6000], *o = NULL;
+    snprintf(dir, sizeof dir, "%s", th_tmpdir());
+    char *longdir = malloc(4000);
+    int n = snprintf(longdir, 4000, "%s/long", dir);
+    while (n < 3850) n += snprintf(longdir + n, 4000 - (size_t)n, "/%.200s", "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz");
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=2 --log_dir=%s 2>&1", longdir);
+    int rc = th_run(cmd, &o);
+    snprintf(want, sizeof want, " characters long: the paths of the files written there would pass 4095\n");
+    CHECK_MSG(rc == 2 && o && strstr(o, "nvcnn: error: --log_dir=") && strstr(o, want) && !strstr(o, "Training"), "exit %d:\n%s", rc, o);
+    free(o);
+    free(longdir);
+    snprintf(cmd, sizeof cmd, "ln -sfn %s/nowhere %s/dangling && ./nvcnn --model=lenet --device=cpu --num_batches=2 --log_dir=%s/dangling 2>&1", dir,
+             dir, dir);
+    rc = th_run(cmd, &o);
+    snprintf(want, sizeof want, "nvcnn: error: --log_dir=%s/dangling is a dangling symbolic link (to %s/nowhere, which does not exist)\n", dir, dir);
+    CHECK_MSG(rc == 2 && o && strstr(o, want), "exit %d:\n%s", rc, o);
+    free(o);
+    const char *what[][2] = {{"--eval --data_dir=data/fashion-mnist --num_classes=10", "--eval"}, {"--export_onnx=%s/x.onnx", "--export_onnx"}};
+    const char *where[][2] = {{"%s/absent", "does not exist"}, {"README.md", "is not a directory"}, {"%s/dangling", "is a dangling symbolic link"}};
+    for (int k = 0; k < 2; k++)
+        for (int w = 0; w < 3; w++) {
+            char flag[800], ld[800];
+            snprintf(flag, sizeof flag, what[k][0], dir);
+            snprintf(ld, sizeof ld, where[w][0], dir);
+            snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu %s --log_dir=%s 2>&1", flag, ld);
+            rc = th_run(cmd, &o);
+            snprintf(want, sizeof want, "nvcnn: error: %s: --log_dir=%s %s\n", what[k][1], ld, where[w][1]);
+            CHECK_MSG(rc == 2 && o && strstr(o, want), "exit %d, want '%s':\n%s", rc, want, o);
+            free(o);
+        }
+}
