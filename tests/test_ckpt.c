@@ -454,7 +454,8 @@ TEST(ckpt_eval_of_a_missing_log_dir_creates_nothing) {
     snprintf(d, sizeof d, "%s/no-such-run/sub", th_tmpdir());
     snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --eval --data_dir=%s --log_dir=%s", th_tmpdir(), d);
     CHECK(th_run(cmd, &o) == 2);
-    CHECK_MSG(o && strstr(o, "nvcnn: error: --eval: no checkpoint in --log_dir=") && !strstr(o, "Cmd line args"), "%s", o);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: --eval: --log_dir=") && strstr(o, "/no-such-run/sub does not exist\n") && !strstr(o, "Cmd line args"),
+              "%s", o);
     char parent[600];
     snprintf(parent, sizeof parent, "%s/no-such-run", th_tmpdir());
     CHECK_MSG(access(parent, F_OK) != 0, "%s was created", parent);
