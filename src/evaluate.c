@@ -47,8 +47,8 @@ int evaluate(Run *r, Trainer *tr, int slot, int verbose, int in_training, double
     for (long step = 0;; step++) {
         LoaderBatch *b = loader_next(ld);
         /* top1, top5, count, ranks done, ranks whose data failed (exit 4), whose reading failed (1),
-         * ranks asked to stop, those of them by SIGTERM and by SIGINT */
-        double acc[9] = {0, 0, 0, b ? 0 : 1, 0, 0, signals_stop_signal() ? 1 : 0, 0, 0};
+         * ranks asked to stop, and the stop signal's counts */
+        double acc[7 + SIGNALS_NCOUNTS] = {0, 0, 0, b ? 0 : 1, 0, 0, signals_stop_signal() ? 1 : 0};
         signals_stop_counts(acc + 7);
         const char *why;
         const int code = b ? 0 : loader_error(ld, &why);
@@ -74,7 +74,7 @@ int evaluate(Run *r, Trainer *tr, int slot, int verbose, int in_training, double
             acc[2] = b->count;
             loader_release(ld, b);
         }
-        dist_allreduce_sum_d(&r->dist, acc, 9);
+        dist_allreduce_sum_d(&r->dist, acc, 7 + SIGNALS_NCOUNTS);
         if (acc[4] > 0 || acc[5] > 0) { /* every rank sees it after the same step */
             failed = acc[5] > 0 ? EXIT_FAILURE_GENERIC : EXIT_DATA;
             break;

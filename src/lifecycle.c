@@ -244,14 +244,14 @@ int lifecycle_poll(Lifecycle *life, long step) {
     Run *r = life->r;
     const Config *c = &r->cfg;
     /* rank 0's clock decides the periodic checkpoint; the signals of any rank count */
-    double sig[4] = {0, 0, 0, 0}; /* stop, checkpoint, SIGTERM, SIGINT */
+    double sig[2 + SIGNALS_NCOUNTS] = {0}; /* stop, checkpoint, the stop signal's counts */
     int f = signals_take();
     sig[0] = (f & SIG_STOP) ? 1 : 0;
     sig[1] = ((f & SIG_CHECKPOINT) || (c->log_dir && now_seconds() - life->last_save >= c->save_interval)) ? 1 : 0;
     signals_stop_counts(sig + 2);
     if (r->dist.size > 1) {
         if (r->dist.rank != 0) sig[1] = (f & SIG_CHECKPOINT) ? 1 : 0;
-        dist_allreduce_sum_d(&r->dist, sig, 4);
+        dist_allreduce_sum_d(&r->dist, sig, 2 + SIGNALS_NCOUNTS);
     }
     if (life->save_deferred) sig[1] = 1; /* the same on every rank */
     if (!(sig[0] || sig[1]) || step + 1 >= r->nstep) return 0; /* the last step: lifecycle_finish() saves */
@@ -264,6 +264,10 @@ int lifecycle_poll(Lifecycle *life, long step) {
     life->save_deferred = 0;
     if (life->flush) life->flush(life->flush_ctx); /* before the last row and the checkpoint */
     if (sig[0] && life->before_stop) life->before_stop(life->flush_ctx, step);
+    if (!sig[0] && !c->log_dir) { /* SIGUSR1 (a periodic checkpoint needs --log_dir) */
+        printf("Received SIGUSR1: no --log_dir: no checkpoint written after step %ld (training goes on)\n", step + 1);
+        return 0;
+    }
     if (c->forward_only) { /* nothing was trained: no checkpoint */
         if (!sig[0]) return 0;
         printf("Received %s: stopping after step %ld (forward only: no checkpoint)\n", signals_stop_name(sig + 2), step + 1);

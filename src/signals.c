@@ -40,6 +40,10 @@ void signals_install(void) {
     sa.sa_handler = on_stop;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* SIGHUP (the terminal or the ssh session gone) as SIGTERM, unless nohup started the run */
+    struct sigaction hup;
+    const int hup_on = sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN;
+    if (hup_on) sigaction(SIGHUP, &sa, NULL);
     sa.sa_handler = on_usr1;
     sigaction(SIGUSR1, &sa, NULL);
     /* the handlers stay for threads that do not block the signals (the loader's, started
@@ -48,6 +52,7 @@ void signals_install(void) {
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
+    if (hup_on) sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 #pragma omp parallel
     pthread_sigmask(SIG_BLOCK, &set, NULL);
@@ -67,12 +72,13 @@ int signals_take(void) {
 
 int signals_stop_signal(void) { return (int)stop_sig; }
 
-void signals_stop_counts(double v[2]) {
+void signals_stop_counts(double v[SIGNALS_NCOUNTS]) {
     const int s = (int)stop_sig;
     v[0] = s == SIGTERM ? 1 : 0;
     v[1] = s == SIGINT ? 1 : 0;
+    v[2] = s == SIGHUP ? 1 : 0;
 }
 
-const char *signals_stop_name(const double summed[2]) {
-    return summed[0] > 0 ? "SIGTERM" : summed[1] > 0 ? "SIGINT" : "a stop signal";
+const char *signals_stop_name(const double summed[SIGNALS_NCOUNTS]) {
+    return summed[0] > 0 ? "SIGTERM" : summed[1] > 0 ? "SIGINT" : summed[2] > 0 ? "SIGHUP" : "a stop signal";
 }

@@ -832,3 +832,30 @@ TEST(ckpt_a_newest_checkpoint_that_is_not_one_is_named) {
         }
     }
 }
+
+/* SIGHUP (a closed terminal, a dropped ssh session) stops the run as SIGTERM does: checkpoint,
+ * exit 0 (it used to kill the run, exit 129, its checkpoints since the last periodic one lost);
+ * started under nohup, the run ignores it. SIGUSR1 without --log_dir says it wrote nothing (it
+ * was passed over without a word). */
+TEST(ckpt_sighup_stops_with_a_checkpoint_and_sigusr1_without_log_dir_is_said) {
+    char d[600], cmd[2400], *o = NULL;
+    snprintf(d, sizeof d, "%s/hup", th_tmpdir());
+    const char *run = "env NVCNN_TEST_STEP_PAUSE_MS=200 ./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=8 --display_every=1";
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "d=%s; rm -rf $d; mkdir -p $d; %s %s %s > $d/out 2>&1 & p=$!; for i in $(seq 600); do grep -q '^     3 ' $d/out && break; "
+                 "sleep 0.02; done; kill -%s $p; wait $p; rc=$?; cat $d/out; exit $rc",
+                 d, k == 1 ? "nohup" : "", run, k == 2 ? "" : "--log_dir=$d/log", k == 2 ? "USR1" : "HUP");
+        const int rc = th_run(cmd, &o);
+        if (k == 0)
+            CHECK_MSG(rc == 0 && o && strstr(o, "Received SIGHUP: checkpoint written to ") && strstr(o, "/log/ckpt-3.nvcnn at step 3; exiting\n"),
+                      "SIGHUP: exit %d:\n%s", rc, o);
+        if (k == 1)
+            CHECK_MSG(rc == 0 && o && !strstr(o, "Received") && strstr(o, "ckpt-8.nvcnn at step 8"), "nohup, SIGHUP: exit %d:\n%s", rc, o);
+        if (k == 2)
+            CHECK_MSG(rc == 0 && o && strstr(o, "Received SIGUSR1: no --log_dir: no checkpoint written after step 3 (training goes on)\n") &&
+                          strstr(o, "\n     8 "),
+                      "SIGUSR1 without --log_dir: exit %d:\n%s", rc, o);
+        free(o);
+    }
+}
