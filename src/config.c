@@ -454,9 +454,18 @@ static void parse_profile_steps(Config *cfg, const Flag *f, const char *v) {
 
 /* -g N / --num_gpus=N with N > 1: nvcnn.py drives N GPUs from one process; here each GPU has its
  * own process. One line with the equivalent command: the same flags under mpirun -np N. */
+static int world_ranks = 1; /* config_set_ranks() */
+
+void config_set_ranks(int n) { world_ranks = n > 0 ? n : 1; }
+
+/* -g N / --num_gpus=N with N > 1: nvcnn.py drives N GPUs from one process; here each GPU has its
+ * own process. One line with the equivalent command: the same flags, on the GPU backend (which
+ * nvcnn.py's user meant; --device as given where it is), under mpirun -np N (N times the ranks
+ * where the command ran under mpirun already). */
 static void refuse_num_gpus(int n, int argc, char **argv) {
     char cmd[2048];
-    int len = snprintf(cmd, sizeof cmd, "mpirun -np %d ./nvcnn", n);
+    const long np = (long)n * world_ranks;
+    int len = snprintf(cmd, sizeof cmd, "mpirun -np %ld ./nvcnn", np), device = 0;
     for (int i = 1; i < argc && len < (int)sizeof cmd; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-g") == 0 || strcmp(a, "--num_gpus") == 0) {
@@ -464,8 +473,12 @@ static void refuse_num_gpus(int n, int argc, char **argv) {
             continue;
         }
         if (strncmp(a, "--num_gpus=", 11) == 0 || (a[0] == '-' && a[1] == 'g' && a[2])) continue;
+        if (strncmp(a, "--device", 8) == 0) device = 1;
         len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %s", a);
     }
+    if (!device && len < (int)sizeof cmd) snprintf(cmd + len, sizeof cmd - (size_t)len, " --device=gpu");
+    if (world_ranks > 1)
+        die_code(EXIT_USAGE, "--num_gpus=%d: nvcnn runs one process per GPU; for %d ranks x %d GPUs run: %s", n, world_ranks, n, cmd);
     die_code(EXIT_USAGE, "--num_gpus=%d: nvcnn runs one process per GPU; run: %s", n, cmd);
 }
 

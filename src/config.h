@@ -92,6 +92,8 @@ void config_parse(Config *cfg, int argc, char **argv);
 /* Whether config_parse prints its warnings (a flag given twice with two values): on, and off on
  * every rank but rank 0 (every rank parses the same command line; one warning is enough). */
 void config_set_warnings(int on);
+/* The ranks the run has (1: one process), for the command -g N suggests. */
+void config_set_ranks(int n);
 void config_print_usage(FILE *f);
 /* The flag table of the README (markdown), from the same list as --help. */
 void config_print_markdown(FILE *f);

@@ -649,6 +649,7 @@ int main(int argc, char **argv) {
     signal(SIGXFSZ, SIG_IGN);
     dist_init(&r.dist, &argc, &argv);
     config_set_warnings(r.dist.rank == 0);
+    config_set_ranks(r.dist.size);
     util_set_quiet_usage(r.dist.rank != 0); /* the command line's errors: rank 0 says them, once */
     config_parse(&r.cfg, argc, argv);
     util_set_quiet_usage(0);

@@ -746,16 +746,28 @@ TEST(cli_a_flag_given_twice_warns_when_the_values_differ) {
     }
 }
 
-/* -g N > 1: one line with the equivalent mpirun command (one process per GPU) */
+/* -g N > 1: one line with the equivalent mpirun command (one process per GPU), on the GPU backend
+ * (the command used to leave --device out: its ranks ran on the CPU, and with --fp16 it failed);
+ * a --device given stays as given; under mpirun, N GPUs for each of its ranks. */
 TEST(cli_num_gpus_above_one_names_the_mpirun_command) {
-    char *o;
-    CHECK(nv("-m resnet50 -g 4 -b 64 --num_batches=10", &o) == 2);
+    char *o, mr[200], cmd[600];
+    CHECK(nv("-m resnet50 -g 4 -b 64 --num_batches=10 --fp16", &o) == 2);
     CHECK_MSG(o && count_lines_with(o, "\n") == 1 && strstr(o, "one process per GPU") &&
-                  strstr(o, "mpirun -np 4 ./nvcnn -m resnet50 -b 64 --num_batches=10\n"),
+                  strstr(o, "mpirun -np 4 ./nvcnn -m resnet50 -b 64 --num_batches=10 --fp16 --device=gpu\n"),
               "%s", o);
     free(o);
     CHECK(nv("--model=lenet --num_gpus=2", &o) == 2);
-    CHECK_MSG(o && strstr(o, "mpirun -np 2 ./nvcnn --model=lenet\n"), "%s", o);
+    CHECK_MSG(o && strstr(o, "mpirun -np 2 ./nvcnn --model=lenet --device=gpu\n"), "%s", o);
+    free(o);
+    CHECK(nv("--model=lenet --device=cpu -g 2", &o) == 2);
+    CHECK_MSG(o && strstr(o, "mpirun -np 2 ./nvcnn --model=lenet --device=cpu\n"), "%s", o);
+    free(o);
+    if (!tu_mpirun(2, mr, sizeof mr)) return;
+    snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet -g 2 2>&1", mr);
+    CHECK(th_run(cmd, &o) == 2);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: --num_gpus=2: nvcnn runs one process per GPU; for 2 ranks x 2 GPUs run: mpirun -np 4 ./nvcnn "
+                             "--model=lenet --device=gpu\n"),
+              "%s", o);
     free(o);
 }
 
