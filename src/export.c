@@ -43,6 +43,10 @@ int export_checkpoint(Run *r) {
     CkptMeta m;
     const char *why = lifecycle_log_dir_missing(c->log_dir);
     if (why) die_code(EXIT_USAGE, "--export_onnx: --log_dir=%s %s", c->log_dir, why);
+    char tf[512];
+    if (!ckpt_latest(c->log_dir, path, sizeof path) && lifecycle_foreign_checkpoint(c->log_dir, tf, sizeof tf))
+        die_code(EXIT_USAGE, "--export_onnx: no checkpoint of nvcnn in --log_dir=%s: it holds %s, which nvcnn cannot read", c->log_dir,
+                 tf);
     if (!ckpt_latest(c->log_dir, path, sizeof path))
         die_code(EXIT_USAGE, "--export_onnx: no checkpoint in --log_dir=%s (with --num_batches or --num_epochs the run trains, "
                              "then exports)", c->log_dir);

@@ -133,7 +133,12 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     if (st[0] && !st[1])
         die_code((int)st[3], "cannot %s --log_dir=%s: %s", r->cfg.eval ? "evaluate the checkpoint of" : "resume from", r->cfg.log_dir,
                  r->dist.rank == 0 ? err : "see rank 0");
-    if (!st[0]) return 0;
+    if (!st[0]) {
+        char tf[512];
+        if (r->dist.rank == 0 && !r->cfg.eval && !r->cfg.forward_only && lifecycle_foreign_checkpoint(r->cfg.log_dir, tf, sizeof tf))
+            warn("--log_dir=%s holds %s, which nvcnn cannot read: this run starts from step 1", r->cfg.log_dir, tf);
+        return 0;
+    }
     dist_bcast(&r->dist, &m, sizeof m);
     /* a step of another size than the checkpoint's (--batch_size x ranks) would not continue its
      * step count: the images read (the place in the data), the epochs and the learning-rate
@@ -324,4 +329,21 @@ const char *lifecycle_log_dir_missing(const char *dir) {
         return lstat(dir, &l) == 0 && S_ISLNK(l.st_mode) ? "is a dangling symbolic link" : "does not exist";
     }
     return S_ISDIR(st.st_mode) ? NULL : "is not a directory";
+}
+
+int lifecycle_foreign_checkpoint(const char *dir, char *what, size_t n) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        const size_t len = strlen(e->d_name);
+        /* TensorFlow's: "checkpoint" (the index of them), and each one's NAME.index */
+        if (strcmp(e->d_name, "checkpoint") == 0 || (len > 6 && strcmp(e->d_name + len - 6, ".index") == 0)) {
+            snprintf(what, n, "TensorFlow checkpoints (%s)", e->d_name);
+            found = 1;
+        }
+    }
+    closedir(d);
+    return found;
 }

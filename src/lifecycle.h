@@ -34,6 +34,9 @@ void lifecycle_lock_log_dir(const char *dir);
 /* Why a --log_dir to read checkpoints from holds none: "does not exist", "is not a directory", "is a
  * dangling symbolic link" (a mistyped path, not lost checkpoints); NULL for a folder. */
 const char *lifecycle_log_dir_missing(const char *dir);
+/* 1 where dir holds another program's checkpoints (TensorFlow's, as nvcnn.py writes them: a file
+ * "checkpoint", NAME.index), named in `what` ("TensorFlow checkpoints (checkpoint)"); else 0. */
+int lifecycle_foreign_checkpoint(const char *dir, char *what, size_t n);
 /* Checks the file path that output flag `flag` (without its dashes) will write: exit 2 naming
  * it when it cannot be written there (check_output_path) or is one of --log_dir's own files (`what`
  * names the output in the message). With before_log_dir, a path inside a --log_dir that is not

@@ -278,6 +278,9 @@ static int eval_only(Run *r) {
     if (lifecycle_saved_step(r, net, ck, sizeof ck, NULL) == -1) {
         const char *why = lifecycle_log_dir_missing(c->log_dir);
         if (why) die_code(EXIT_USAGE, "--eval: --log_dir=%s %s", c->log_dir, why);
+        char tf[512];
+        if (lifecycle_foreign_checkpoint(c->log_dir, tf, sizeof tf))
+            die_code(EXIT_USAGE, "--eval: no checkpoint of nvcnn in --log_dir=%s: it holds %s, which nvcnn cannot read", c->log_dir, tf);
         die_code(EXIT_USAGE, "--eval: no checkpoint in --log_dir=%s", c->log_dir);
     }
     if (!loader_has_subset(c->data_dir, "validation")) die_code(EXIT_USAGE, "--eval: no validation-* files in %s", c->data_dir);

@@ -859,3 +859,30 @@ TEST(ckpt_sighup_stops_with_a_checkpoint_and_sigusr1_without_log_dir_is_said) {
         free(o);
     }
 }
+
+/* A --log_dir of nvcnn.py's, holding TensorFlow's checkpoints: training says it cannot resume from
+ * them and starts from step 1, --eval and --export_onnx say what the folder holds (they said
+ * nothing, or "no checkpoint in", as if it held none). */
+TEST(ckpt_a_log_dir_of_tensorflow_checkpoints_is_said) {
+    char d[600], cmd[4000], want[1600], *o = NULL;
+    snprintf(d, sizeof d, "%s/tf-log-dir", th_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && printf 'model_checkpoint_path: \"model.ckpt-100\"\\n' > %s/checkpoint && touch %s/model.ckpt-100.index "
+             "%s/model.ckpt-100.data-00000-of-00001",
+             d, d, d, d);
+    CHECK(th_run(cmd, NULL) == 0);
+    const char *runs[] = {"--eval --data_dir=data/fashion-mnist", "--export_onnx=%s/x.onnx", "--num_batches=2"};
+    const char *said[] = {"nvcnn: error: --eval: no checkpoint of nvcnn in --log_dir=%s: it holds TensorFlow checkpoints (",
+                          "nvcnn: error: --export_onnx: no checkpoint of nvcnn in --log_dir=%s: it holds TensorFlow checkpoints (",
+                          "nvcnn: warning: --log_dir=%s holds TensorFlow checkpoints ("};
+    for (int k = 0; k < 3; k++) {
+        char run[800];
+        snprintf(run, sizeof run, runs[k], d);
+        snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=2 --log_dir=%s %s 2>&1", d, run);
+        const int rc = th_run(cmd, &o);
+        snprintf(want, sizeof want, said[k], d);
+        CHECK_MSG(rc == (k < 2 ? 2 : 0) && o && strstr(o, want) && strstr(o, "which nvcnn cannot read") && (k < 2 || strstr(o, "\n     1 ")),
+                  "'%s': exit %d, want '%s':\n%s", run, rc, want, o);
+        free(o);
+    }
+}
