@@ -390,7 +390,7 @@ static int pick(const char *flag, const char *v, const char *names) {
 static void parse_str(Config *cfg, const Flag *f, const char *v) { *(const char **)field_of(cfg, f) = v; }
 
 static void parse_path(Config *cfg, const Flag *f, const char *v) {
-    if (!*v) bad_value(f->name, v, "empty path");
+    if (!*v) bad_value(f->name, v, "empty path (an unset shell variable?); leave the flag out for none");
     parse_str(cfg, f, v);
 }
 
@@ -549,6 +549,9 @@ static void refuse_flag(int c, char **argv) {
             n++;
         }
     if (n > 1) die_code(EXIT_USAGE, "%.*s is ambiguous: it begins %s (see --help)", (int)len, bad, which);
+    if ((len == 17 && strncmp(bad, "--use_placeholder", len) == 0) || (len == 19 && strncmp(bad, "--nouse_placeholder", len) == 0))
+        die_code(EXIT_USAGE, "unknown flag %.*s: nvcnn.py's placeholder input is not provided here (synthetic data is made once, as "
+                             "nvcnn.py does without it; see the README)", (int)len, bad);
     die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)len, bad);
 }
 

@@ -678,6 +678,9 @@ TEST(cli_nvcnn_spellings) {
                             {"-m lenet --data_format=NHWC", "--data_format=NHWC"},
                             {"-m lenet --data_format=nhwc", "--data_format=nhwc"},
                             {"-m lenet --summary_interval=-1", "--summary_interval=-1"},
+                            /* nvcnn.py's flag not provided here, and its empty --log_dir (its default): said as such */
+                            {"-m lenet --use_placeholder", "unknown flag --use_placeholder: nvcnn.py's placeholder input is not provided here"},
+                            {"-m lenet --log_dir=", "--log_dir=: empty path (an unset shell variable?); leave the flag out for none"},
                             /* what --log_dir alone holds, without it: refused, not ignored */
                             {"-m lenet --summary_interval=60", "--summary_interval=60 needs --log_dir: without it no TensorBoard summaries are written"},
                             {"-m lenet --save_interval 60", "--save_interval=60 needs --log_dir: without it no checkpoints are written"},
