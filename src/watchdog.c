@@ -42,9 +42,16 @@ static void *watch(void *arg) {
     (void)arg;
     const double period = wd.timeout / 8 < 1 ? (wd.timeout / 8 > 0.01 ? wd.timeout / 8 : 0.01) : 1;
     const struct timespec ts = {(time_t)period, (long)((period - (double)(time_t)period) * 1e9)};
+    double last = now_seconds();
     for (;;) {
         nanosleep(&ts, NULL);
+        /* a wake-up seconds late: this process was not running (SIGSTOP, a suspended job or VM),
+         * which is no peer's stall: that time does not count (else, once continued, this rank
+         * would blame a peer for its own stop) */
+        const double now = now_seconds(), late = now - last - period;
+        last = now;
         pthread_mutex_lock(&wd.mu);
+        if (late > 2.0 + period) wd.since += late;
         const WatchdogPhase p = wd.phase;
         const double waited = now_seconds() - wd.since;
         const long a = wd.a, b = wd.b, step = wd.step;
