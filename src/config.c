@@ -419,7 +419,8 @@ static void parse_loss_scale(Config *cfg, const Flag *f, const char *v) {
     cfg->dynamic_loss_scale = strcmp(v, "dynamic") == 0;
     /* from 1e-30: the gradients are scaled back by 1 / loss_scale in fp32 (below about 3e-39 that
      * is infinite, and every step would be skipped) */
-    cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : parse_double(f->name, v, 1e-30, 1e30, 0, " or dynamic");
+    /* as a float: the GPU backend keeps it in one (and checks that the host's is the same) */
+    cfg->loss_scale = cfg->dynamic_loss_scale ? 65536 : (double)(float)parse_double(f->name, v, 1e-30, 1e30, 0, " or dynamic");
 }
 
 static int warnings_on = 1; /* config_set_warnings */

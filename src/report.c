@@ -114,7 +114,7 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     rep->tr = tr;
     rep->step0 = rep->last_row_step = step0;
     rep->due_step = rep->force_step = rep->row_step = rep->summary_step = -1;
-    rep->rows_skipped = tr->skipped_steps; /* a resumed run's earlier ones were said then */
+    rep->rows_skipped = rep->skipped0 = tr->skipped_steps; /* a resumed run's earlier ones were said then */
     rep->burnin = r->cfg.nstep_burnin; /* nvcnn.py: the first steps of the run, however short */
     rep->cap_rates = 1024;
     rep->rates = xmalloc((size_t)rep->cap_rates * sizeof *rep->rates);
@@ -246,7 +246,7 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
                 snprintf(steps, sizeof steps, "step %ld", from);
             warn("%s had inf or nan gradients and did not update the parameters (%ld in the run): the training is diverging "
                  "(a lower --learning_rate%s)",
-                 steps, tr->skipped_steps, r->cfg.precision == PREC_FP16 ? ", or --loss_scale=dynamic" : "");
+                 steps, tr->skipped_steps - rep->skipped0, r->cfg.precision == PREC_FP16 ? ", or --loss_scale=dynamic" : "");
         }
         rep->rows_skipped = tr->skipped_steps;
         const double per_step = v[3] / (double)(step + 1 - rep->last_row_step);
@@ -309,13 +309,14 @@ void report_end(Report *rep, long steps) {
     const Trainer *tr = rep->tr;
     print_speed_summary(rep->rates, rep->nrates, rep->burnin);
     if (tr->gpu) printf("Peak GPU memory: %.2f GiB\n", (double)gpu_mem_used(r->gpu_device) / 1073741824.0);
-    if (tr->skipped_steps) printf("Skipped steps (inf/nan gradients): %ld\n", tr->skipped_steps);
+    const long skipped = tr->skipped_steps - rep->skipped0; /* this run's */
+    if (skipped) printf("Skipped steps (inf/nan gradients): %ld\n", skipped);
     /* with a static loss scale, an inf or nan gradient is not an overflow the scale recovers from:
      * the training diverged, and the steps it skipped left the parameters (and the loss) as they were */
-    if (tr->skipped_steps && !tr->dynamic && r->dist.rank == 0)
+    if (skipped && !tr->dynamic && r->dist.rank == 0)
         warn("%ld of the run's steps had inf or nan gradients and did not update the parameters: the training diverged "
              "(a lower --learning_rate%s)",
-             tr->skipped_steps, r->cfg.precision == PREC_FP16 ? ", or --loss_scale=dynamic" : "");
+             skipped, r->cfg.precision == PREC_FP16 ? ", or --loss_scale=dynamic" : "");
     if (r->dist.size > 1 && !r->cfg.forward_only) {
         double t[2] = {tr->backward_seconds, tr->exposed_seconds};
         dist_allreduce_sum_d(&r->dist, t, 2);

@@ -30,6 +30,7 @@ typedef struct Report {
     long force_step;      /* a step that reports as a run's last does (report_force; -1: none) */
     long row_step, summary_step; /* the steps of the last row and summary written (-1: none) */
     long rows_skipped;    /* the trainer's skipped steps when the last row was printed */
+    long skipped0;        /* ... when the run started (a resumed one's earlier runs' included) */
 } Report;
 
 /* The header lines (and --print_layers' table). */

@@ -297,3 +297,29 @@ TEST_SERIAL(gpu_images_per_sec_is_the_devices_pace) {
     CHECK_MSG(rate[1] <= 3 * pace, "Images/sec %.1f: %.1f times the pace the run kept (%.1f img/s)", rate[1], rate[1] / pace, pace);
     CHECK_MSG(rate[1] >= pace / 1.5, "Images/sec %.1f: %.2f of the pace the run kept (%.1f img/s)", rate[1], rate[1] / pace, pace);
 }
+
+/* --loss_scale=3.3, which a float cannot hold: the device keeps the scale as a float, the host kept
+ * the double and found them different at the first step ("the device's loss scale 3.3 differs
+ * from the host's 3.3", exit 1). And a run resumed with --loss_scale given uses it, as its header
+ * says (it took the checkpoint's: 1e10 in fp16 went on skipping every step under
+ * "--loss_scale=1"), with the skipped steps it reports its own. */
+TEST(gpu_loss_scale_a_float_cannot_hold_and_given_on_a_resume) {
+    if (tu_gpus() == 0) return;
+    char cmd[1600], d[700], *o = NULL;
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --num_classes=10 --batch_size=4 --num_batches=2 --nstep_burnin=0 --device=gpu --loss_scale=3.3 2>&1");
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Loss scale:  3.3\n") && strstr(o, "\n     2     1 ") && !strstr(o, "nvcnn: error"), "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(d, sizeof d, "%s/scale-resume", th_tmpdir());
+    const char *common = "./nvcnn --model=lenet --num_classes=10 --batch_size=4 --nstep_burnin=0 --device=gpu --precision=fp16";
+    snprintf(cmd, sizeof cmd, "%s --num_batches=2 --loss_scale=1e10 --log_dir=%s 2>&1", common, d);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Skipped steps (inf/nan gradients): 2\n"), "1e10 in fp16: exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s --num_batches=4 --loss_scale=1 --log_dir=%s 2>&1", common, d);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Restored from checkpoint ") && !strstr(o, "Skipped steps") && !strstr(o, "inf or nan"),
+              "resumed with --loss_scale=1: exit %d:\n%s", rc, o);
+    free(o);
+}
