@@ -255,6 +255,29 @@ static GpuNet *start_trainer(Run *r, Net *net, Trainer *tr) {
 /* What takes time before the first step, once the header is out: the net's memory and initial
  * parameters, the oneDNN primitives or the GPU backend's algorithm search and device memory, and
  * the trainer. One line with its time. */
+/* The header's CUDA Graph line: whether the training step runs as one graph, and why not. A
+ * --cuda_graph=on given where the step cannot be one is refused, as every flag the run would not
+ * use (it was passed over without a word). */
+static void say_cuda_graph(const Run *r, const GpuNet *gpu, const Trainer *tr) {
+    const Config *c = &r->cfg;
+    const char *why = c->forward_only ? "--forward_only runs no training step"
+                      : !c->cuda_graph ? NULL
+                      : gpunet_graph_refusal(gpu) ? gpunet_graph_refusal(gpu)
+                      : !tr->nccl && tr->sync && r->dist.size > 1 ? "MPI averages the gradients through the host"
+                                                                   : NULL;
+    char as[64];
+    if (why && config_given_as(c, &c->cuda_graph, as, sizeof as))
+        die_code(EXIT_USAGE, "%s: %s: the step cannot be one CUDA Graph here", as, why);
+    if (!c->cuda_graph)
+        printf("CUDA Graph:  off (--cuda_graph=off)\n");
+    else if (why)
+        printf("CUDA Graph:  off (%s)\n", why);
+    else if (!tr->graph)
+        printf("CUDA Graph:  off (NVCNN_CUDA_GRAPH=off)\n");
+    else
+        printf("CUDA Graph:  on (each training step, captured at the second%s)\n", c->profile ? "; not --profile's steps" : "");
+}
+
 static GpuNet *plan(Run *r, Net *net, Trainer *tr) {
     const double t0 = now_seconds();
     char what[128] = "";
@@ -266,6 +289,7 @@ static GpuNet *plan(Run *r, Net *net, Trainer *tr) {
     GpuNet *gpu = start_trainer(r, net, tr);
     if (r->gpu) snprintf(what, sizeof what, " (cuDNN algorithms, device memory)");
     printf("Planning:    %.1f s%s\n", now_seconds() - t0, what);
+    if (gpu) say_cuda_graph(r, gpu, tr);
     fflush(stdout);
     return gpu;
 }

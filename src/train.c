@@ -27,7 +27,7 @@ void trainer_init(Trainer *t, Net *net, Dist *dist, const TrainerConfig *c, GpuN
         gpunet_step_setup(gpu, &sc);
         gpunet_step_state(gpu, t->loss_scale, 0, 0);
         const char *env = getenv("NVCNN_CUDA_GRAPH");
-        if (env && strcmp(env, "off") != 0 && strcmp(env, "on") != 0) die("NVCNN_CUDA_GRAPH=%s: want on or off", env);
+        if (env && strcmp(env, "off") != 0 && strcmp(env, "on") != 0) die_code(EXIT_USAGE, "NVCNN_CUDA_GRAPH=%s: want on or off", env);
         t->graph = !c->no_cuda_graph && !(env && strcmp(env, "off") == 0);
     }
     double mb = c->bucket_mb > 0 ? c->bucket_mb : 25;

@@ -234,3 +234,36 @@ TEST(gpu_graph_capture_refuses_what_cuda_refuses) {
     cudaStreamDestroy(s), cudaStreamDestroy(o);
 }
 #endif
+
+/* The header says whether the training step runs as one CUDA Graph, and why not; --cuda_graph=on
+ * given where the step cannot be one (dropout, --forward_only) is refused, exit 2 (it was passed
+ * over without a word); a bad NVCNN_CUDA_GRAPH is a usage error (exit 2, it was 1). */
+TEST(gpu_graph_the_header_says_it_and_an_unused_on_is_refused) {
+    if (tu_gpus() == 0) return;
+    const char *env = getenv("NVCNN_CUDA_GRAPH");
+    if (env && strcmp(env, "off") == 0) {
+        th_skip("NVCNN_CUDA_GRAPH=off");
+        return;
+    }
+    const char *cases[][3] = {
+        {"--model=lenet", "0", "CUDA Graph:  on (each training step, captured at the second)\n"},
+        {"--model=lenet --cuda_graph=off", "0", "CUDA Graph:  off (--cuda_graph=off)\n"},
+        {"--model=lenet --forward_only", "0", "CUDA Graph:  off (--forward_only runs no training step)\n"},
+        {"--model=alexnet", "0", "CUDA Graph:  off (dropout draws a new mask from a host counter every forward)\n"},
+        {"--model=alexnet --cuda_graph=on", "2",
+         "nvcnn: error: --cuda_graph=on: dropout draws a new mask from a host counter every forward: the step cannot be one CUDA Graph here\n"},
+        {"--model=lenet --cuda_graph=on --forward_only", "2", "nvcnn: error: --cuda_graph=on: --forward_only runs no training step"},
+        {"--model=lenet NVCNN_CUDA_GRAPH=maybe", "2", "nvcnn: error: NVCNN_CUDA_GRAPH=maybe: want on or off\n"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char cmd[800], flags[300], *o = NULL;
+        snprintf(flags, sizeof flags, "%s", cases[k][0]);
+        char *e = strstr(flags, " NVCNN_");
+        if (e) *e++ = 0;
+        snprintf(cmd, sizeof cmd, "%s ./nvcnn %s --num_classes=10 --batch_size=1 --num_batches=1 --device=gpu 2>&1", e ? e : "", flags);
+        const int rc = th_run(cmd, &o);
+        CHECK_MSG(rc == atoi(cases[k][1]) && o && strstr(o, cases[k][2]), "'%s': exit %d, want %s and '%s':\n%s", cases[k][0], rc,
+                  cases[k][1], cases[k][2], o);
+        free(o);
+    }
+}

@@ -77,7 +77,7 @@ static int bn_cudnn_wanted(void) {
     const char *e = getenv("NVCNN_GPU_BN");
     if (!e || !*e || strcmp(e, "own") == 0) return 0;
     if (strcmp(e, "cudnn") == 0) return 1;
-    die("NVCNN_GPU_BN=%s: want own or cudnn", e);
+    die_code(EXIT_USAGE, "NVCNN_GPU_BN=%s: want own or cudnn", e);
 }
 
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
