@@ -62,7 +62,7 @@ fi
 echo "torch: $("$PYTHON" -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)' 2>/dev/null || echo "not importable with $PYTHON")"
 echo "steps: $steps timed after $burnin burn-in, synthetic data"
 echo
-echo "| model | batch | precision | nvcnn img/s | PyTorch img/s | nvcnn/PyTorch | nvcnn peak GiB | PyTorch peak GiB |"
+echo "| model | batch | precision | nvcnn img/s | PyTorch img/s | nvcnn/PyTorch | nvcnn GiB allocated | PyTorch peak GiB allocated |"
 echo "|---|---:|---|---:|---:|---:|---:|---:|"
 for spec in $ROWS; do
   IFS=: read -r model batch prec extra <<<"$spec"
@@ -85,7 +85,7 @@ for spec in $ROWS; do
   else
     n_rate=$(sed -n 's/^Images\/sec: \([0-9.eE+-]*\) +\/- .*/\1/p' <<<"$out" | tail -n 1)
     [ -n "$n_rate" ] || n_rate="no Images/sec line"
-    n_peak=$(sed -n 's/^Peak GPU memory: \([0-9.]*\) GiB.*/\1/p' <<<"$out" | tail -n 1)
+    n_peak=$(sed -n 's/^GPU memory: \([0-9.]*\) GiB allocated by nvcnn.*/\1/p' <<<"$out" | tail -n 1)
     [ -n "$n_peak" ] || n_peak=-
   fi
 

@@ -259,7 +259,7 @@ stage_models() {
     [ "$m" = resnet50 ] || [ "$m" = resnet18 ] || list+=("$m:fp16" "$m:fp32")
   done
   {
-    echo "| model | precision | batch | exit | loss finite | last loss | img/s | peak GiB | search s | wall s |"
+    echo "| model | precision | batch | exit | loss finite | last loss | img/s | nvcnn GiB | search s | wall s |"
     echo "|---|---|---:|---:|---|---:|---:|---:|---:|---:|"
   } >>"$W/models.md"
   local spec ok=0 bad=0 notrun=0
@@ -292,7 +292,7 @@ stage_models() {
     last=$(tail -n 1 <<<"$losses")
     if [ -z "$losses" ]; then finite="-"; elif grep -qiE 'nan|inf' <<<"$losses"; then finite="NO"; else finite="yes"; fi
     rate=$(grab 'Images\/sec: ' "$out")
-    peak=$(grab 'Peak GPU memory: ' "$out")
+    peak=$(grab 'GPU memory: ' "$out")
     search=$(grab 'cuDNN algorithm search: ' "$out")
     local code=$rc
     [ "$rc" -eq 124 ] && code="timed out ($lim s)"

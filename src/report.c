@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "gpu.h"
+#include "gpunet.h"
 #include "util.h"
 
 void report_header(const Run *r, const Net *net) {
@@ -308,7 +309,10 @@ void report_end(Report *rep, long steps) {
     Run *r = rep->r;
     const Trainer *tr = rep->tr;
     print_speed_summary(rep->rates, rep->nrates, rep->burnin);
-    if (tr->gpu) printf("Peak GPU memory: %.2f GiB\n", (double)gpu_mem_used(r->gpu_device) / 1073741824.0);
+    if (tr->gpu) /* nvcnn's own allocations (held from planning to the end: its peak), beside what the device says is in use */
+        printf("GPU memory: %.2f GiB allocated by nvcnn (its arenas and cuDNN's workspace, held all run); %.2f GiB in use on the GPU "
+               "at the end (the CUDA context, the libraries' own and any other process's included)\n",
+               (double)gpunet_bytes(tr->gpu) / 1073741824.0, (double)gpu_mem_used(r->gpu_device) / 1073741824.0);
     const long skipped = tr->skipped_steps - rep->skipped0; /* this run's */
     if (skipped) printf("Skipped steps (inf/nan gradients): %ld\n", skipped);
     /* with a static loss scale, an inf or nan gradient is not an overflow the scale recovers from:
