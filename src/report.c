@@ -55,9 +55,9 @@ void report_header(const Run *r, const Net *net) {
     printf("Data type:   %s\n", precision_name(c->precision));
     if (c->forward_only)
         printf("Mode:        forward only (inference: batch norm on its moving statistics, no backward, no update)\n");
-    if (c->dynamic_loss_scale && !c->forward_only)
+    if (c->dynamic_loss_scale && !c->forward_only && !c->eval) /* (an evaluation has no backward to scale) */
         printf("Loss scale:  dynamic (from %g)\n", c->loss_scale);
-    else if (c->loss_scale != 1 && !c->forward_only)
+    else if (c->loss_scale != 1 && !c->forward_only && !c->eval)
         printf("Loss scale:  %g\n", c->loss_scale);
     if (!c->eval && !c->forward_only)
         printf("Learning rate: %g (%s)\n", r->base_lr, c->given_learning_rate ? "given" : "model default");

@@ -139,10 +139,12 @@ TEST(gpu_deterministic_runs_write_equal_checkpoints) {
             CHECK_MSG(rc == 0, "%s: exit %d\n%s", cmd, rc, o ? o : "");
             if (det) {
                 CHECK_MSG(o && strstr(o, "Deterministic: yes (--deterministic") &&
-                              strstr(o, "looked up in cuDNN's heuristics, deterministic algorithms only"),
+                              strstr(o, "looked up in cuDNN's heuristics, deterministic algorithms only") &&
+                              strstr(o, " MiB (each algorithm the heuristics' first deterministic one within "),
                           "want the deterministic header and plan lines in:\n%s", o ? o : "");
             } else {
-                CHECK_MSG(o && strstr(o, "Deterministic: no (") && strstr(o, " measured, "), "want the default lines in:\n%s", o ? o : "");
+                CHECK_MSG(o && strstr(o, "Deterministic: no (") && strstr(o, " measured, ") && strstr(o, " MiB (each algorithm the fastest within "),
+                          "want the default lines in:\n%s", o ? o : "");
             }
             free(o);
             o = NULL;

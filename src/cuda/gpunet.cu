@@ -504,9 +504,9 @@ void gpunet_print_plan(const GpuNet *g, FILE *f) {
     else
         fprintf(f, "cuDNN algorithm search: %.2f s (%d measured, %d repeated shapes from the cache, %d not needed)\n", g->search_s,
                 g->searches, g->searches_cached, g->searches_skipped);
-    fprintf(f, "cuDNN workspace: %.1f MiB (each algorithm the fastest within %.1f MiB: the cap of %.0f MiB "
+    fprintf(f, "cuDNN workspace: %.1f MiB (each algorithm %s within %.1f MiB: the cap of %.0f MiB "
                "(--cudnn_workspace_mb), or %.2f GiB free less the %.2f GiB arena and a %.2f GiB margin)\n",
-            (double)g->ws_bytes / MiB, (double)g->ws_limit / MiB, (double)g->ws_cap / MiB, (double)g->mem_free / GiB,
+            (double)g->ws_bytes / MiB, g->deterministic ? "the heuristics' first deterministic one" : "the fastest", (double)g->ws_limit / MiB, (double)g->ws_cap / MiB, (double)g->mem_free / GiB,
             (double)(g->acts_bytes - ((g->ws_bytes + 255) & ~(size_t)255)) / GiB, (double)g->mem_margin / GiB);
 }
 
