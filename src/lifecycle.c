@@ -240,6 +240,7 @@ long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr) {
     life->net = net;
     life->tr = tr;
     long step0 = lifecycle_restore(r, net, tr);
+    life->saved = step0;
     if (r->cfg.forward_only && step0 > 0) { /* an inference benchmark of the trained weights: its own steps */
         printf("(--forward_only: the checkpoint's weights, %ld inference steps from step 1)\n", r->nstep);
         step0 = 0;
@@ -287,6 +288,7 @@ int lifecycle_poll(Lifecycle *life, long step) {
     char path[4096] = "";
     int ok = save_checkpoint(r, life->net, life->tr, step + 1, path, sizeof path, life->save_err, sizeof life->save_err) == 0;
     life->last_save = now_seconds();
+    if (ok && c->log_dir) life->saved = step + 1;
     if (!sig[0]) { /* a periodic checkpoint: a failure is a warning, the next one may succeed */
         if (ok && c->log_dir) printf("Checkpoint written to %s at step %ld\n", path, step + 1);
         if (!ok) warn("%s (training goes on; the next checkpoint is tried in --save_interval)", life->save_err);
@@ -321,8 +323,13 @@ void lifecycle_finish(Lifecycle *life, long step0) {
 
 int lifecycle_exit_code(const Lifecycle *life) {
     if (!life->unsaved) return 0;
-    error_line("the checkpoint of step %ld was not written (%s): the model trained in this run is not saved", life->unsaved,
-               life->save_err);
+    const Run *r = life->r;
+    if (life->saved > 0 && r->cfg.log_dir)
+        error_line("the checkpoint of step %ld was not written (%s): the newest one is %s/ckpt-%ld.nvcnn; the steps after %ld are not saved",
+                   life->unsaved, life->save_err, r->cfg.log_dir, life->saved, life->saved);
+    else
+        error_line("the checkpoint of step %ld was not written (%s): the model trained in this run is not saved", life->unsaved,
+                   life->save_err);
     return EXIT_FAILURE_GENERIC;
 }
 

@@ -15,6 +15,7 @@ typedef struct Lifecycle {
     double last_save;  /* wall clock of the last checkpoint (or of the start) */
     int stopped;       /* a stop signal ended the run */
     long unsaved;      /* the step whose final checkpoint could not be written (0: none) */
+    long saved;        /* the step of the newest checkpoint there is: this run's last written, or the one it resumed (0: none) */
     int save_deferred; /* a checkpoint (periodic or SIGUSR1) fell due at a step an evaluation follows:
                           it is written after the evaluation, so that it records it as done */
     char save_err[512]; /* why the last checkpoint could not be written */

@@ -479,6 +479,17 @@ TEST(ckpt_unwritten_final_checkpoint_exits_1) {
     char ck[700];
     snprintf(ck, sizeof ck, "%s/ckpt-2.nvcnn", d);
     CHECK(access(ck, F_OK) != 0);
+    /* a run resumed from a checkpoint: the error names it as the newest there is (it said that the
+     * model trained in this run was not saved, as if there were none) */
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=2 --log_dir=%s-resumed > /dev/null && ulimit -f 200 && "
+             "./nvcnn --model=lenet --device=cpu --batch_size=4 --num_batches=4 --log_dir=%s-resumed 2>&1",
+             d, d);
+    CHECK(th_run(cmd, &o) == 1);
+    char want[1600];
+    snprintf(want, sizeof want, "File too large): the newest one is %s-resumed/ckpt-2.nvcnn; the steps after 2 are not saved\n", d);
+    CHECK_MSG(o && strstr(o, "nvcnn: error: the checkpoint of step 4 was not written (") && strstr(o, want), "want '%s':\n%s", want, o);
+    free(o);
     /* SIGTERM mid-run */
     char out[700];
     snprintf(out, sizeof out, "%s/fsize-term.out", th_tmpdir());
