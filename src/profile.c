@@ -324,6 +324,9 @@ int profile_close(Profiler *p) {
     p->tr->prof = NULL;
     p->net->on_layer = NULL;
     if (p->steps > 0 && !p->written) write_trace(p);
+    if (p->steps == 0 && p->r->dist.rank == 0) /* a stop signal before them */
+        warn("--profile=%s: the run stopped before step %ld, the first of --profile_steps: no profile written", p->r->cfg.profile,
+             p->first + 1);
     const Net *net = p->net;
     const int nl = net->nlayer;
     if (p->steps > 0 && p->r->dist.rank == 0) {
@@ -337,10 +340,11 @@ int profile_close(Profiler *p) {
         }
         sort_time = tot;
         qsort(order, (size_t)nl, sizeof *order, by_time_desc);
-        printf("Profile of steps %ld to %ld (%s, %.1f ms a step%s): %s%s\n", p->first + 1, p->first + p->steps,
+        printf("Profile of steps %ld to %ld (%s, %.1f ms a step%s): %s%s%s\n", p->first + 1, p->first + p->steps,
                p->r->gpu ? (gpunet_emulated() ? "GPU layers by the emulated device's events" : "GPU layers by CUDA events")
                          : "wall clock per layer",
-               step, p->r->gpu ? " on the host" : "", p->r->cfg.profile, p->r->dist.size > 1 ? ".rankN" : "");
+               step, p->r->gpu ? " on the host" : "", p->failed ? "its trace not written (below): " : "", p->r->cfg.profile,
+               p->r->dist.size > 1 ? ".rankN" : "");
         printf("  %-18s %-12s %-18s %10s %10s %7s\n", "layer", "type", "output", "fwd ms", "bwd ms", "step %");
         for (int k = 0; k < nl && k < 10; k++) {
             const int i = order[k];
