@@ -589,7 +589,11 @@ static int train(Run *r) {
         if (evaluate(r, &tr, 0, 1, 0, &t1, &t5) == 0) report_validation(&rep, r->nstep, t1, t5);
     }
     report_close(&rep);
-    if (!c->forward_only) export_trained(r, net, &tr, r->nstep); /* --export_onnx */
+    if (c->export_onnx && life.stopped && r->dist.rank == 0) /* a model part-way: not over what FILE holds */
+        printf("(--export_onnx: the run stopped at step %ld before its end: %s not written; the resumed run writes it at its end)\n",
+               r->nstep, c->export_onnx);
+    else if (!c->forward_only)
+        export_trained(r, net, &tr, r->nstep); /* --export_onnx */
     trainer_free(&tr);
     gpunet_free(gpu);
     net_free(net);

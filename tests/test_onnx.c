@@ -383,3 +383,25 @@ TEST_WITH(gpu_export_onnx_matches_checkpoint, 300, 1) {
     snprintf(b, sizeof b, "%s/ckpt.onnx", dir);
     CHECK_MSG(same_initializers(a, b, why, sizeof why), "%s", why);
 }
+
+/* A run that a stop signal ends before its last step writes no --export_onnx file (it exported the
+ * model part-way over what the file held); it says so, and the resumed run exports at its end. */
+TEST(onnx_a_stopped_run_exports_nothing_until_its_end) {
+    char d[600], cmd[3000], *o = NULL;
+    snprintf(d, sizeof d, "%s/export-stopped", th_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "d=%s; rm -rf $d; mkdir -p $d; echo earlier > $d/m.onnx; NVCNN_TEST_STEP_PAUSE_MS=100 ./nvcnn --model=lenet --device=cpu "
+             "--batch_size=2 --num_batches=200 --display_every=1 --log_dir=$d/log --export_onnx=$d/m.onnx > $d/out 2>&1 & p=$!; "
+             "for i in $(seq 600); do grep -q '^     3 ' $d/out && break; sleep 0.02; done; kill -TERM $p; wait $p; rc=$?; cat $d/out; "
+             "echo \"file: $(cat $d/m.onnx)\"; exit $rc",
+             d);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "(--export_onnx: the run stopped at step ") && strstr(o, "m.onnx not written; the resumed run writes it at its end)\n") &&
+                  strstr(o, "file: earlier\n") && !strstr(o, "Exported "),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=5 --log_dir=%s/log --export_onnx=%s/m.onnx 2>&1", d, d);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Exported lenet (step 5, "), "exit %d:\n%s", rc, o);
+    free(o);
+}
