@@ -999,3 +999,28 @@ TEST(mkrecords_special_files_are_counted_or_refused) {
     CHECK_MSG(rc == 4 && o && !strcmp(o, want), "rc %d: %s", rc, o);
     free(o);
 }
+
+/* An --output_dir that cannot be made or used: a file, a path through a file, a dangling symbolic
+ * link, one under a read-only folder: each one line naming it and exit 2, as a usage error (a
+ * dangling link said "is not a directory" and a folder that could not be made exited 1). */
+TEST(mkrecords_output_dirs_that_cannot_be_are_named_exit_2) {
+    char d[600], cmd[3200], *o = NULL;
+    snprintf(d, sizeof d, "%s/bad-output", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/ro && touch %s/afile && ln -sfn %s/nowhere %s/dangling && chmod 555 %s/ro", d, d, d, d, d);
+    CHECK(th_run(cmd, NULL) == 0);
+    char img[700], lab[700];
+    write_idx(d, img, lab, sizeof img);
+    const int root = geteuid() == 0; /* root writes under a mode-555 folder: no case then */
+    const char *cases[][2] = {{"afile", "afile: Not a directory\n"},
+                              {"afile/sub", "afile/sub: Not a directory\n"},
+                              {"dangling", "dangling is a dangling symbolic link (to "},
+                              {"ro/new", "ro/new: cannot create "}};
+    for (int k = 0; k < 4 - root; k++) {
+        char args[3000], want[1200];
+        snprintf(args, sizeof args, "--idx_images=%s --idx_labels=%s --output_dir=%s/%s 2>&1", img, lab, d, cases[k][0]);
+        const int rc = mk(args, &o);
+        snprintf(want, sizeof want, "nvcnn-mkrecords: error: --output_dir=%s/%s", d, cases[k][1]);
+        CHECK_MSG(rc == 2 && o && strstr(o, want), "%s: exit %d, want '%s':\n%s", cases[k][0], rc, want, o);
+        free(o);
+    }
+}

@@ -328,14 +328,23 @@ static void mkdir_p(const char *dir) {
                     made_dir[nmade] = xstrdup(p);
                     nmade++;
                 }
-            } else if (errno != EEXIST)
-                die("cannot create directory %s: %s", p, strerror(errno));
+            } else if (errno != EEXIST) /* (a read-only or unwritable parent, a file on the path: what was asked cannot be) */
+                die_code(EXIT_USAGE, "--output_dir=%s: cannot create %s: %s", dir, p, strerror(errno));
             *s = c;
             if (!c) break;
         }
     }
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) die("%s is not a directory", dir);
+    if (stat(dir, &st) != 0) {
+        char to[4096];
+        const ssize_t k = readlink(dir, to, sizeof to - 1);
+        if (k > 0) {
+            to[k] = 0;
+            die_code(EXIT_USAGE, "--output_dir=%s is a dangling symbolic link (to %s, which does not exist)", dir, to);
+        }
+        die_code(EXIT_USAGE, "--output_dir=%s: %s", dir, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) die_code(EXIT_USAGE, "--output_dir=%s: Not a directory", dir);
 }
 
 /* ---- IDX --------------------------------------------------------------------------------- */
