@@ -41,6 +41,30 @@ static int launched_by_mpi(void) {
     return 0;
 }
 
+/* One rank where the launcher says it started several tasks, or this one as a task but the first:
+ * each task became an MPI world of its own (srun without the PMI this MPI needs, an nvcnn built
+ * with another MPI than the launcher's) and would train alone, unaware of the others. */
+static void warn_lone_task(void) {
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"};
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
+    for (size_t i = 0; i < sizeof size_vars / sizeof *size_vars; i++) {
+        const char *v = getenv(size_vars[i]);
+        if (v && atoi(v) > 1) {
+            warn("%s=%s says the launcher started %d tasks, but MPI sees one rank: each task trains alone (srun needs the PMI of "
+                 "this MPI, e.g. --mpi=pmix; or nvcnn was built with another MPI than the launcher's)",
+                 size_vars[i], v, atoi(v));
+            return;
+        }
+    }
+    for (size_t i = 0; i < sizeof rank_vars / sizeof *rank_vars; i++) {
+        const char *v = getenv(rank_vars[i]);
+        if (v && atoi(v) > 0) {
+            warn("%s=%s says this is not the launcher's first task, but MPI sees one rank: it trains alone", rank_vars[i], v);
+            return;
+        }
+    }
+}
+
 /* A process that ends by exit() before dist_finalize() (--help: exit 0) finalizes MPI there:
  * mpirun takes a rank that leaves without MPI_Finalize for a failure of the job. */
 static void finalize_at_exit(void) {
@@ -66,6 +90,7 @@ void dist_init(Dist *d, int *argc, char ***argv) {
     }
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &d->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &d->size));
+    if (d->size == 1) warn_lone_task();
     MPI_Comm local;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local));
     MPI_CHECK(MPI_Comm_rank(local, &d->local_rank));

@@ -532,3 +532,25 @@ TEST_CORES(dist_ranks_given_different_flags_are_refused, 1) {
         free(o);
     }
 }
+
+/* A task that a launcher started as one of several, that MPI nonetheless sees alone (srun without
+ * the PMI this MPI needs: each task an MPI world of its own, training alone and unaware of the
+ * others): said (it ran without a word). One process with no such variables says nothing. */
+TEST(dist_a_lone_task_of_several_is_said) {
+#ifndef NVCNN_MPI
+    th_skip("no MPI in this build");
+#else
+    const char *cases[][2] = {
+        {"SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=3", "nvcnn: warning: SLURM_STEP_NUM_TASKS=3 says the launcher started 3 tasks, but MPI sees one rank"},
+        {"OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1", "nvcnn: warning: OMPI_COMM_WORLD_SIZE=2 says the launcher started 2 tasks"},
+        {"", NULL},
+    };
+    for (int k = 0; k < 3; k++) {
+        char cmd[800], *o = NULL;
+        snprintf(cmd, sizeof cmd, "env %s ./nvcnn --model=lenet --device=cpu --batch_size=2 --num_batches=1 2>&1", cases[k][0]);
+        const int rc = th_run(cmd, &o);
+        CHECK_MSG(rc == 0 && o && (cases[k][1] ? strstr(o, cases[k][1]) != NULL : !strstr(o, "warning")), "'%s': exit %d:\n%s", cases[k][0], rc, o);
+        free(o);
+    }
+#endif
+}
