@@ -343,6 +343,7 @@ static Loader *plan_steps(Run *r) {
         while (k < r->dist.size && n[2 * k] == n[0] && n[2 * k + 1] == n[1]) k++;
         if (k < r->dist.size) {
             util_set_quiet_usage(r->dist.rank != k);
+            util_set_error_delay(0);
             if (n[2 * k] != n[0])
                 die_code(EXIT_USAGE, "rank %d's --data_dir=%s holds %llu training records, rank 0's %llu: every rank needs the same data set",
                          k, c->data_dir, (unsigned long long)n[2 * k], (unsigned long long)n[0]);
@@ -655,6 +656,7 @@ static void check_ranks_agree(Run *r) {
     memcpy(zero, mine, TEXT);
     dist_bcast(&r->dist, zero, TEXT); /* rank 0's */
     util_set_quiet_usage(r->dist.rank != first);
+    util_set_error_delay(0); /* the one line, said at once by the rank that says it */
     const char *a = mine, *b = zero;
     while (*a && *b) { /* the same flags, line by line: the first whose values differ */
         const size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
