@@ -116,23 +116,29 @@ static void write_event(EventLog *e, const Tensorboard__Event *ev) {
 }
 
 /* metrics.csv's rows past step0, which a run that ended without a checkpoint there wrote before
- * this one resumed from an earlier checkpoint: removed (the file rewritten under a temporary name
- * and renamed over it), so the history reads on from step0 as TensorBoard shows it. The number of
- * rows removed, or -1 where the file could not be rewritten (it is left as it was). */
+ * this one resumed from an earlier checkpoint: removed, so the history reads on from step0 as
+ * TensorBoard shows it. Where they are the file's tail (rows are appended in step order), the file
+ * is cut there (truncate: no room needed, as on the full disk that may have ended that run); else it
+ * is rewritten under a temporary name and renamed over it. The number of rows removed, or -1 where
+ * the file could not be changed (it is left as it was). */
 static long trim_csv(const char *csv, long step0) {
     FILE *f = fopen(csv, "r");
     if (!f) return 0;
     char *line = NULL, *keep = NULL;
     size_t cap = 0, nkeep = 0, cap_keep = 0;
     long removed = 0;
+    off_t at = 0, cut = -1; /* the offset of the first row removed */
+    int tail = 1;           /* every row after it is removed too */
     ssize_t n;
-    for (int first = 1; (n = getline(&line, &cap, f)) > 0; first = 0) {
+    for (int first = 1; (n = getline(&line, &cap, f)) > 0; first = 0, at += n) {
         char *end;
         const long step = strtol(line, &end, 10);
         if (!first && end != line && *end == ',' && step > step0) {
+            if (cut < 0) cut = at;
             removed++;
             continue;
         }
+        if (cut >= 0) tail = 0;
         if (nkeep + (size_t)n + 1 > cap_keep) {
             cap_keep = 2 * (nkeep + (size_t)n + 1);
             keep = xrealloc(keep, cap_keep);
@@ -142,7 +148,9 @@ static long trim_csv(const char *csv, long step0) {
     }
     free(line);
     fclose(f);
-    if (removed) {
+    if (removed && tail) {
+        if (truncate(csv, cut) != 0) removed = -1;
+    } else if (removed) {
         char tmp[4300];
         snprintf(tmp, sizeof tmp, "%s.tmp.%d", csv, (int)getpid());
         FILE *o = fopen(tmp, "w");

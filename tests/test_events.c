@@ -484,3 +484,43 @@ TEST(events_a_special_metrics_csv_is_refused) {
         free(o);
     }
 }
+
+/* A resumed run removes metrics.csv's rows past its checkpoint by cutting the file where they
+ * begin: no room needed, as on the full disk that may have ended the run before it (here a file
+ * size limit below the rows kept, under which rewriting the file fails). It used to rewrite the
+ * file only, and on a full disk appended its rows after the stale ones: steps ..., 50, 21, 22. */
+TEST(events_a_resume_trims_metrics_csv_without_room) {
+    char dir[600], csv[700];
+    snprintf(dir, sizeof dir, "%s/events-trim", th_tmpdir());
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+    FILE *f = fopen(csv, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n", f);
+    for (int s = 1; s <= 50; s++) fprintf(f, "%d,%.6f,2.3,0.1,100,10,50,,\n", s, s / 10.0);
+    fclose(f);
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        const struct rlimit lim = {500, RLIM_INFINITY};
+        setrlimit(RLIMIT_FSIZE, &lim);
+        char err[256];
+        EventLog *e = events_open(dir, 20, err, sizeof err);
+        if (!e) _exit(8);
+        events_close(e);
+        _exit(0);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char *m = (char *)tu_read_file(csv, NULL);
+    int rows = 0;
+    long last = 0;
+    for (char *l = m ? strchr(m, '\n') : NULL; l && l[1]; l = strchr(l + 1, '\n')) {
+        rows++;
+        last = atol(l + 1);
+    }
+    CHECK_MSG(rows == 20 && last == 20, "%d rows, the last of step %ld:\n%s", rows, last, m ? m : "");
+    free(m);
+}
