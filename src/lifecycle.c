@@ -167,10 +167,8 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     dist_bcast(&r->dist, tr->opt.velocity, net->params_total * sizeof(float));
     /* a dynamic loss scale goes on from the checkpoint's in the same precision; else this run's
      * own (a --loss_scale given, another precision) applies, as its header says */
-    if (tr->dynamic && m.precision == (int32_t)r->cfg.precision && m.loss_scale > 0) {
-        tr->loss_scale = (double)(float)m.loss_scale;
-        tr->good_steps = m.good_steps;
-    }
+    if (tr->dynamic && m.precision == (int32_t)r->cfg.precision && m.loss_scale > 0) tr->loss_scale = (double)(float)m.loss_scale;
+    tr->good_steps = m.good_steps; /* (the counts go on: a resumed run's checkpoint is the uninterrupted run's) */
     tr->skipped_steps = m.skipped_steps;
     memcpy(net->rng.s, m.rng, sizeof m.rng);
     r->resume_eval = m.eval_pending != 0 && !r->cfg.eval && !r->cfg.forward_only ? (long)m.step : 0;

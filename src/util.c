@@ -10,6 +10,8 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,32 +71,61 @@ static void begin_dying(void) {
         for (;;) pause();
 }
 
-void die_code(int code, const char *fmt, ...) {
+/* While a dying process waits (a quiet rank, or a rank's error delay), the launcher ending the
+ * job (SIGTERM, SIGINT, SIGHUP) ends it with its own exit code, not the signal's: srun reports a
+ * job's highest code, and 143 would hide the error's 2. */
+static volatile sig_atomic_t waiting_code;
+
+static void end_waiting(int sig) {
+    (void)sig;
+    if (die_hook) die_hook();
+    _exit(waiting_code);
+}
+
+static void wait_dying(int code, int ms) {
+    waiting_code = code;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = end_waiting;
+    sigemptyset(&sa.sa_mask);
+    sigset_t set;
+    sigemptyset(&set);
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        sigaction(sigs[i], &sa, NULL);
+        sigaddset(&set, sigs[i]);
+    }
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* (this thread may block them for the signal thread) */
+    fflush(NULL);
+    sleep_ms(ms);
+}
+
+static void vdie(int code, const char *fmt, va_list ap) __attribute__((noreturn));
+static void vdie(int code, const char *fmt, va_list ap) {
     begin_dying();
     if (code == EXIT_USAGE && quiet_usage) {
-        fflush(NULL);
-        sleep_ms(1000);
+        wait_dying(code, 1000);
         _exit(code);
     }
-    if (error_delay_ms > 0) sleep_ms(error_delay_ms); /* a rank but 0: the job may end first (see util.h) */
-    va_list ap;
-    va_start(ap, fmt);
+    if (error_delay_ms > 0) wait_dying(code, error_delay_ms); /* a rank but 0: the job may end first (see util.h) */
     vmsg("error", fmt, ap);
-    va_end(ap);
     if (die_hook) die_hook();
     fflush(NULL);
     _exit(code);
 }
 
-void die(const char *fmt, ...) {
-    begin_dying();
+void die_code(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vmsg("error", fmt, ap);
+    vdie(code, fmt, ap);
     va_end(ap);
-    if (die_hook) die_hook();
-    fflush(NULL);
-    _exit(EXIT_FAILURE_GENERIC);
+}
+
+void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vdie(EXIT_FAILURE_GENERIC, fmt, ap);
+    va_end(ap);
 }
 
 void warn(const char *fmt, ...) {

@@ -1,7 +1,12 @@
 /* test_core.c: statistics, learning-rate policies, the optimizer, padding arithmetic, RNG. */
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "net.h"
@@ -178,4 +183,41 @@ TEST(core_rng_deterministic_and_streams_differ) {
     int hist[7] = {0};
     for (int i = 0; i < 70000; i++) hist[rng_below(&a, 7)]++;
     for (int i = 0; i < 7; i++) CHECK_NEAR(hist[i], 10000, 500);
+}
+
+/* A rank's fatal error waits (util_set_error_delay; a quiet rank likewise) so that the launcher,
+ * ending the job at rank 0's same error, has the line said once: SIGTERM meanwhile ends the process
+ * with the error's own exit code and no line (it ended with the signal's, 143, which srun reported
+ * as the job's code over rank 0's 2). Without a signal the line comes after the wait. */
+TEST(core_a_waiting_error_ends_with_its_own_code) {
+    for (int k = 0; k < 3; k++) {
+        int p[2];
+        CHECK(pipe(p) == 0);
+        fflush(NULL);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            close(p[0]);
+            dup2(p[1], 2);
+            if (k == 2) util_set_quiet_usage(1);
+            else util_set_error_delay(k == 0 ? 5000 : 200);
+            die_code(EXIT_USAGE, "the error of case %d", k);
+        }
+        close(p[1]);
+        if (k != 1) {
+            struct timespec t = {0, 300000000};
+            nanosleep(&t, NULL);
+            kill(pid, SIGTERM);
+        }
+        char buf[256] = "";
+        const ssize_t n = read(p[0], buf, sizeof buf - 1);
+        buf[n > 0 ? n : 0] = 0;
+        close(p[0]);
+        int st = 0;
+        CHECK(waitpid(pid, &st, 0) == pid);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_USAGE, "case %d: status %d", k, st);
+        if (k == 1)
+            CHECK_MSG(strstr(buf, "error: the error of case 1\n") != NULL, "case 1: '%s'", buf);
+        else
+            CHECK_MSG(buf[0] == 0, "case %d said '%s'", k, buf);
+    }
 }
