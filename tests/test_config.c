@@ -60,7 +60,7 @@ TEST(config_help_shows_the_defaults_the_parser_sets) {
         {"lr_decay_rate", "0.1", " --data_dir=d --lr_decay_policy=step"},
         {"loss_scale", "1", ""},       {"larc_mode", "clip", " --larc_eta=0.001"}, {"crop_area_min", "0.1", ""},
         {"shuffle_buffer", "10000", ""}, {"num_classes", "1000", ""}, {"seed", "1234", ""},     {"nstep_burnin", "20", ""},
-        {"bucket_mb", "25", ""},       {"save_interval", "43200", ""}, {"summary_interval", "3600", ""}};
+        {"bucket_mb", "25", ""},       {"save_interval", "43200", " --log_dir=l"}, {"summary_interval", "3600", " --log_dir=l"}};
     char *help = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&help, &len);
