@@ -25,7 +25,8 @@ static void parse(Config *c, const char *line) {
 static int same_settings(Config a, Config b) {
     if (strcmp(a.model, b.model) != 0) return 0;
     if (!a.data_dir != !b.data_dir || (a.data_dir && strcmp(a.data_dir, b.data_dir) != 0)) return 0;
-    a.model = b.model = a.data_dir = b.data_dir = NULL;
+    if (!a.log_dir != !b.log_dir || (a.log_dir && strcmp(a.log_dir, b.log_dir) != 0)) return 0;
+    a.model = b.model = a.data_dir = b.data_dir = a.log_dir = b.log_dir = NULL;
     a.args = b.args = NULL;
     a.nargs = b.nargs = 0;
     a.given_larc_mode = b.given_larc_mode = a.given_loss_scale = b.given_loss_scale = 0;
