@@ -291,8 +291,9 @@ int ckpt_exit_code(int rc) {
  * regular file (a folder, a FIFO, whose open would wait for a writer for good, a device) and a
  * dangling symbolic link are named as such. */
 static FILE *open_checkpoint(const char *path, char *err, size_t errlen, int *rc) {
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     struct stat st;
+    memset(&st, 0, sizeof st);
     if (fd < 0) {
         const int e = errno;
         char to[1024];

@@ -43,8 +43,9 @@ static int log_open(LogFile *f, const char *path, const char *what) {
     snprintf(f->path, sizeof f->path, "%s", path);
     f->what = what;
     f->lost_from = -1;
-    f->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+    f->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
     struct stat st;
+    memset(&st, 0, sizeof st);
     if (f->fd < 0) return -1;
     if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         const int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
@@ -202,7 +203,7 @@ EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
         errno = code;
         return NULL;
     }
-    if (fresh) {
+    if (e->csv.good == 0) { /* new, or left empty (a header that a full disk did not let through) */
         static const char head[] = "step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n";
         log_append(&e->csv, head, sizeof head - 1, 0);
     }

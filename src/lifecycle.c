@@ -273,7 +273,8 @@ int lifecycle_poll(Lifecycle *life, long step) {
     if (life->flush) life->flush(life->flush_ctx); /* before the last row and the checkpoint */
     if (sig[0] && life->before_stop) life->before_stop(life->flush_ctx, step);
     if (!sig[0] && !c->log_dir) { /* SIGUSR1 (a periodic checkpoint needs --log_dir) */
-        printf("Received SIGUSR1: no --log_dir: no checkpoint written after step %ld (training goes on)\n", step + 1);
+        printf("Received SIGUSR1: no --log_dir: no checkpoint written after step %ld (%s goes on)\n", step + 1,
+               c->forward_only ? "the run" : "training");
         return 0;
     }
     if (c->forward_only) { /* nothing was trained: no checkpoint */
@@ -334,6 +335,11 @@ int lifecycle_exit_code(const Lifecycle *life) {
 const char *lifecycle_log_dir_missing(const char *dir) {
     struct stat st;
     if (stat(dir, &st) != 0) {
+        if (errno != ENOENT) { /* (no search permission, a loop of links, ...) */
+            static char why[160];
+            snprintf(why, sizeof why, "cannot be reached: %s", strerror(errno));
+            return why;
+        }
         struct stat l;
         return lstat(dir, &l) == 0 && S_ISLNK(l.st_mode) ? "is a dangling symbolic link" : "does not exist";
     }

@@ -33,7 +33,8 @@ typedef struct Lifecycle {
  * the holder. The lock is the file .nvcnn.lock, held until the process ends. */
 void lifecycle_lock_log_dir(const char *dir);
 /* Why a --log_dir to read checkpoints from holds none: "does not exist", "is not a directory", "is a
- * dangling symbolic link" (a mistyped path, not lost checkpoints); NULL for a folder. */
+ * dangling symbolic link", "cannot be reached: <reason>" (a mistyped path, not lost checkpoints);
+ * NULL for a folder. */
 const char *lifecycle_log_dir_missing(const char *dir);
 /* 1 where dir holds another program's checkpoints (TensorFlow's, as nvcnn.py writes them: a file
  * "checkpoint", NAME.index), named in `what` ("TensorFlow checkpoints (checkpoint)"); else 0. */

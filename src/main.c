@@ -261,14 +261,15 @@ static GpuNet *start_trainer(Run *r, Net *net, Trainer *tr) {
 static void say_cuda_graph(const Run *r, const GpuNet *gpu, const Trainer *tr) {
     const Config *c = &r->cfg;
     const char *why = c->forward_only ? "--forward_only runs no training step"
+                      : c->eval          ? "--eval runs no training step"
                       : !c->cuda_graph ? NULL
                       : gpunet_graph_refusal(gpu) ? gpunet_graph_refusal(gpu)
                       : !tr->nccl && tr->sync && r->dist.size > 1 ? "MPI averages the gradients through the host"
                                                                    : NULL;
     char as[64];
-    if (why && config_given_as(c, &c->cuda_graph, as, sizeof as))
+    if (why && c->cuda_graph && !c->eval && config_given_as(c, &c->cuda_graph, as, sizeof as)) /* (--eval takes the training's flags) */
         die_code(EXIT_USAGE, "%s: %s: the step cannot be one CUDA Graph here", as, why);
-    if (!c->cuda_graph)
+    if (!c->cuda_graph && !c->eval && !c->forward_only)
         printf("CUDA Graph:  off (--cuda_graph=off)\n");
     else if (why)
         printf("CUDA Graph:  off (%s)\n", why);
@@ -590,7 +591,7 @@ static int train(Run *r) {
         if (evaluate(r, &tr, 0, 1, 0, &t1, &t5) == 0) report_validation(&rep, r->nstep, t1, t5);
     }
     report_close(&rep);
-    if (c->export_onnx && life.stopped && r->dist.rank == 0) /* a model part-way: not over what FILE holds */
+    if (c->export_onnx && (life.stopped || eval_failed) && r->dist.rank == 0) /* a model part-way: not over what FILE holds */
         printf("(--export_onnx: the run stopped at step %ld before its end: %s not written; the resumed run writes it at its end)\n",
                r->nstep, c->export_onnx);
     else if (!c->forward_only)
@@ -683,10 +684,10 @@ int main(int argc, char **argv) {
     dist_init(&r.dist, &argc, &argv);
     config_set_warnings(r.dist.rank == 0);
     config_set_ranks(r.dist.size);
-    util_set_quiet_usage(r.dist.rank != 0); /* the command line's errors: rank 0 says them, once */
+    /* the errors all ranks meet (the command line's among them): rank 0's line alone; a rank's own
+     * (another command line) from that rank, 2 s later (util.h) */
+    util_set_error_delay(r.dist.rank != 0 ? 2000 : 0);
     config_parse(&r.cfg, argc, argv);
-    util_set_quiet_usage(0);
-    util_set_error_delay(r.dist.rank != 0 ? 2000 : 0); /* the errors all ranks meet: rank 0's line alone */
     report_clock(); /* an invalid NVCNN_TEST_CLOCK_SCALE stops the run here, before any output */
     report_test_pause_ms(); /* likewise an invalid NVCNN_TEST_STEP_PAUSE_MS */
     watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */

@@ -51,7 +51,7 @@ static void *watch(void *arg) {
         const double now = now_seconds(), late = now - last - period;
         last = now;
         pthread_mutex_lock(&wd.mu);
-        if (late > 2.0 + period) wd.since += late;
+        if (late > 2.0 + period && wd.since <= now - late) wd.since += late; /* (a phase begun before the stop) */
         const WatchdogPhase p = wd.phase;
         const double waited = now_seconds() - wd.since;
         const long a = wd.a, b = wd.b, step = wd.step;

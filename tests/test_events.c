@@ -524,3 +524,24 @@ TEST(events_a_resume_trims_metrics_csv_without_room) {
     CHECK_MSG(rows == 20 && last == 20, "%d rows, the last of step %ld:\n%s", rows, last, m ? m : "");
     free(m);
 }
+
+/* An empty metrics.csv (its header lost to a full disk when it was made) gets the header before
+ * the rows that follow (they came without one, and so did every later run's). */
+TEST(events_an_empty_metrics_csv_gets_its_header) {
+    char dir[600], csv[700];
+    snprintf(dir, sizeof dir, "%s/events-empty-csv", th_tmpdir());
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+    FILE *f = fopen(csv, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    char err[256];
+    EventLog *e = events_open(dir, 5, err, sizeof err);
+    CHECK_MSG(e != NULL, "%s", err);
+    if (!e) return;
+    events_csv(e, 6, NAN, 2.0, 0.1, 10, 0, 0, NAN, NAN);
+    events_close(e);
+    char *m = (char *)tu_read_file(csv, NULL);
+    CHECK_MSG(m && strncmp(m, "step,epochs_done,", 17) == 0 && strstr(m, "\n6,,2,0.1,10,0,0,,\n"), "%s", m ? m : "");
+    free(m);
+}

@@ -253,6 +253,7 @@ TEST(gpu_graph_the_header_says_it_and_an_unused_on_is_refused) {
         {"--model=alexnet --cuda_graph=on", "2",
          "nvcnn: error: --cuda_graph=on: dropout draws a new mask from a host counter every forward: the step cannot be one CUDA Graph here\n"},
         {"--model=lenet --cuda_graph=on --forward_only", "2", "nvcnn: error: --cuda_graph=on: --forward_only runs no training step"},
+        {"--model=lenet --cuda_graph=off --forward_only", "0", "CUDA Graph:  off (--forward_only runs no training step)\n"},
         {"--model=lenet NVCNN_CUDA_GRAPH=maybe", "2", "nvcnn: error: NVCNN_CUDA_GRAPH=maybe: want on or off\n"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

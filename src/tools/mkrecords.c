@@ -336,8 +336,10 @@ static void mkdir_p(const char *dir) {
     }
     struct stat st;
     if (stat(dir, &st) != 0) {
+        const int e = errno;
         char to[4096];
-        const ssize_t k = readlink(dir, to, sizeof to - 1);
+        const ssize_t k = e == ENOENT ? readlink(dir, to, sizeof to - 1) : -1;
+        errno = e;
         if (k > 0) {
             to[k] = 0;
             die_code(EXIT_USAGE, "--output_dir=%s is a dangling symbolic link (to %s, which does not exist)", dir, to);
