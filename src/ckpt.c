@@ -106,6 +106,7 @@ static void header(Buf *b, const Net *net, const CkptMeta *m) {
     put(b, &m->target_top1, 8);
     put(b, &m->eval_pending, 8);
     put(b, &m->train_images, 8);
+    put(b, m->opt, sizeof m->opt);
 }
 
 static int write_all(int fd, const void *d, size_t n, uint32_t *crc) {
@@ -247,6 +248,7 @@ static void get_tail(Rd *r, CkptMeta *m) {
     get(r, &m->target_top1, 8);
     if (!r->bad && r->n - r->off >= 8) get(r, &m->eval_pending, 8); /* added after the three above */
     if (!r->bad && r->n - r->off >= 8) get(r, &m->train_images, 8);  /* and then this */
+    if (!r->bad && r->n - r->off >= sizeof m->opt) get(r, m->opt, sizeof m->opt); /* and then these */
 }
 
 /* Passes over the parameter and state tensors' lists, then reads the fields after them. */

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt_opt.h"
+
 #include "net.h"
 
 #define CKPT_VERSION 1u
@@ -41,6 +43,7 @@ typedef struct CkptMeta {
     double eval_pending;    /* 1: a stop signal ended the evaluation due after this step (--eval_every_epochs),
                                which the resumed run does first; 0 (also in older headers): none */
     double train_images;    /* the training records of the run's --data_dir; 0: synthetic data (or an older header) */
+    double opt[CKPT_OPT_FIELDS]; /* (since 2026-11-28, optional likewise) the optimizer settings, ckpt_opt.h */
 } CkptMeta;
 
 /* Why a checkpoint could not be read (ckpt_read_meta and ckpt_load return one, 0 on success):

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "optim.h"
 #include "signals.h"
 #include "util.h"
 
@@ -38,6 +39,14 @@ static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step
     m->target_top1 = r->target_reached;
     m->eval_pending = r->eval_pending ? 1 : 0;
     m->train_images = r->cfg.data_dir ? (double)r->nrecord : 0;
+    const Config *c = &r->cfg;
+    m->opt[CKPT_OPT_SAVED] = 1;
+    m->opt[CKPT_OPT_NEXT_LR] = r->sched ? lr_at(r->sched, step) : 0;
+    m->opt[CKPT_OPT_MOMENTUM] = c->momentum;
+    m->opt[CKPT_OPT_WEIGHT_DECAY] = c->weight_decay;
+    m->opt[CKPT_OPT_NESTEROV] = c->nesterov;
+    m->opt[CKPT_OPT_LARC_ETA] = c->larc_eta;
+    m->opt[CKPT_OPT_LARC_MODE] = (double)c->larc_mode;
 }
 
 #define LOCK_NAME ".nvcnn.lock"
@@ -169,6 +178,8 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
      * own (a --loss_scale given, another precision) applies, as its header says */
     if (tr->dynamic && m.precision == (int32_t)r->cfg.precision && m.loss_scale > 0) tr->loss_scale = (double)(float)m.loss_scale;
     tr->good_steps = m.good_steps; /* (the counts go on: a resumed run's checkpoint is the uninterrupted run's) */
+    memcpy(r->resumed_opt, m.opt, sizeof m.opt);
+    r->resumed_precision = m.precision;
     tr->skipped_steps = m.skipped_steps;
     memcpy(net->rng.s, m.rng, sizeof m.rng);
     r->resume_eval = m.eval_pending != 0 && !r->cfg.eval && !r->cfg.forward_only ? (long)m.step : 0;
@@ -192,6 +203,10 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
         printf("(saved by a run with --seed=%llu, resumed with --seed=%llu: the data order, augmentation and dropout from here "
                "follow %llu)\n",
                (unsigned long long)m.seed, (unsigned long long)r->cfg.seed, (unsigned long long)r->cfg.seed);
+    if (r->cfg.data_dir && m.data_position == 0 && m.step > 0 && !r->cfg.eval && !r->cfg.forward_only && r->dist.rank == 0)
+        warn("%s was trained on synthetic data (%lld steps); this run reads --data_dir from image %llu, as after that many steps of "
+             "it, and counts its epochs from there",
+             path, (long long)m.step, (unsigned long long)m.step * (unsigned long long)r->total_batch);
     if (!r->cfg.data_dir && m.data_position > 0 && r->dist.rank == 0)
         warn("%s was trained on --data_dir images (%llu read); this run has no --data_dir and goes on with synthetic data "
              "(give the --data_dir it trained on to go on with it)",

@@ -472,6 +472,47 @@ static void report_stopped_step(void *ctx, long step) {
     report_step(f->rep, step, NAN, lr_at(f->sched, step), NAN);
 }
 
+/* A resumed run whose settings differ from its checkpoint's run says so, once (they apply from the
+ * next step; nothing is refused: a longer run, a new rate or schedule are what a user may mean):
+ * the learning rate of the next step where it differs from the one the saved run had for it (a
+ * longer run re-stretches poly's decay: a jump up from about 0), the optimizer's settings, the
+ * precision. */
+static void say_resume_changes(const Run *r, const LrSchedule *sched, long step0) {
+    const Config *c = &r->cfg;
+    const double *o = r->resumed_opt;
+    if (r->resumed_precision >= 0 && r->resumed_precision != (int)c->precision)
+        printf("(saved by a run in %s, resumed in %s)\n", precision_name((Precision)r->resumed_precision), precision_name(c->precision));
+    if (!(o[CKPT_OPT_SAVED] > 0)) return; /* a checkpoint of before 2026-11-28: not recorded */
+    const double now = lr_at(sched, step0), was = o[CKPT_OPT_NEXT_LR];
+    if (fabs(now - was) > 1e-6 * fmax(fabs(now), fabs(was)) + 1e-12)
+        printf("(step %ld's learning rate is %.4g, where the checkpoint's run had %.4g for it: another --learning_rate, run length "
+               "or schedule%s)\n",
+               step0 + 1, now, was, c->lr_decay_policy == LR_POLY && now > was ? " (poly decays to 0 over this run's own steps)" : "");
+    char diff[512] = "";
+    size_t n = 0;
+    const struct {
+        const char *name;
+        double now, was;
+    } v[] = {{"--momentum", c->momentum, o[CKPT_OPT_MOMENTUM]},
+             {"--weight_decay", c->weight_decay, o[CKPT_OPT_WEIGHT_DECAY]},
+             {"--nesterov", c->nesterov, o[CKPT_OPT_NESTEROV]},
+             {"--larc_eta", c->larc_eta, o[CKPT_OPT_LARC_ETA]},
+             {"--larc_mode", (double)c->larc_mode, o[CKPT_OPT_LARC_MODE]}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0] && n < sizeof diff; i++) {
+        if (v[i].now == v[i].was) continue;
+        if (i == 2)
+            n += (size_t)snprintf(diff + n, sizeof diff - n, "%s%s (the checkpoint's run: %s)", n ? ", " : "",
+                                  v[i].now ? "--nesterov" : "--nonesterov", v[i].was ? "--nesterov" : "--nonesterov");
+        else if (i == 4)
+            n += (size_t)snprintf(diff + n, sizeof diff - n, "%s--larc_mode=%s (the checkpoint's run: %s)", n ? ", " : "",
+                                  v[i].now == LARC_SCALE ? "scale" : "clip", v[i].was == LARC_SCALE ? "scale" : "clip");
+        else
+            n += (size_t)snprintf(diff + n, sizeof diff - n, "%s%s=%g (the checkpoint's run: %g)", n ? ", " : "", v[i].name, v[i].now,
+                                  v[i].was);
+    }
+    if (n) printf("(resumed with %s)\n", diff);
+}
+
 /* Training (or, with --forward_only, inference) for the planned steps, then validation. */
 static int train(Run *r) {
     const Config *c = &r->cfg;
@@ -523,12 +564,17 @@ static int train(Run *r) {
     Report rep;
     report_open(&rep, r, &tr, step0);
     const LrSchedule sched = schedule(r);
+    r->sched = &sched;
+    if (step0 > 0 && !c->forward_only && r->dist.rank == 0) say_resume_changes(r, &sched, step0);
     Flush flush = {&tr, &rep, &sched};
     life.flush = flush_results;
     life.flush_ctx = &flush;
     life.before_stop = report_stopped_step;
     int target = 0;      /* --target_top1 reached, or an evaluation failed */
     int eval_failed = 0; /* that evaluation's exit code */
+    if (r->resume_eval == step0 && step0 > 0 && !evaluate_due(r, step0 - 1) && r->dist.rank == 0)
+        printf("(the evaluation after step %ld, which the stop came before, is not done: this run evaluates %s)\n", step0,
+               c->eval_every_epochs > 0 ? "at other steps" : "nothing while training");
     if (r->resume_eval == step0 && step0 > 0 && evaluate_due(r, step0 - 1)) { /* the evaluation the stop came before, first */
         printf("(the evaluation after step %ld did not run before the run stopped: done now)\n", step0);
         r->eval_pending = 1; /* until it is done */
@@ -676,6 +722,7 @@ int main(int argc, char **argv) {
     Run r;
     default_omp_wait(argv);
     memset(&r, 0, sizeof r);
+    r.resumed_precision = -1;
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* a file size limit (ulimit -f) makes a write fail with EFBIG, which the writers report
      * (a checkpoint not written, an export or a profile lost, their temporary files removed),

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "ckpt_opt.h"
 #include "config.h"
 #include "dist.h"
 #include "models.h"
@@ -30,6 +31,9 @@ typedef struct Run {
     double target_reached; /* the validation top-1 (%) with which --target_top1 ended the run (0: not) */
     int eval_pending;      /* a stop signal ended the evaluation after the step being checkpointed */
     long resume_eval;      /* the restored checkpoint's step when its evaluation is pending (0: none) */
+    const struct LrSchedule *sched; /* the run's learning-rate schedule, once made (for its checkpoints) */
+    double resumed_opt[CKPT_OPT_FIELDS]; /* the restored checkpoint's optimizer settings (CkptMeta.opt; [0] 0: none) */
+    int resumed_precision; /* ... and its precision (-1: no checkpoint restored) */
 } Run;
 
 #endif

@@ -697,20 +697,23 @@ TEST(ckpt_header_without_the_later_fields_loads) {
     if (!b) return;
     uint32_t hb;
     memcpy(&hb, b + 12, 4);
-    uint8_t *o = malloc(n - 24);
-    memcpy(o, b, 16 + hb - 24);
-    memcpy(o + 16 + hb - 24, b + 16 + hb, n - 16 - hb - 4);
-    hb -= 24;
+    /* every field after the lists: the loss average (2), the target, the pending evaluation, the
+     * training images, the optimizer's settings */
+    const uint32_t cut = 5 * 8 + (uint32_t)sizeof m.opt;
+    uint8_t *o = malloc(n - cut);
+    memcpy(o, b, 16 + hb - cut);
+    memcpy(o + 16 + hb - cut, b + 16 + hb, n - 16 - hb - 4);
+    hb -= cut;
     memcpy(o + 12, &hb, 4);
-    const uint32_t crc = crc32c(o, n - 24 - 4);
-    memcpy(o + n - 24 - 4, &crc, 4);
+    const uint32_t crc = crc32c(o, n - cut - 4);
+    memcpy(o + n - cut - 4, &crc, 4);
     snprintf(old, sizeof old, "%s/ckpt-3.nvcnn", dir);
     FILE *f = fopen(old, "wb");
-    fwrite(o, 1, n - 24, f);
+    fwrite(o, 1, n - cut, f);
     fclose(f);
     memset(&got, 0xff, sizeof got);
     CHECK_MSG(ckpt_read_meta(old, &got, err, sizeof err) == 0 && got.step == 3 && got.loss_avg_sum == 0 && got.loss_avg_weight == 0 &&
-                  got.target_top1 == 0,
+                  got.target_top1 == 0 && got.opt[CKPT_OPT_SAVED] == 0 && got.opt[CKPT_OPT_NEXT_LR] == 0,
               "%s", err);
     for (size_t i = 0; i < n5->params_total; i++) n5->params[i] = -1;
     CHECK_MSG(ckpt_load(old, NULL, n5, NULL, &got, err, sizeof err) == 0 && got.step == 3 && got.target_top1 == 0, "%s", err);
@@ -896,4 +899,46 @@ TEST(ckpt_a_log_dir_of_tensorflow_checkpoints_is_said) {
                   "'%s': exit %d, want '%s':\n%s", run, rc, want, o);
         free(o);
     }
+}
+
+/* A run resumed with other settings than its checkpoint's run says so (they were taken without a
+ * word): a longer run, whose poly decay starts again from a quarter of the rate where the saved run
+ * ended at 0; the optimizer's settings; the same settings say nothing. A checkpoint of synthetic
+ * data resumed on --data_dir says where in the data it starts. */
+TEST(ckpt_a_resume_with_other_settings_says_so) {
+    char d[600], cmd[2400], *o = NULL;
+    snprintf(d, sizeof d, "%s/resume-changes", th_tmpdir());
+    const char *common = "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --display_every=1 --learning_rate=0.05";
+    snprintf(cmd, sizeof cmd, "%s --num_batches=10 --log_dir=%s > /dev/null && %s --num_batches=20 --log_dir=%s 2>&1", common, d, common, d);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "(step 11's learning rate is 0.0125, where the checkpoint's run had 0 for it: another --learning_rate, "
+                                        "run length or schedule (poly decays to 0 over this run's own steps))\n") &&
+                  strstr(o, "\n    11     1 ") && !strstr(o, "(resumed with"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s --num_batches=40 --log_dir=%s --momentum=0.8 --nonesterov --weight_decay=0 2>&1", common, d);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "(resumed with --momentum=0.8 (the checkpoint's run: 0.9), --weight_decay=0 (the checkpoint's run: "
+                                        "0.0001), --nonesterov (the checkpoint's run: --nesterov))\n"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    /* the same settings, stopped by a signal and resumed: nothing to say */
+    snprintf(cmd, sizeof cmd,
+             "d=%s-same; rm -rf $d; mkdir -p $d; NVCNN_TEST_STEP_PAUSE_MS=100 %s --num_batches=30 --log_dir=$d/log > $d/out 2>&1 & p=$!; "
+             "for i in $(seq 600); do grep -q '^     3 ' $d/out && break; sleep 0.02; done; kill -TERM $p; wait $p; "
+             "%s --num_batches=30 --log_dir=$d/log 2>&1",
+             d, common, common);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Restored from checkpoint ") && !strstr(o, "learning rate is") && !strstr(o, "(resumed with"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    char band[600];
+    CHECK(tu_band_set(band, sizeof band, "resume-synthetic", 40, 10, 10) == 0);
+    snprintf(cmd, sizeof cmd, "%s --num_batches=3 --log_dir=%s-syn > /dev/null && %s --num_batches=5 --noeval --data_dir=%s --log_dir=%s-syn 2>&1",
+             common, d, common, band, d);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "/ckpt-3.nvcnn was trained on synthetic data (3 steps); this run reads --data_dir from image 12, as "
+                                        "after that many steps of it, and counts its epochs from there\n"),
+              "exit %d:\n%s", rc, o);
+    free(o);
 }

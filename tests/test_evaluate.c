@@ -420,3 +420,25 @@ TEST_CORES(eval_checkpoint_due_at_an_evaluation_follows_it, 1) {
               m ? m : "");
     free(m);
 }
+
+/* The evaluation a stop signal came before, resumed by a run that does not evaluate there (no
+ * --eval_every_epochs): said, not dropped without a word. */
+TEST_CORES(eval_pending_not_done_by_a_run_without_it_is_said, 1) {
+    char dir[600], cmd[2400], *o = NULL;
+    CHECK(tu_band_set(dir, sizeof dir, "eval-pending-dropped", 40, 40, 40) == 0);
+    const char *common = "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=14 --display_every=1 --nstep_burnin=0";
+    snprintf(cmd, sizeof cmd,
+             "d=%s; rm -rf $d/log; NVCNN_TEST_STEP_PAUSE_MS=400 %s --eval_every_epochs=0.5 --data_dir=$d --log_dir=$d/log > $d/out 2>&1 & "
+             "p=$!; for i in $(seq 600); do grep -q '^    10 ' $d/out && break; sleep 0.02; done; kill -INT $p; wait $p; rc=$?; "
+             "cat $d/out; exit $rc",
+             dir, common);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "ckpt-10.nvcnn at step 10; exiting"), "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s --noeval --data_dir=%s --log_dir=%s/log 2>&1", common, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "(the evaluation after step 10, which the stop came before, is not done: this run evaluates nothing "
+                                        "while training)\n"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+}
