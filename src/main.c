@@ -27,6 +27,7 @@
 #include "placement.h"
 #include "profile.h"
 #include "report.h"
+#include "signals.h"
 #include "run.h"
 #include "train.h"
 #include "util.h"
@@ -570,6 +571,7 @@ static int train(Run *r) {
     life.flush = flush_results;
     life.flush_ctx = &flush;
     life.before_stop = report_stopped_step;
+    signals_training(); /* from here a Ctrl-C, too, stops after the step under way, with the checkpoint */
     int target = 0;      /* --target_top1 reached, or an evaluation failed */
     int eval_failed = 0; /* that evaluation's exit code */
     if (r->resume_eval == step0 && step0 > 0 && !evaluate_due(r, step0 - 1) && r->dist.rank == 0)
@@ -735,6 +737,7 @@ int main(int argc, char **argv) {
      * (another command line) from that rank, 2 s later (util.h) */
     util_set_error_delay(r.dist.rank != 0 ? 2000 : 0);
     config_parse(&r.cfg, argc, argv);
+    signals_install(); /* a stop or checkpoint signal during the start-up: acted on after the first step */
     report_clock(); /* an invalid NVCNN_TEST_CLOCK_SCALE stops the run here, before any output */
     report_test_pause_ms(); /* likewise an invalid NVCNN_TEST_STEP_PAUSE_MS */
     watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */

@@ -5,8 +5,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t stop_sig, ckpt_req;
+static volatile sig_atomic_t starting = 1; /* no step trained yet (signals_training()) */
 
 static void on_stop(int sig) { stop_sig = sig; }
 static void on_usr1(int sig) {
@@ -25,13 +27,23 @@ static void *signal_thread(void *arg) {
         if (sigwait(set, &sig) != 0) continue;
         if (sig == SIGUSR1)
             ckpt_req = 1;
-        else
+        else if (sig == SIGINT && starting) { /* Ctrl-C before anything is trained: at once, nothing to save */
+            static const char line[] = "Received SIGINT before the first step: exiting (nothing trained)\n";
+            if (write(2, line, sizeof line - 1) < 0) {
+            }
+            _exit(130);
+        } else
             stop_sig = sig;
     }
     return NULL;
 }
 
+void signals_training(void) { starting = 0; }
+
 void signals_install(void) {
+    static int installed;
+    if (installed) return;
+    installed = 1;
     static sigset_t set;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

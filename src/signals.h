@@ -6,7 +6,12 @@
 
 enum { SIG_STOP = 1, SIG_CHECKPOINT = 2 };
 
+/* Installs the handlers (once; nvcnn does it at its start, so that a signal during the start-up
+ * waits for the first step, its checkpoint and its line, rather than killing the run; SIGINT before
+ * signals_training() ends the process at once, 130: Ctrl-C while nothing is trained). */
 void signals_install(void);
+/* The first step is under way: SIGINT, too, stops the run after its step from now on. */
+void signals_training(void);
 /* SIG_STOP | SIG_CHECKPOINT bits received since the last call (clears SIG_CHECKPOINT). */
 int signals_take(void);
 /* The number of the signal that asked to stop (SIGTERM or SIGINT), 0 if none. */

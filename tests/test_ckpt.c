@@ -942,3 +942,28 @@ TEST(ckpt_a_resume_with_other_settings_says_so) {
               "exit %d:\n%s", rc, o);
     free(o);
 }
+
+/* A signal during the start-up (the data's index, planning: minutes for a large model on a GPU):
+ * SIGTERM (a scheduler's preemption) stops the run after its first step with the checkpoint and
+ * the line a batch script requeues on, SIGUSR1 asks for a checkpoint then; both used to kill the
+ * run without a word (143, 138). Ctrl-C then ends it at once, saying that nothing was trained. */
+TEST_CORES(ckpt_signals_during_the_start_up, 1) {
+    char d[600], cmd[2400], *o = NULL;
+    snprintf(d, sizeof d, "%s/start-up-signal", th_tmpdir());
+    const char *sig[] = {"TERM", "INT"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "d=%s; rm -rf $d; mkdir -p $d; ./nvcnn --model=resnet50 --device=cpu --num_classes=10 --batch_size=2 --num_batches=3 "
+                 "--noeval --log_dir=$d/log > $d/out 2>&1 & p=$!; for i in $(seq 1000); do grep -q '^Num ranks:' $d/out && break; "
+                 "sleep 0.01; done; kill -%s $p; wait $p; rc=$?; cat $d/out; exit $rc",
+                 d, sig[k]);
+        const int rc = th_run(cmd, &o);
+        if (!k)
+            CHECK_MSG(rc == 0 && o && strstr(o, "Received SIGTERM: checkpoint written to ") && strstr(o, "/log/ckpt-1.nvcnn at step 1; exiting\n"),
+                      "SIGTERM: exit %d:\n%s", rc, o);
+        else
+            CHECK_MSG(rc == 130 && o && strstr(o, "Received SIGINT before the first step: exiting (nothing trained)\n"), "SIGINT: exit %d:\n%s",
+                      rc, o);
+        free(o);
+    }
+}
