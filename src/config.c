@@ -276,7 +276,7 @@ size_t config_rank_text(const Config *cfg, char *buf, size_t n) {
         } else if (f->parse == parse_num) {
             double x;
             memcpy(&x, at, sizeof x);
-            snprintf(v, sizeof v, "%.17g", x);
+            snprintf(v, sizeof v, "%.9g", x);
         } else if (f->parse == parse_loss_scale) {
             snprintf(v, sizeof v, "%.9g%s", cfg->loss_scale, cfg->dynamic_loss_scale ? " (dynamic)" : "");
         } else if (f->parse == parse_profile_steps) {
@@ -289,20 +289,13 @@ size_t config_rank_text(const Config *cfg, char *buf, size_t n) {
             for (int k = x - f->choice_base; c && k > 0; k--) c = strchr(c, '|') ? strchr(c, '|') + 1 : NULL;
             if (c && x >= f->choice_base) snprintf(v, sizeof v, "%.*s", (int)strcspn(c, "|"), c);
         }
+        /* a flag left out shows as such with its default: whether it was given counts too (a
+         * default given and one left out can differ: --loss_scale given keeps fp16's scale static,
+         * --display_every given fixes the rows' interval, --num_batches given makes --print_layers
+         * train) */
+        if (!config_given(cfg, at) && f->parse != parse_path && f->off != offsetof(Config, eval))
+            snprintf(v, sizeof v, "(left out: %s)", flag_default(f)[0] ? flag_default(f) : "off");
         const int w = snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, "--%s=%s\n", f->name, v);
-        if (w > 0) len += (size_t)w;
-    }
-    /* whether each was given counts too, after the values: a default given and one left out can
-     * differ (--loss_scale given keeps fp16's scale static; --display_every given fixes the rows'
-     * interval; --num_batches given makes --print_layers train) */
-    for (int i = 0; i < NFLAGS; i++) {
-        const Flag *f = &flags[i];
-        /* (--eval's field is --noeval's too: the two are the value's line and the --noeval line) */
-        int seen = !f->off || f->parse == parse_help || flag_per_rank(f) || f->off == offsetof(Config, eval);
-        for (int j = 0; j < i && !seen; j++) seen = flags[j].off == f->off;
-        if (seen) continue;
-        const int w = snprintf(buf + (len < n ? len : n), len < n ? n - len : 0, "--%s %s\n", f->name,
-                               config_given(cfg, (const char *)cfg + f->off) ? "given" : "left out");
         if (w > 0) len += (size_t)w;
     }
     /* --noeval sets --eval's field as its default does, and also leaves out the final validation */

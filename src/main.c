@@ -714,7 +714,7 @@ static void check_ranks_agree(Run *r) {
         b += lb + (b[lb] ? 1 : 0);
     }
     char more_text[64] = "";
-    if (more) snprintf(more_text, sizeof more_text, " (and %d more rank%s differ)", more, more == 1 ? "" : "s");
+    if (more) snprintf(more_text, sizeof more_text, " (and %d more rank%s)", more, more == 1 ? " differs" : "s differ");
     die_code(EXIT_USAGE, "the ranks were given different flags: rank %d has %.*s, rank 0 %.*s%s; every rank needs the same "
                          "flags (only %s may differ)",
              first, (int)strcspn(a, "\n"), a, (int)strcspn(b, "\n"), b, more_text, config_per_rank_flags());

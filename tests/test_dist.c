@@ -502,7 +502,8 @@ TEST_CORES(dist_ranks_given_different_flags_are_refused, 1) {
         {"--batch_size=8", "nvcnn: error: the ranks were given different flags: rank 2 has --batch_size=8, rank 0 --batch_size=4; "},
         {"--num_classes=20", "rank 2 has --num_classes=20, rank 0 --num_classes=10; every rank needs the same flags (only "},
         {"--noeval", "rank 2 has --noeval given, rank 0 --noeval left out; "},
-        {"--display_every=10", "rank 2 has --display_every given, rank 0 --display_every left out; "}, /* (its rows' pace: collectives) */
+        {"--display_every=10", "rank 2 has --display_every=10, rank 0 --display_every=(left out: 10); "}, /* (its rows' pace: collectives) */
+        {"--learning_rate=0.001", "rank 2 has --learning_rate=0.001, rank 0 --learning_rate=(left out: model default); "},
         {"--data_dir=B", "nvcnn: error: rank 2's --data_dir=B holds 30 training records, rank 0's 40: every rank needs the same data set"},
         {"--bogus-flag", "nvcnn: error: unknown flag --bogus-flag (see --help)"}, /* rank 2's own: said (it was silent) */
         {"--input_threads=1 --shuffle_buffer=7 --step_timeout=300", NULL},
