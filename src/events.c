@@ -166,6 +166,23 @@ static long trim_csv(const char *csv, long step0) {
     return removed;
 }
 
+/* A last line without its newline (a row torn by a full disk before writes were whole, a copy cut
+ * short): removed, so that the rows written next do not run on from it. The bytes removed. */
+static long cut_torn_tail(const char *csv) {
+    FILE *f = fopen(csv, "r");
+    if (!f) return 0;
+    long keep = 0, size = 0;
+    int c, last = '\n';
+    while ((c = getc(f)) != EOF) {
+        size++;
+        if (c == '\n') keep = size;
+        last = c;
+    }
+    fclose(f);
+    if (last == '\n' || truncate(csv, keep) != 0) return 0;
+    return size - keep;
+}
+
 EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     EventLog *e = xcalloc(1, sizeof *e);
     e->ev.fd = e->csv.fd = -1;
@@ -183,6 +200,8 @@ EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     } else if (log_open(&e->ev, e->path, "events") != 0) {
         bad = e->path;
     } else {
+        const long torn = fresh ? 0 : cut_torn_tail(csv);
+        if (torn > 0) warn("%s: its last line was cut short (%ld bytes without a newline): removed", csv, torn);
         const long trimmed = fresh || step0 < 0 ? 0 : trim_csv(csv, step0);
         if (trimmed > 0)
             printf("%s: %ld row%s past step %ld removed (written by a run that ended without a checkpoint there)\n", csv, trimmed,
@@ -205,13 +224,16 @@ EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     }
     if (e->csv.good == 0) { /* new, or left empty (a header that a full disk did not let through) */
         static const char head[] = "step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n";
-        log_append(&e->csv, head, sizeof head - 1, 0);
+        log_append(&e->csv, head, sizeof head - 1, step0 < 0 ? 1 : step0 + 1);
     }
     Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
     ev.wall_time = wall_time();
     ev.what_case = TENSORBOARD__EVENT__WHAT_FILE_VERSION;
     ev.file_version = (char *)"brain.Event:2";
-    write_event(e, &ev);
+    uint8_t *version;
+    const size_t nv = frame_event(&ev, &version);
+    log_append(&e->ev, version, nv, step0 < 0 ? 1 : step0 + 1); /* (said as the run's first step, should it fail) */
+    free(version);
     /* this run's start, at its first step: TensorBoard drops what earlier runs wrote from there on */
     if (step0 < 0) return e;
     uint8_t *rec;
@@ -290,7 +312,9 @@ void events_csv(EventLog *e, int64_t step, double epoch, double loss, double lr,
 
 void events_close(EventLog *e) {
     if (!e) return;
+    const int empty = e->ev.good == 0; /* not even its first record written (a full disk): no file left */
     log_close(&e->ev);
+    if (empty) unlink(e->path);
     log_close(&e->csv);
     free(e);
 }

@@ -545,3 +545,74 @@ TEST(events_an_empty_metrics_csv_gets_its_header) {
     CHECK_MSG(m && strncmp(m, "step,epochs_done,", 17) == 0 && strstr(m, "\n6,,2,0.1,10,0,0,,\n"), "%s", m ? m : "");
     free(m);
 }
+
+/* A metrics.csv whose last line has no newline (a row torn by a full disk before rows were written
+ * whole, a copy cut short; a torn header): the torn line is removed, said, and the next rows start
+ * on lines of their own (the first one ran on from it: "20,0.0053,...,,21,0.0056,..."). */
+TEST(events_a_torn_last_line_of_metrics_csv_is_removed) {
+    const char *before[] = {"step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n1,,2,0.1,10,0,0,,\n2,,2",
+                            "step,epochs"};
+    for (int k = 0; k < 2; k++) {
+        char dir[600], csv[700];
+        snprintf(dir, sizeof dir, "%s/events-torn-%d", th_tmpdir(), k);
+        CHECK(mkdir(dir, 0755) == 0);
+        snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+        FILE *f = fopen(csv, "w");
+        CHECK(f != NULL);
+        if (!f) return;
+        fputs(before[k], f);
+        fclose(f);
+        char err[256];
+        EventLog *e = events_open(dir, 1, err, sizeof err);
+        CHECK_MSG(e != NULL, "%s", err);
+        if (!e) return;
+        events_csv(e, 2, NAN, 2.5, 0.1, 10, 0, 0, NAN, NAN);
+        events_close(e);
+        char *m = (char *)tu_read_file(csv, NULL);
+        const char *want = k ? "step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n2,,2.5,0.1,10,0,0,,\n"
+                             : "step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n1,,2,0.1,10,0,0,,\n"
+                               "2,,2.5,0.1,10,0,0,,\n";
+        CHECK_MSG(m && strcmp(m, want) == 0, "case %d:\n%s", k, m ? m : "");
+        free(m);
+    }
+}
+
+/* A resumed run (from step 60) that cannot write even the event file's first record: its warning
+ * names the run's first step (it said "from step 0"), and no empty event file is left behind. */
+TEST(events_an_event_file_never_written_is_not_left) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/events-never", th_tmpdir());
+    CHECK(mkdir(dir, 0755) == 0);
+    int p[2]; /* (stderr to a pipe: a file would be held to the limit too) */
+    CHECK(pipe(p) == 0);
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        dup2(p[1], 2);
+        signal(SIGXFSZ, SIG_IGN);
+        const struct rlimit lim = {0, RLIM_INFINITY};
+        setrlimit(RLIMIT_FSIZE, &lim);
+        char err[256];
+        EventLog *e = events_open(dir, 60, err, sizeof err);
+        if (!e) _exit(8);
+        events_close(e);
+        _exit(0);
+    }
+    close(p[1]);
+    char *said = calloc(1, 8192);
+    size_t got = 0;
+    ssize_t r;
+    while (got < 8191 && (r = read(p[0], said + got, 8191 - got)) > 0) got += (size_t)r;
+    close(p[0]);
+    int st = 0;
+    CHECK_MSG(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    CHECK_MSG(said && strstr(said, "(its events from step 61 on are lost until it can be written again)") && !strstr(said, "from step 0"),
+              "%s", said ? said : "");
+    free(said);
+    char cmd[800], *o = NULL;
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c events.out", dir);
+    th_run(cmd, &o);
+    CHECK_MSG(o && atoi(o) == 0, "an event file is left: %s", o ? o : "");
+    free(o);
+}
