@@ -176,7 +176,11 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     dist_bcast(&r->dist, tr->opt.velocity, net->params_total * sizeof(float));
     /* a dynamic loss scale goes on from the checkpoint's in the same precision; else this run's
      * own (a --loss_scale given, another precision) applies, as its header says */
-    if (tr->dynamic && m.precision == (int32_t)r->cfg.precision && m.loss_scale > 0) tr->loss_scale = (double)(float)m.loss_scale;
+    if (tr->dynamic && m.precision == (int32_t)r->cfg.precision && m.loss_scale > 0) {
+        tr->loss_scale = (double)(float)m.loss_scale;
+        if (tr->loss_scale != r->cfg.loss_scale && r->dist.rank == 0) /* the header said where a fresh run starts it */
+            printf("(the dynamic loss scale goes on from the checkpoint's %g)\n", tr->loss_scale);
+    }
     tr->good_steps = m.good_steps; /* (the counts go on: a resumed run's checkpoint is the uninterrupted run's) */
     memcpy(r->resumed_opt, m.opt, sizeof m.opt);
     r->resumed_precision = m.precision;

@@ -231,12 +231,15 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
         dist_allreduce_sum_d(&r->dist, v, 4);
         const double avg = v[0] / r->dist.size;
         const long ep = (long)((double)step * r->total_batch / (double)r->nrecord);
+        char loss_text[32]; /* a diverging loss in a column's width: 1.407e+72, not 73 digits */
+        snprintf(loss_text, sizeof loss_text, fabs(avg) < 1e6 || !isfinite(avg) ? "%7.3f" : "%7.3e", avg);
         if (c->forward_only)
-            printf("%6ld %5ld %7.1f %7.3f\n", step + 1, ep + 1, rate, avg);
+            printf("%6ld %5ld %7.1f %s\n", step + 1, ep + 1, rate, loss_text);
         else
-            printf("%6ld %5ld %7.1f %7.3f %7.5f\n", step + 1, ep + 1, rate, avg, lr);
+            printf("%6ld %5ld %7.1f %s %7.5f\n", step + 1, ep + 1, rate, loss_text, lr);
         const Trainer *tr = rep->tr;
-        if (tr->skipped_steps > rep->rows_skipped && !tr->dynamic && r->dist.rank == 0) {
+        /* (a dynamic scale skips steps while it comes down; at 1, a skipped step is a diverged one) */
+        if (tr->skipped_steps > rep->rows_skipped && (!tr->dynamic || tr->loss_scale <= 1) && r->dist.rank == 0) {
             /* with a static loss scale (fp32's 1 included) a skipped step is a diverged one, said
              * as it happens rather than at the end of the run */
             const long k = tr->skipped_steps - rep->rows_skipped, from = rep->last_row_step + 1;
@@ -247,7 +250,7 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
                 snprintf(steps, sizeof steps, "step %ld", from);
             warn("%s had inf or nan gradients and did not update the parameters (%ld in the run): the training is diverging "
                  "(a lower --learning_rate%s)",
-                 steps, tr->skipped_steps - rep->skipped0, r->cfg.precision == PREC_FP16 ? ", or --loss_scale=dynamic" : "");
+                 steps, tr->skipped_steps - rep->skipped0, r->cfg.precision == PREC_FP16 && !tr->dynamic ? ", or --loss_scale=dynamic" : "");
         }
         rep->rows_skipped = tr->skipped_steps;
         const double per_step = v[3] / (double)(step + 1 - rep->last_row_step);
@@ -317,10 +320,10 @@ void report_end(Report *rep, long steps) {
     if (skipped) printf("Skipped steps (inf/nan gradients): %ld\n", skipped);
     /* with a static loss scale, an inf or nan gradient is not an overflow the scale recovers from:
      * the training diverged, and the steps it skipped left the parameters (and the loss) as they were */
-    if (skipped && !tr->dynamic && r->dist.rank == 0)
+    if (skipped && (!tr->dynamic || tr->loss_scale <= 1) && r->dist.rank == 0)
         warn("%ld of the run's steps had inf or nan gradients and did not update the parameters: the training diverged "
              "(a lower --learning_rate%s)",
-             skipped, r->cfg.precision == PREC_FP16 ? ", or --loss_scale=dynamic" : "");
+             skipped, r->cfg.precision == PREC_FP16 && !tr->dynamic ? ", or --loss_scale=dynamic" : "");
     if (r->dist.size > 1 && !r->cfg.forward_only) {
         double t[2] = {tr->backward_seconds, tr->exposed_seconds};
         dist_allreduce_sum_d(&r->dist, t, 2);

@@ -838,6 +838,14 @@ TEST(cli_diverged_training_is_said) {
     CHECK_MSG(rows >= 2 && said == n && strstr(o, "in the run): the training is diverging (a lower --learning_rate)\n"),
               "%ld warnings at the rows saying %ld skipped steps, want %d:\n%s", rows, said, n, o);
     free(o);
+    /* a loss past 1e6 keeps the column's width: 1.407e+72, not 73 digits */
+    char *d = NULL;
+    const int rc2 = th_run("./nvcnn --model=lenet --device=cpu --num_classes=10 --data_dir=data/fashion-mnist --batch_size=16 --num_batches=4 "
+                "--display_every=1 --learning_rate=1e9 --noeval 2>&1",
+                &d);
+    const char *row = d ? strstr(d, "\n     4     1 ") : NULL;
+    CHECK_MSG(rc2 == 0 && row && strstr(row, "e+") && strstr(row, "e+") < strchr(row + 1, '\n'), "the last row's loss:\n%s", d);
+    free(d);
 }
 
 /* A warmup longer than the run: the learning rate never reaches its value, and the run says so

@@ -323,3 +323,29 @@ TEST(gpu_loss_scale_a_float_cannot_hold_and_given_on_a_resume) {
               "resumed with --loss_scale=1: exit %d:\n%s", rc, o);
     free(o);
 }
+
+/* fp16 with a dynamic loss scale that has come down to 1 and still skips every step: the training
+ * diverged, said at the rows and at the end as with a static scale (it skipped every step, the
+ * Loss column nan, with the count at the end only). A run resumed from its checkpoint says that
+ * its dynamic scale goes on from the checkpoint's, which the header does not show. */
+TEST(gpu_dynamic_loss_scale_at_1_still_skipping_is_said) {
+    if (tu_gpus() == 0) return;
+    char cmd[1600], d[700], *o = NULL;
+    snprintf(d, sizeof d, "%s/dyn-diverged", th_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "./nvcnn --device=gpu --model=lenet --num_classes=10 --batch_size=2 --precision=fp16 --learning_rate=1e5 --num_batches=24 "
+             "--display_every=4 --nstep_burnin=0 --log_dir=%s 2>&1",
+             d);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "had inf or nan gradients and did not update the parameters (") &&
+                  strstr(o, " of the run's steps had inf or nan gradients and did not update the parameters: the training diverged (a lower "
+                            "--learning_rate)\n"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "./nvcnn --device=gpu --model=lenet --num_classes=10 --batch_size=2 --precision=fp16 --num_batches=25 "
+             "--nstep_burnin=0 --log_dir=%s 2>&1", d);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Loss scale:  dynamic (from 65536)\n") && strstr(o, "(the dynamic loss scale goes on from the checkpoint's 1)\n"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+}
