@@ -473,10 +473,23 @@ void config_set_ranks(int n) { world_ranks = n > 0 ? n : 1; }
  * own process. One line with the equivalent command: the same flags, on the GPU backend (which
  * nvcnn.py's user meant; --device as given where it is), under mpirun -np N (N times the ranks
  * where the command ran under mpirun already). */
+/* " word" onto cmd, single-quoted for a shell where it holds more than [A-Za-z0-9_./=:,+@%-]. */
+static int append_word(char *cmd, size_t size, int len, const char *w) {
+    if (len >= (int)size) return len;
+    if (w[0] && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./=:,+@%-") == strlen(w))
+        return len + snprintf(cmd + len, size - (size_t)len, " %s", w);
+    len += snprintf(cmd + len, size - (size_t)len, " '");
+    for (const char *c = w; *c && len < (int)size; c++)
+        len += *c == '\'' ? snprintf(cmd + len, size - (size_t)len, "'\\''") : snprintf(cmd + len, size - (size_t)len, "%c", *c);
+    if (len < (int)size) len += snprintf(cmd + len, size - (size_t)len, "'");
+    return len;
+}
+
 static void refuse_num_gpus(int n, int argc, char **argv) {
-    char cmd[2048];
+    char cmd[4096];
     const long np = (long)n * world_ranks;
-    int len = snprintf(cmd, sizeof cmd, "mpirun -np %ld ./nvcnn", np), device = 0;
+    int len = snprintf(cmd, sizeof cmd, "mpirun -np %ld", np), device = 0;
+    len = append_word(cmd, sizeof cmd, len, argv[0] && argv[0][0] ? argv[0] : "./nvcnn"); /* as it was started */
     for (int i = 1; i < argc && len < (int)sizeof cmd; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-g") == 0 || strcmp(a, "--num_gpus") == 0) {
@@ -485,7 +498,7 @@ static void refuse_num_gpus(int n, int argc, char **argv) {
         }
         if (strncmp(a, "--num_gpus=", 11) == 0 || (a[0] == '-' && a[1] == 'g' && a[2])) continue;
         if (strncmp(a, "--device", 8) == 0) device = 1;
-        len += snprintf(cmd + len, sizeof cmd - (size_t)len, " %s", a);
+        len = append_word(cmd, sizeof cmd, len, a);
     }
     if (!device && len < (int)sizeof cmd) snprintf(cmd + len, sizeof cmd - (size_t)len, " --device=gpu");
     if (world_ranks > 1)

@@ -276,6 +276,8 @@ static void say_cuda_graph(const Run *r, const GpuNet *gpu, const Trainer *tr) {
         printf("CUDA Graph:  off (%s)\n", why);
     else if (!tr->graph)
         printf("CUDA Graph:  off (NVCNN_CUDA_GRAPH=off)\n");
+    else if (r->nstep < 2) /* (a resumed run's length is known later: its line says on) */
+        printf("CUDA Graph:  off (a run of one step: the graph is captured at the second)\n");
     else
         printf("CUDA Graph:  on (each training step, captured at the second%s)\n", c->profile ? "; not --profile's steps" : "");
 }

@@ -621,5 +621,12 @@ TEST(badinput_an_empty_shard_of_a_set) {
     snprintf(arg, sizeof arg, "--data_dir=%s", d);
     snprintf(want, sizeof want, "nvcnn: error: %s/validation-00001-of-00002 is empty (0 bytes), one of the 2 validation-* shards", d);
     expect(arg, 4, want);
+    /* with --skip_corrupt: said once, though validation-* is opened at the start and for the evaluation */
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=4 --num_batches=2 --data_dir=%s --skip_corrupt 2>&1", d);
+    rc = th_run(cmd, &o);
+    int said = 0;
+    for (const char *p2 = o; p2 && (p2 = strstr(p2, "validation-00001-of-00002 is empty (0 bytes): --skip_corrupt reads")); p2++) said++;
+    CHECK_MSG(rc == 0 && said == 1 && strstr(o, "Evaluating on 3 validation images"), "exit %d, said %d times:\n%s", rc, said, o);
+    free(o);
     free(jpg);
 }

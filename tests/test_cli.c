@@ -765,6 +765,10 @@ TEST(cli_num_gpus_above_one_names_the_mpirun_command) {
     CHECK(nv("--model=lenet --device=cpu -g 2", &o) == 2);
     CHECK_MSG(o && strstr(o, "mpirun -np 2 ./nvcnn --model=lenet --device=cpu\n"), "%s", o);
     free(o);
+    /* a value a shell would split or expand, quoted so that the command can be pasted */
+    CHECK(th_run("./nvcnn --model=lenet -g 2 '--log_dir=my run' \"--data_dir=/d/it's\" 2>&1", &o) == 2);
+    CHECK_MSG(o && strstr(o, "mpirun -np 2 ./nvcnn --model=lenet '--log_dir=my run' '--data_dir=/d/it'\\''s' --device=gpu\n"), "%s", o);
+    free(o);
     if (!tu_mpirun(2, mr, sizeof mr)) return;
     snprintf(cmd, sizeof cmd, "%s ./nvcnn --model=lenet -g 2 2>&1", mr);
     CHECK(th_run(cmd, &o) == 2);

@@ -254,6 +254,7 @@ TEST(gpu_graph_the_header_says_it_and_an_unused_on_is_refused) {
          "nvcnn: error: --cuda_graph=on: dropout draws a new mask from a host counter every forward: the step cannot be one CUDA Graph here\n"},
         {"--model=lenet --cuda_graph=on --forward_only", "2", "nvcnn: error: --cuda_graph=on: --forward_only runs no training step"},
         {"--model=lenet --cuda_graph=off --forward_only", "0", "CUDA Graph:  off (--forward_only runs no training step)\n"},
+        {"--model=lenet --num_batches=1", "0", "CUDA Graph:  off (a run of one step: the graph is captured at the second)\n"},
         {"--model=lenet NVCNN_CUDA_GRAPH=maybe", "2", "nvcnn: error: NVCNN_CUDA_GRAPH=maybe: want on or off\n"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -261,7 +262,7 @@ TEST(gpu_graph_the_header_says_it_and_an_unused_on_is_refused) {
         snprintf(flags, sizeof flags, "%s", cases[k][0]);
         char *e = strstr(flags, " NVCNN_");
         if (e) *e++ = 0;
-        snprintf(cmd, sizeof cmd, "%s ./nvcnn %s --num_classes=10 --batch_size=1 --num_batches=1 --device=gpu 2>&1", e ? e : "", flags);
+        snprintf(cmd, sizeof cmd, "%s ./nvcnn --num_batches=2 %s --num_classes=10 --batch_size=1 --device=gpu 2>&1", e ? e : "", flags);
         const int rc = th_run(cmd, &o);
         CHECK_MSG(rc == atoi(cases[k][1]) && o && strstr(o, cases[k][2]), "'%s': exit %d, want %s and '%s':\n%s", cases[k][0], rc,
                   cases[k][1], cases[k][2], o);

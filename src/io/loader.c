@@ -349,8 +349,10 @@ static void build_index(Loader *l) {
                 die_code(EXIT_DATA, "%s is empty (0 bytes), one of the %d %s-* shards: a shard that was not written or copied whole "
                                     "(--skip_corrupt reads the others)",
                          l->paths[f], nf, l->cfg.subset);
-            if (l->cfg.rank == 0)
+            static char said[4096]; /* once a path (validation-* is opened more than once in a run) */
+            if (l->cfg.rank == 0 && strcmp(said, l->paths[f]) != 0)
                 warn("%s is empty (0 bytes): --skip_corrupt reads the other %d shard%s", l->paths[f], nf - 1, nf == 2 ? "" : "s");
+            snprintf(said, sizeof said, "%s", l->paths[f]);
         }
     if (total == 0 && l->skipped_scan > 0) all_skipped(l, j.skipped);
     int R = l->cfg.nranks, r = l->cfg.rank;
