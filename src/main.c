@@ -349,8 +349,9 @@ static Loader *plan_steps(Run *r) {
             util_set_quiet_usage(r->dist.rank != k);
             util_set_error_delay(0);
             if (n[2 * k] != n[0])
-                die_code(EXIT_USAGE, "rank %d's --data_dir=%s holds %llu training records, rank 0's %llu: every rank needs the same data set",
-                         k, c->data_dir, (unsigned long long)n[2 * k], (unsigned long long)n[0]);
+                die_code(EXIT_USAGE, "rank %d's --data_dir=%s holds %llu training records, rank 0's %llu: every rank needs the same data set%s",
+                         k, c->data_dir, (unsigned long long)n[2 * k], (unsigned long long)n[0],
+                         c->skip_corrupt ? " (--skip_corrupt passes over empty or corrupt shards: one rank's copy may have some)" : "");
             die_code(EXIT_USAGE, "rank %d's --data_dir=%s has %svalidation-* shards, rank 0's has %s: every rank needs the same data set",
                      k, c->data_dir, n[2 * k + 1] ? "" : "no ", n[1] ? "them" : "none");
         }
