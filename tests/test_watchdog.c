@@ -151,7 +151,7 @@ TEST_CORES(watchdog_nvcnn_rank_0_ends_the_run_when_rank_1_stops, 2) {
 /* A process stopped (SIGSTOP) inside a phase for longer than the timeout, then continued: the time
  * it was not running is nobody's stall, and the phase that ends soon after ends nothing (the
  * watchdog used to end it at once with exit 5, blaming a peer for its own stop). */
-TEST_SERIAL(watchdog_time_stopped_is_not_a_stall) {
+TEST(watchdog_time_stopped_is_not_a_stall) {
     fflush(stdout);
     const pid_t pid = fork();
     if (pid == 0) {
