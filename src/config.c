@@ -145,7 +145,8 @@ static const Flag flags[] = {
      .help = "GPU backend: each training step (forward, backward, NCCL's allreduce, the update) as one CUDA Graph, captured at "
              "the second step and replayed; off: the step's work queued call by call. Not used with dropout or "
              "NVCNN_SYNC_CHECK=1, for --profile's steps, nor where MPI averages through the host or with --forward_only (the "
-             "header's CUDA Graph line says which; on, given where it is not used, is refused)"},
+             "header's CUDA Graph line says which; on, given where the step cannot be one, is refused: dropout, NVCNN_SYNC_CHECK=1, "
+             "MPI through the host, --forward_only)"},
     {"save_interval", 0, INT(save_interval, 1, 1 << 30), .init = "43200", .help = "seconds between checkpoints"},
     {"step_timeout", 0, NUM(step_timeout, 0, 1e9), .init = "600",
      .help = "seconds a rank may wait in one phase of a step (a collective, the input) before it exits 5 with a line "

@@ -504,7 +504,13 @@ static void say_resume_changes(const Run *r, const LrSchedule *sched, long step0
              {"--larc_mode", (double)c->larc_mode, o[CKPT_OPT_LARC_MODE]}};
     for (size_t i = 0; i < sizeof v / sizeof v[0] && n < sizeof diff; i++) {
         if (v[i].now == v[i].was) continue;
-        if (i == 2)
+        if (i == 4 && (v[3].now == 0 || v[3].was == 0)) continue; /* a mode of LARC off: said with the eta */
+        if (i == 3 && (v[i].now == 0 || v[i].was == 0)) {
+            char was[64], now[64];
+            snprintf(now, sizeof now, v[i].now ? "--larc_eta=%g" : "LARC off", v[i].now);
+            snprintf(was, sizeof was, v[i].was ? "--larc_eta=%g" : "LARC off", v[i].was);
+            n += (size_t)snprintf(diff + n, sizeof diff - n, "%s%s (the checkpoint's run: %s)", n ? ", " : "", now, was);
+        } else if (i == 2)
             n += (size_t)snprintf(diff + n, sizeof diff - n, "%s%s (the checkpoint's run: %s)", n ? ", " : "",
                                   v[i].now ? "--nesterov" : "--nonesterov", v[i].was ? "--nesterov" : "--nonesterov");
         else if (i == 4)

@@ -922,6 +922,13 @@ TEST(ckpt_a_resume_with_other_settings_says_so) {
                                         "0.0001), --nonesterov (the checkpoint's run: --nesterov))\n"),
               "exit %d:\n%s", rc, o);
     free(o);
+    /* LARC turned off: said as such (not as --larc_eta=0, which the command line refuses), without its mode */
+    snprintf(cmd, sizeof cmd,
+             "%s --num_batches=44 --log_dir=%s --larc_eta=0.002 --larc_mode=scale > /dev/null && %s --num_batches=48 --log_dir=%s 2>&1", common, d,
+             common, d);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "LARC off (the checkpoint's run: --larc_eta=0.002)") && !strstr(o, "larc_mode"), "exit %d:\n%s", rc, o);
+    free(o);
     /* the same settings, stopped by a signal and resumed: nothing to say */
     snprintf(cmd, sizeof cmd,
              "d=%s-same; rm -rf $d; mkdir -p $d; NVCNN_TEST_STEP_PAUSE_MS=100 %s --num_batches=30 --log_dir=$d/log > $d/out 2>&1 & p=$!; "
