@@ -739,6 +739,9 @@ int main(int argc, char **argv) {
      * (a checkpoint not written, an export or a profile lost, their temporary files removed),
      * instead of SIGXFSZ killing the process halfway through a file */
     signal(SIGXFSZ, SIG_IGN);
+    /* a stop or checkpoint signal during the start-up (MPI's wire-up included, which can take long
+     * at scale): acted on after the first step */
+    signals_install();
     dist_init(&r.dist, &argc, &argv);
     config_set_warnings(r.dist.rank == 0);
     config_set_ranks(r.dist.size);
@@ -746,7 +749,6 @@ int main(int argc, char **argv) {
      * (another command line) from that rank, 2 s later (util.h) */
     util_set_error_delay(r.dist.rank != 0 ? 2000 : 0);
     config_parse(&r.cfg, argc, argv);
-    signals_install(); /* a stop or checkpoint signal during the start-up: acted on after the first step */
     report_clock(); /* an invalid NVCNN_TEST_CLOCK_SCALE stops the run here, before any output */
     report_test_pause_ms(); /* likewise an invalid NVCNN_TEST_STEP_PAUSE_MS */
     watchdog_start(r.cfg.step_timeout, r.dist.rank); /* a rank stuck waiting for a lost peer exits 5 */
