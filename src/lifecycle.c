@@ -37,7 +37,7 @@ static void fill_meta(const Run *r, const Net *net, const Trainer *tr, long step
     m->loss_avg_sum = r->loss_avg[0];
     m->loss_avg_weight = r->loss_avg[1];
     m->target_top1 = r->target_reached;
-    m->eval_pending = r->eval_pending ? 1 : 0;
+    m->eval_pending = r->eval_pending; /* 1: an evaluation while training, 2: the validation pass at the end */
     m->train_images = r->cfg.data_dir ? (double)r->nrecord : 0;
     const Config *c = &r->cfg;
     m->opt[CKPT_OPT_SAVED] = 1;
@@ -186,7 +186,7 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     r->resumed_precision = m.precision;
     tr->skipped_steps = m.skipped_steps;
     memcpy(net->rng.s, m.rng, sizeof m.rng);
-    r->resume_eval = m.eval_pending != 0 && !r->cfg.eval && !r->cfg.forward_only ? (long)m.step : 0;
+    r->resume_eval = m.eval_pending == 1 && !r->cfg.eval && !r->cfg.forward_only ? (long)m.step : 0;
     r->loss_avg[0] = m.loss_avg_sum; /* the logged average goes on as in a run that did not stop */
     r->loss_avg[1] = m.loss_avg_weight;
     trainer_sync_device(tr);
@@ -219,7 +219,7 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
 }
 
 long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen, double *target_top1) {
-    double step = -1, reached = 0, other = 0;
+    double step = -1, reached = 0, other = 0, final_pending = 0;
     path[0] = 0;
     CkptMeta m;
     memset(&m, 0, sizeof m);
@@ -237,6 +237,7 @@ long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen, doubl
             (m.step < r->nstep || ckpt_verify(path, err, sizeof err) == 0)) {
             step = (double)m.step;
             reached = m.target_top1;
+            final_pending = m.eval_pending == 2;
         }
     }
     dist_bcast(&r->dist, &other, sizeof other);
@@ -247,6 +248,8 @@ long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen, doubl
     }
     dist_bcast(&r->dist, &step, sizeof step);
     dist_bcast(&r->dist, &reached, sizeof reached);
+    dist_bcast(&r->dist, &final_pending, sizeof final_pending);
+    r->final_eval_pending = final_pending != 0;
     if (target_top1) *target_top1 = reached;
     return (long)step;
 }
@@ -380,4 +383,24 @@ int lifecycle_foreign_checkpoint(const char *dir, char *what, size_t n) {
     }
     closedir(d);
     return found;
+}
+
+void lifecycle_final_eval(Lifecycle *life, int pending) {
+    Run *r = life->r;
+    if (!r->cfg.log_dir || r->cfg.forward_only) return;
+    r->eval_pending = pending ? 2 : 0;
+    char path[4096] = "";
+    const int ok = save_checkpoint(r, life->net, life->tr, r->nstep, path, sizeof path, life->save_err, sizeof life->save_err) == 0;
+    r->eval_pending = 0;
+    double sig[SIGNALS_NCOUNTS];
+    signals_stop_counts(sig);
+    dist_allreduce_sum_d(&r->dist, sig, SIGNALS_NCOUNTS); /* the signal's name, as every rank says it */
+    if (r->dist.rank != 0) return;
+    if (!ok) {
+        warn("%s (the checkpoint of step %ld does not say so)", life->save_err, r->nstep);
+        return;
+    }
+    if (pending) /* the line a batch script requeues on: the requeued run does the pass */
+        printf("Received %s: checkpoint written to %s at step %ld; exiting\n(the validation pass is left to the run resumed from it)\n",
+               signals_stop_name(sig), path, r->nstep);
 }

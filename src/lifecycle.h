@@ -58,6 +58,11 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr);
  * before anything is allocated, whether the run has anything left to do. *target_top1 (NULL: not
  * asked): the validation top-1 with which --target_top1 ended that checkpoint's run (0: it did not). */
 long lifecycle_saved_step(Run *r, const Net *net, char *path, size_t plen, double *target_top1);
+/* The validation pass at the end of a run, after its final checkpoint: pending = 1 where a stop
+ * signal ended it (the checkpoint is written again saying so, with the line a batch script requeues
+ * on, and the resumed run does the pass); 0 where a resumed run has done it (the mark cleared). On
+ * every rank; nothing without --log_dir. */
+void lifecycle_final_eval(Lifecycle *life, int pending);
 /* lifecycle_restore(), then the signal handlers; returns the step to start from. */
 long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr);
 /* After step `step` (0-based): acts on signals and the checkpoint interval, agreed by every rank.

@@ -416,7 +416,7 @@ static void length_flag(const Run *r, long steps, char *buf, size_t n) {
  * "No results" after the whole run); say so now, with what to pass instead. */
 static void warn_untimed(const Run *r, long step0) {
     const long steps = r->nstep - step0, burnin = r->cfg.nstep_burnin;
-    if (steps > burnin) return;
+    if (steps > burnin || steps <= 0) return; /* (none: a resumed run's pending validation pass alone) */
     char longer[96], as[256];
     length_flag(r, step0 + burnin + 10, longer, sizeof longer);
     /* the burn-in's flag as the user spelled it (--num_warmup_batches is its alias) */
@@ -539,7 +539,11 @@ static int train(Run *r) {
         net_free(net);
         return c->export_onnx ? export_checkpoint(r) : 0;
     }
-    if (saved >= r->nstep && !c->forward_only) { /* a finished run, resumed: nothing to do */
+    const int final_pass = saved == r->nstep && r->final_eval_pending && c->data_dir && !c->noeval && !c->forward_only &&
+                           loader_has_subset(c->data_dir, "validation");
+    if (final_pass)
+        printf("(the validation pass after step %ld did not run to its end before the run stopped: done now)\n", saved);
+    if (saved >= r->nstep && !c->forward_only && !final_pass) { /* a finished run, resumed: nothing to do */
         char longer[96];
         length_flag(r, saved + 1, longer, sizeof longer);
         printf("The checkpoint %s is at step %ld, %s this run (%ld step%s): nothing left to train "
@@ -645,7 +649,9 @@ static int train(Run *r) {
     int rc = profile_close(prof);
     if (validate && !life.stopped && !target && !c->noeval) { /* --noeval: none */
         double t1, t5;
-        if (evaluate(r, &tr, 0, 1, 0, &t1, &t5) == 0) report_validation(&rep, r->nstep, t1, t5);
+        const int e = evaluate(r, &tr, 0, 1, 0, &t1, &t5);
+        if (e == 0) report_validation(&rep, r->nstep, t1, t5);
+        if (e < 0 || (e == 0 && final_pass)) lifecycle_final_eval(&life, e < 0); /* stopped: to do when resumed; done: said */
     }
     report_close(&rep);
     if (c->export_onnx && (life.stopped || eval_failed) && r->dist.rank == 0) /* a model part-way: not over what FILE holds */

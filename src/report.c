@@ -311,7 +311,7 @@ static void print_speed_summary(const double *rates, long n, int burnin) {
 void report_end(Report *rep, long steps) {
     Run *r = rep->r;
     const Trainer *tr = rep->tr;
-    print_speed_summary(rep->rates, rep->nrates, rep->burnin);
+    if (steps > 0) print_speed_summary(rep->rates, rep->nrates, rep->burnin); /* (none: a pending validation pass alone) */
     if (tr->gpu) /* nvcnn's own allocations (held from planning to the end: its peak), beside what the device says is in use */
         printf("GPU memory: %.2f GiB allocated by nvcnn (its arenas and cuDNN's workspace, held all run); %.2f GiB in use on the GPU "
                "at the end (the CUDA context, the libraries' own and any other process's included)\n",

@@ -34,6 +34,7 @@ typedef struct Run {
     const struct LrSchedule *sched; /* the run's learning-rate schedule, once made (for its checkpoints) */
     double resumed_opt[CKPT_OPT_FIELDS]; /* the restored checkpoint's optimizer settings (CkptMeta.opt; [0] 0: none) */
     int resumed_precision; /* ... and its precision (-1: no checkpoint restored) */
+    int final_eval_pending; /* the newest checkpoint says a stop ended the validation pass at the end of its run */
 } Run;
 
 #endif

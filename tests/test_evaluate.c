@@ -442,3 +442,37 @@ TEST_CORES(eval_pending_not_done_by_a_run_without_it_is_said, 1) {
               "exit %d:\n%s", rc, o);
     free(o);
 }
+
+/* A stop signal during the validation pass at the end of a run (a preemption just then): the final
+ * checkpoint is written again saying the pass is pending, with the line a batch script requeues on;
+ * the run resumed from it does the pass (its figures in metrics.csv), and then has nothing left to
+ * do. The pass used to be lost: the requeued run found nothing left to train and ended without it. */
+TEST_CORES(eval_a_stopped_final_pass_is_done_by_the_resumed_run, 1) {
+    char dir[600], cmd[2400], csv[700], *o = NULL;
+    CHECK(tu_band_set(dir, sizeof dir, "eval-final-stopped", 40, 8000, 8000) == 0);
+    const char *common = "./nvcnn --model=lenet --device=cpu --num_classes=10 --batch_size=2 --num_batches=4";
+    snprintf(cmd, sizeof cmd,
+             "d=%s; rm -rf $d/log; %s --data_dir=$d --log_dir=$d/log > $d/out 2>&1 & p=$!; "
+             "for i in $(seq 600); do grep -q '^Evaluating on' $d/out && break; sleep 0.05; done; kill -TERM $p; wait $p; rc=$?; "
+             "cat $d/out; exit $rc",
+             dir, common);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Received SIGTERM: the evaluation stopped after ") &&
+                  strstr(o, "Received SIGTERM: checkpoint written to ") && strstr(o, "/log/ckpt-4.nvcnn at step 4; exiting\n") &&
+                  !strstr(o, "Validation Top-1"),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s --data_dir=%s --log_dir=%s/log 2>&1", common, dir, dir);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "(the validation pass after step 4 did not run to its end before the run stopped: done now)\n") &&
+                  strstr(o, "Validation Top-1: ") && !strstr(o, "\n     5 "),
+              "exit %d:\n%s", rc, o);
+    free(o);
+    snprintf(csv, sizeof csv, "%s/log/metrics.csv", dir);
+    char *m = (char *)tu_read_file(csv, NULL);
+    CHECK_MSG(m && strstr(m, "\n4,0.200000,,,,,,"), "no validation row at step 4:\n%s", m ? m : "");
+    free(m);
+    rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "nothing left to train") && !strstr(o, "Validation Top-1"), "exit %d:\n%s", rc, o);
+    free(o);
+}
