@@ -325,7 +325,8 @@ int profile_close(Profiler *p) {
     p->net->on_layer = NULL;
     if (p->steps > 0 && !p->written) write_trace(p);
     if (p->steps == 0 && p->r->dist.rank == 0) /* a stop signal before them */
-        warn("--profile=%s: the run stopped before step %ld, the first of --profile_steps: no profile written", p->r->cfg.profile,
+        warn("--profile=%s%s: the run stopped before step %ld, the first of --profile_steps: no profile written", p->r->cfg.profile,
+             p->r->dist.size > 1 ? ".rankN" : "",
              p->first + 1);
     const Net *net = p->net;
     const int nl = net->nlayer;
