@@ -298,14 +298,11 @@ static FILE *open_checkpoint(const char *path, char *err, size_t errlen, int *rc
     memset(&st, 0, sizeof st);
     if (fd < 0) {
         const int e = errno;
-        char to[1024];
-        const ssize_t k = readlink(path, to, sizeof to - 1);
-        if (e == ENOENT && k > 0) {
-            to[k] = 0;
-            snprintf(err, errlen, "%s is a dangling symbolic link (to %s, which does not exist)", path, to);
-        } else {
+        char link[4200];
+        if (util_dangling_link(path, e, link, sizeof link))
+            snprintf(err, errlen, "%s %s", path, link);
+        else
             snprintf(err, errlen, "%s: %s", path, strerror(e));
-        }
         *rc = CKPT_EIO;
         return NULL;
     }

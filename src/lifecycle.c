@@ -362,14 +362,8 @@ const char *lifecycle_log_dir_missing(const char *dir) {
             snprintf(why, sizeof why, "cannot be reached: %s", strerror(errno));
             return why;
         }
-        struct stat l;
-        if (lstat(dir, &l) != 0 || !S_ISLNK(l.st_mode)) return "does not exist";
-        static char why[1200];
-        char to[1024];
-        const ssize_t k = readlink(dir, to, sizeof to - 1);
-        to[k > 0 ? k : 0] = 0;
-        snprintf(why, sizeof why, "is a dangling symbolic link (to %s, which does not exist)", k > 0 ? to : "?");
-        return why;
+        static char link[4200];
+        return util_dangling_link(dir, ENOENT, link, sizeof link) ? link : "does not exist";
     }
     return S_ISDIR(st.st_mode) ? NULL : "is not a directory";
 }

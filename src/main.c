@@ -19,6 +19,7 @@
 #include "export.h"
 #include "gpu.h"
 #include "input.h"
+#include "io/tfrecord.h"
 #include "lifecycle.h"
 #include "models.h"
 #include "net.h"
@@ -27,8 +28,8 @@
 #include "placement.h"
 #include "profile.h"
 #include "report.h"
-#include "signals.h"
 #include "run.h"
+#include "signals.h"
 #include "train.h"
 #include "util.h"
 #include "watchdog.h"
@@ -197,11 +198,7 @@ static void prepare_log_dir(const char *dir) {
     struct stat st;
     if (stat(dir, &st) != 0) {
         const int e = errno;
-        const ssize_t k = readlink(dir, path, sizeof path - 1);
-        if (e == ENOENT && k > 0) {
-            path[k] = 0;
-            die_code(EXIT_USAGE, "--log_dir=%s is a dangling symbolic link (to %s, which does not exist)", dir, path);
-        }
+        if (util_dangling_link(dir, e, path, sizeof path)) die_code(EXIT_USAGE, "--log_dir=%s %s", dir, path);
         die_code(EXIT_USAGE, "--log_dir=%s: %s", dir, strerror(e));
     }
     if (!S_ISDIR(st.st_mode)) die_code(EXIT_USAGE, "--log_dir=%s: not a directory", dir);
@@ -699,9 +696,8 @@ static void check_ranks_agree(Run *r) {
     char *mine = xmalloc(TEXT), *zero = xmalloc(TEXT);
     size_t len = config_rank_text(&r->cfg, mine, TEXT);
     if (len >= TEXT) len = TEXT - 1;
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)mine[i]) * 1099511628211ULL;
-    uint64_t *all = xmalloc((size_t)r->dist.size * sizeof *all);
+    const uint32_t h = crc32c(mine, len);
+    uint32_t *all = xmalloc((size_t)r->dist.size * sizeof *all);
     dist_allgather(&r->dist, &h, all, sizeof h);
     int first = -1, more = 0;
     for (int k = 1; k < r->dist.size; k++)

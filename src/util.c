@@ -128,6 +128,16 @@ void die(const char *fmt, ...) {
     va_end(ap);
 }
 
+const char *util_dangling_link(const char *path, int err, char *buf, size_t n) {
+    struct stat l;
+    if ((err != ENOENT && err != ENOTDIR) || lstat(path, &l) != 0 || !S_ISLNK(l.st_mode)) return NULL;
+    char to[4096];
+    const ssize_t k = readlink(path, to, sizeof to - 1);
+    to[k > 0 ? k : 0] = 0;
+    snprintf(buf, n, "is a dangling symbolic link (to %s, which does not exist)", k > 0 ? to : "?");
+    return buf;
+}
+
 void warn(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

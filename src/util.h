@@ -36,6 +36,10 @@ void util_set_quiet_usage(int on);
  * error every rank finds alike) and said it, mpirun or srun ends the job meanwhile and the line
  * comes once; an error of this rank's own is said all the same, that much later. */
 void util_set_error_delay(int ms);
+/* Where `path` is a symbolic link to nothing (err, the errno a stat or open of it gave, is ENOENT or
+ * ENOTDIR): "is a dangling symbolic link (to TARGET, which does not exist)" in buf, returned; else
+ * NULL. */
+const char *util_dangling_link(const char *path, int err, char *buf, size_t n);
 /* Prints "<program>: error: <fmt>" and exits with `code`. */
 void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* die_code(EXIT_FAILURE_GENERIC, ...). */

@@ -174,14 +174,9 @@ static void refuse_non_file(const char *path, const char *name, const char *subs
         const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
         die_code(EXIT_USAGE, "%s is %s, not a TFRecord file", path, what);
     }
-    int err = errno;
-    struct stat lst;
-    if ((err == ENOENT || err == ENOTDIR) && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
-        char to[4096];
-        ssize_t k = readlink(path, to, sizeof to - 1);
-        to[k > 0 ? k : 0] = 0;
-        die_code(EXIT_USAGE, "%s is a dangling symbolic link (to %s, which does not exist)", path, k > 0 ? to : "?");
-    }
+    const int err = errno;
+    char link[4200];
+    if (util_dangling_link(path, err, link, sizeof link)) die_code(EXIT_USAGE, "%s %s", path, link);
     die_code(EXIT_USAGE, "%s: %s", path, strerror(err));
 }
 

@@ -337,14 +337,9 @@ static void mkdir_p(const char *dir) {
     struct stat st;
     if (stat(dir, &st) != 0) {
         const int e = errno;
-        char to[4096];
-        const ssize_t k = e == ENOENT ? readlink(dir, to, sizeof to - 1) : -1;
-        errno = e;
-        if (k > 0) {
-            to[k] = 0;
-            die_code(EXIT_USAGE, "--output_dir=%s is a dangling symbolic link (to %s, which does not exist)", dir, to);
-        }
-        die_code(EXIT_USAGE, "--output_dir=%s: %s", dir, strerror(errno));
+        char link[4200];
+        if (util_dangling_link(dir, e, link, sizeof link)) die_code(EXIT_USAGE, "--output_dir=%s %s", dir, link);
+        die_code(EXIT_USAGE, "--output_dir=%s: %s", dir, strerror(e));
     }
     if (!S_ISDIR(st.st_mode)) die_code(EXIT_USAGE, "--output_dir=%s: Not a directory", dir);
 }
