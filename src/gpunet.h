@@ -68,6 +68,15 @@ typedef struct GpuNet GpuNet;
  * on. */
 #define GPUNET_FUSE 8u
 #define GPUNET_NOFUSE 16u
+/* GPUNET_INFERENCE: a net that only ever runs forward in inference mode (--forward_only, --eval).
+ * No parameter gradients, velocity or 16-bit gradient arena, no activation gradients, no
+ * backward algorithms measured; the activations share memory by their forward lifetimes (a node
+ * is live from the layer that writes it to the last layer that reads it, as memplan places the
+ * gradients of a training net), except the input, the logits and the nodes nothing consumes,
+ * which stay until the next forward. gpunet_backward, gpunet_step, gpunet_graph_step and the
+ * gradient copies die on such a net, as gpunet_download_node does on a node it does not keep;
+ * the velocity copies copy nothing (there is none to keep). */
+#define GPUNET_INFERENCE 32u
 /* Whether gpunet_new fuses with these flags: 1, 0, or -1 (a message in err) when NVCNN_GPU_FUSE is
  * neither on nor off. */
 static inline int gpunet_fusion(unsigned flags, char *err, size_t errlen) {

@@ -131,6 +131,25 @@ static void fashion_slice_gpu_vs_cpu(void) {
     CHECK_MSG(top1[0] > 50 && fabs(top1[0] - top1[1]) <= 2.0, "cpu %.2f %%, gpu %.2f %%", top1[0], top1[1]);
     tu_parity_row("Fashion-MNIST slice, lenet 16 steps: validation top-1, gpu against cpu (points)", "fp32", fabs(top1[0] - top1[1]),
                   fabs(top1[0] - top1[1]), 2.0);
+    /* --eval of one checkpoint on both backends (the GPU's net built for inference only: its
+     * activations share memory by lifetime): the same images right, within one of the 500 (a
+     * logit tie that rounding turns) */
+    snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --num_classes=10 --data_dir=%s/slice --num_batches=16 --batch_size=64 --noeval --log_dir=%s/evlog",
+             t, t);
+    int rc = th_run(cmd, &o);
+    CHECK_MSG(rc == 0, "%s: exit %d\n%s", cmd, rc, o ? o : "");
+    free(o);
+    double ev[2] = {-1, -1};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "./nvcnn --model=lenet --num_classes=10 --data_dir=%s/slice --eval --log_dir=%s/evlog --device=%s", t, t, dev[k]);
+        rc = th_run(cmd, &o);
+        const char *v = o ? strstr(o, "Validation Top-1: ") : NULL;
+        CHECK_MSG(rc == 0 && v, "%s: exit %d\n%s", cmd, rc, o ? o : "");
+        if (v) ev[k] = atof(v + strlen("Validation Top-1: "));
+        free(o);
+    }
+    printf("    --eval of its checkpoint: top-1 %.2f %% on the cpu, %.2f %% on the emulated gpu\n", ev[0], ev[1]);
+    CHECK_MSG(ev[0] > 0 && fabs(ev[0] - ev[1]) <= 100.0 / 500 + 1e-9, "--eval: cpu %.2f %%, gpu %.2f %%", ev[0], ev[1]);
 }
 
 #endif

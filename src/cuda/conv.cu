@@ -335,7 +335,7 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
     if (c->pb >= 0) *scratch += gpu_bias_scratch(n, c->cout, (size_t)c->oh * c->ow);
     for (int d = 0; d < CONV_NDIR; d++) {
-        if (d == CONV_BWD_DATA && l->in[0] == net->input) { /* no gradient for the input: never run */
+        if ((d == CONV_BWD_DATA && l->in[0] == net->input) || (d != CONV_FWD && g->inference)) { /* never run */
             p->found[d].n = 0;
             g->searches_skipped++;
             continue;
@@ -349,7 +349,7 @@ static size_t conv_choose(GpuNet *g, Layer *l, int li, size_t limit) {
     ConvGpu *p = (ConvGpu *)g->lp[li];
     size_t ws = 0;
     for (int d = 0; d < CONV_NDIR; d++) {
-        if (d == CONV_BWD_DATA && l->in[0] == g->net->input) continue; /* not measured: never run */
+        if ((d == CONV_BWD_DATA && l->in[0] == g->net->input) || (d != CONV_FWD && g->inference)) continue; /* not measured */
         choose_dir(g, l, p, d, &p->found[d], limit);
         if (p->ws[d] > ws) ws = p->ws[d];
     }
@@ -523,7 +523,7 @@ const GpuLayerImpl gpu_conv_impl = {"conv", conv_plan, conv_bind, conv_forward, 
 int gpunet_conv_algorithm(const GpuNet *g, int li, int dir, int *deterministic) {
     if (li < 0 || li >= g->net->nlayer || g->impl[li] != &gpu_conv_impl || dir < 0 || dir >= CONV_NDIR) return -1;
     const ConvGpu *p = (const ConvGpu *)g->lp[li];
-    if (dir == CONV_BWD_DATA && g->net->layer[li].in[0] == g->net->input) return -1; /* never run */
+    if ((dir == CONV_BWD_DATA && g->net->layer[li].in[0] == g->net->input) || (dir != CONV_FWD && g->inference)) return -1; /* never run */
     if (deterministic) *deterministic = p->det[dir];
     return p->algo[dir];
 }

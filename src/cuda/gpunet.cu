@@ -37,6 +37,10 @@ cudnnTensorDescriptor_t gpu_tensor_desc_f32(Shape s) { return tensor_desc(CUDNN_
 
 int gpunet_nhwc(const GpuNet *g) { return g->nhwc; }
 
+void gpu_training_only(const GpuNet *g, const char *what) {
+    if (g->inference) die("%s on a GPU net built for inference only (GPUNET_INFERENCE: no gradients)", what);
+}
+
 cudnnMathType_t gpu_math(const GpuNet *g) {
     return g->prec == PREC_FP32 ? CUDNN_FMA_MATH : g->prec == PREC_TF32 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
 }
@@ -173,13 +177,15 @@ static void layout_params(GpuNet *g) {
 static int alloc_fixed(GpuNet *g, char *err, size_t errlen, int *oom) {
     const Net *net = g->net;
     const size_t P = g->P ? g->P : 1, S = net->state_total ? net->state_total : 1;
+    const int train = !g->inference; /* an inference net keeps no gradients and no velocity */
     if (dev_alloc(g, (void **)&g->params, P * sizeof(float), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->grads, P * sizeof(float), err, errlen, oom) ||
-        dev_alloc(g, (void **)&g->velocity, P * sizeof(float), err, errlen, oom) ||
+        (train && dev_alloc(g, (void **)&g->grads, P * sizeof(float), err, errlen, oom)) ||
+        (train && dev_alloc(g, (void **)&g->velocity, P * sizeof(float), err, errlen, oom)) ||
         dev_alloc(g, (void **)&g->state, S * sizeof(float), err, errlen, oom) ||
         dev_alloc(g, (void **)&g->labels, (size_t)net->batch * sizeof(int32_t), err, errlen, oom) ||
         dev_alloc(g, &g->step, gpu_step_bytes(), err, errlen, oom) ||
-        (gpu_half(g) && (dev_alloc(g, &g->wh, P * g->esize, err, errlen, oom) || dev_alloc(g, &g->gh, P * g->esize, err, errlen, oom))))
+        (gpu_half(g) && dev_alloc(g, &g->wh, P * g->esize, err, errlen, oom)) ||
+        (gpu_half(g) && train && dev_alloc(g, &g->gh, P * g->esize, err, errlen, oom)))
         return -1;
     CUDA_CHECK(cudaHostAlloc((void **)&g->lr_ring, GPUNET_RESULTS * sizeof(double), cudaHostAllocDefault));
     CUDA_CHECK(cudaHostAlloc((void **)&g->res_host, GPUNET_RESULTS * sizeof(GpuStepResult), cudaHostAllocDefault));
@@ -205,7 +211,7 @@ static int alloc_fixed(GpuNet *g, char *err, size_t errlen, int *oom) {
     /* the one arena that needs zeros: momentum starts from none (gpunet_upload_velocity replaces
      * it on a resumed run). The parameters are uploaded whole, gaps included, before anything
      * reads them (gpunet_new), and every backward zeroes the gradients first. */
-    CUDA_CHECK(cudaMemsetAsync(g->velocity, 0, P * sizeof(float), g->s));
+    if (train) CUDA_CHECK(cudaMemsetAsync(g->velocity, 0, P * sizeof(float), g->s));
     return 0;
 }
 
@@ -223,6 +229,62 @@ typedef struct ArenaPlan {
 
 #define NO_DATA ((size_t)-1) /* ArenaPlan.xoff of a node without memory */
 static void plan_free(ArenaPlan *a) { free(a->xoff), free(a->grad), free(a->scratch), free(a->soff); }
+
+/* An inference net's node data (GPUNET_INFERENCE): every storage (a node and the activations that
+ * run in place over it) lives from the forward step that first writes it to the last that reads
+ * it, and storages never alive together share memory (memplan). A fused batch norm writes its
+ * ReLU's node at its own step and reads the add's other input there; the layers it absorbed read
+ * nothing. The input (staged before the forward), the logits (read after it) and the nodes that
+ * nothing consumes (the loss) live over the whole forward and are never shared. Sets a->xoff and
+ * g->kept; returns the bytes of the node data. */
+static size_t plan_inference_data(GpuNet *g, ArenaPlan *a, const int *alias, const char *none) {
+    const Net *net = g->net;
+    const int nn = net->nnode, nl = net->nlayer;
+    MemBlock *d = (MemBlock *)xcalloc((size_t)nn, sizeof(MemBlock));
+    int *ncons = (int *)xcalloc((size_t)nn, sizeof(int));
+    for (int v = 0; v < nn; v++) d[v].first = d[v].last = net->node[v].producer < 0 ? 0 : net->node[v].producer;
+    for (int i = 0; i < nl; i++)
+        for (int k = 0; k < net->layer[i].nin; k++) {
+            const int v = net->layer[i].in[k];
+            ncons[v]++;
+            if (!g->absorbed[i] && d[v].last < i) d[v].last = i;
+        }
+    for (int b = 0; b < nl; b++) {
+        const GpuFused *f = &g->fused[b];
+        if (f->out < 0) continue;
+        if (d[f->out].first > b) d[f->out].first = b;
+        if (f->z >= 0 && d[f->z].last < b) d[f->z].last = b;
+    }
+    g->kept = (char *)xcalloc((size_t)nn, 1);
+    for (int v = 0; v < nn; v++)
+        if (v == net->input || v == net->logits || ncons[v] == 0) {
+            g->kept[v] = 1;
+            d[v].first = 0;
+            d[v].last = nl;
+        }
+    /* a storage's lifetime: its own and those of the activations in place over it */
+    for (int v = 0; v < nn; v++) {
+        if (alias[v] < 0) continue;
+        int r = alias[v];
+        while (alias[r] >= 0) r = alias[r];
+        if (d[r].first > d[v].first) d[r].first = d[v].first;
+        if (d[r].last < d[v].last) d[r].last = d[v].last;
+    }
+    for (int v = 0; v < nn; v++) {
+        const int root = alias[v] < 0;
+        d[v].bytes = root && !none[v] ? align256(shape_count(net->node[v].shape) * g->esize) : 0;
+    }
+    const size_t bytes = memplan(d, nn, 256);
+    for (int v = 0; v < nn; v++) {
+        int r = v;
+        while (alias[r] >= 0) r = alias[r];
+        if (a->xoff[r] != NO_DATA) a->xoff[v] = d[r].off;
+        if (alias[v] >= 0 && g->kept[r]) g->kept[v] = 1; /* an activation in place over a kept node */
+    }
+    free(d);
+    free(ncons);
+    return bytes;
+}
 
 /* Node data and gradients. Gradients: who writes, who adds, when each is alive
  * (net_grad_schedule), and gradients never alive together share memory (memplan). Data: an
@@ -273,10 +335,11 @@ static void plan_nodes(GpuNet *g, ArenaPlan *a) {
     }
     for (int i = 0; i < nn; i++)
         if (alias[i] >= 0) a->xoff[i] = a->xoff[alias[i]];
+    if (g->inference) off = plan_inference_data(g, a, alias, none);
     free(alias);
     free(none);
     g->grad_off = off;
-    g->grad_bytes = memplan(a->grad, nn, 256);
+    g->grad_bytes = g->inference ? 0 : memplan(a->grad, nn, 256);
     a->data_bytes = off + align256(g->grad_bytes);
 }
 
@@ -342,7 +405,7 @@ static int bind_arena(GpuNet *g, const ArenaPlan *a, char *err, size_t errlen, i
     if (dev_alloc(g, (void **)&g->acts, g->acts_bytes, err, errlen, oom)) return -1;
     for (int i = 0; i < net->nnode; i++) {
         g->x[i] = a->xoff[i] == NO_DATA ? NULL : g->acts + a->xoff[i];
-        g->dx[i] = i == net->input ? NULL : (void *)(g->acts + g->grad_off + a->grad[i].off);
+        g->dx[i] = i == net->input || g->inference ? NULL : (void *)(g->acts + g->grad_off + a->grad[i].off);
     }
     g->ws = a->ws ? g->acts + a->end : NULL;
     memcpy(g->scratch, a->scratch, (size_t)net->nlayer * sizeof *g->scratch);
@@ -373,6 +436,7 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, un
     g->nhwc = nhwc;
     g->fuse = fuse;
     g->deterministic = (flags & GPUNET_DETERMINISTIC) != 0;
+    g->inference = (flags & GPUNET_INFERENCE) != 0;
     g->esize = gpu_half(g) ? 2 : 4;
     g->dtype = precision == PREC_FP16 ? CUDNN_DATA_HALF : precision == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     g->ctype = precision == PREC_FP16 ? CUDA_R_16F : precision == PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -479,6 +543,7 @@ void gpunet_free(GpuNet *g) {
     free(g->host);
     free(g->slot0);
     free(g->zero_at);
+    free(g->kept);
     free(g->x);
     free(g->dx);
     free(g->scratch);
@@ -697,6 +762,7 @@ double gpunet_loss(GpuNet *g) {
 
 void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_t), void *ctx) {
     Net *n = g->net;
+    gpu_training_only(g, "gpunet_backward");
     if (loss_scale != GPUNET_DEVICE_SCALE) /* pageable memory: CUDA stages the value before the call returns */
         CUDA_CHECK(cudaMemcpyAsync(gpu_loss_scale(g), &loss_scale, sizeof loss_scale, cudaMemcpyHostToDevice, g->s));
     if (!g->ev_b0) {
@@ -757,6 +823,7 @@ const char *gpunet_graph_refusal(const GpuNet *g) {
 }
 
 void gpunet_graph_step(GpuNet *g, double lr, int with_l2) {
+    gpu_training_only(g, "gpunet_graph_step");
     if (g->graph && g->graph_with_l2 != with_l2) {
         CUDA_CHECK(cudaGraphExecDestroy(g->graph));
         g->graph = NULL;

@@ -88,6 +88,8 @@ struct GpuNet {
     double search_s;                          /* seconds in cudnnFind* (or the heuristics) */
     int searches, searches_cached, searches_skipped;
     int deterministic;                        /* GPUNET_DETERMINISTIC: cuDNN's heuristics, deterministic algorithms */
+    int inference;                            /* GPUNET_INFERENCE: forward in inference mode only */
+    char *kept;                               /* [nnode], inference: 1 where a node's data outlives the forward */
     int sync_check;                           /* NVCNN_SYNC_CHECK=1: synchronise after every layer */
     int32_t *labels;                          /* [batch] on the device */
     /* the optimizer's device tables (optim.cu): LARC's chunks, each tensor's first chunk, the
@@ -155,6 +157,8 @@ static inline const float *gpu_beta(const GpuNet *g, int li, int k) {
 
 /* Tensor descriptor of a shape (n, c, h, w) in g's layout, in the storage type (gpu_tensor_desc);
  * the fp32 one (batch norm's per-channel parameters, 1 x c x 1 x 1) is NCHW. */
+/* Dies naming `what` when g is an inference net (GPUNET_INFERENCE), which has no gradients. */
+void gpu_training_only(const GpuNet *g, const char *what);
 cudnnTensorDescriptor_t gpu_tensor_desc(const GpuNet *g, Shape s);
 cudnnTensorDescriptor_t gpu_tensor_desc_f32(Shape s);
 /* 1 in fp16 and bf16 */

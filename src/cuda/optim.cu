@@ -335,6 +335,7 @@ void gpu_step_timed(GpuNet *g) {
 }
 
 void gpunet_step(GpuNet *g, double lr) {
+    gpu_training_only(g, "gpunet_step");
     gpu_step_lr(g, lr);
     gpu_step_tail(g);
     gpu_step_timed(g);

@@ -74,13 +74,24 @@ void gpunet_download_params(GpuNet *g) {
     gpunet_sync(g);
 }
 
-void gpunet_upload_velocity(GpuNet *g, const float *v) { to_device(g, g->velocity, v); }
+/* an inference net has no velocity: the host's stays as it is */
+void gpunet_upload_velocity(GpuNet *g, const float *v) {
+    if (g->velocity) to_device(g, g->velocity, v);
+}
 
-void gpunet_download_velocity(GpuNet *g, float *v) { to_host(g, v, g->velocity); }
+void gpunet_download_velocity(GpuNet *g, float *v) {
+    if (g->velocity) to_host(g, v, g->velocity);
+}
 
-void gpunet_download_grads(GpuNet *g) { to_host(g, g->net->grads, g->grads); }
+void gpunet_download_grads(GpuNet *g) {
+    gpu_training_only(g, "gpunet_download_grads");
+    to_host(g, g->net->grads, g->grads);
+}
 
-void gpunet_upload_grads(GpuNet *g) { to_device(g, g->grads, g->net->grads); }
+void gpunet_upload_grads(GpuNet *g) {
+    gpu_training_only(g, "gpunet_upload_grads");
+    to_device(g, g->grads, g->net->grads);
+}
 
 /* host-side conversions between fp32 and the 16-bit storage types */
 static void host_to_storage(const GpuNet *g, const float *src, void *dst, size_t n) {
@@ -121,6 +132,9 @@ void gpunet_download_node(GpuNet *g, int id, float *dst, int grad) {
     if (by >= 0)
         die("gpunet_download_node: node %d's %s is never written: fused into batch norm %s's pass (--fuse=off keeps it)", id,
             grad ? "gradient" : "data", g->net->layer[by].name);
+    if (g->inference && (grad || !g->kept[id]))
+        die("gpunet_download_node: node %d's %s is not kept by a GPU net built for inference only (its memory is shared by lifetime)", id,
+            grad ? "gradient" : "data");
     const void *src = grad ? g->dx[id] : g->x[id];
     if (!src) die("gpunet_download_node: node %d has no %s", id, grad ? "gradient" : "data");
     const Shape s = g->net->node[id].shape;
