@@ -458,11 +458,25 @@ static void parse_profile_steps(Config *cfg, const Flag *f, const char *v) {
     if (n < (cfg->nargs > 0 ? 1 : 0) || k < 1)
         bad_value(f->name, v, "N and K must be >= 1 (K steps from step N, counted from 1)");
     if (k > (1 << 20)) bad_value(f->name, v, "K must be <= 1048576 (the steps profiled are kept in memory)");
+    if (n > LONG_MAX - k) bad_value(f->name, v, "N + K - 1 is past the last step a run can have");
     cfg->profile_first = n;
     cfg->profile_count = (int)k;
 }
 
 /* ---- the command line -------------------------------------------------------------------- */
+
+/* The row of the long flag named by the first len characters of name, exactly or by an unambiguous
+ * prefix as getopt_long takes it; -1: none or ambiguous. */
+static int long_row(const char *name, size_t len) {
+    int row = -1, prefixes = 0;
+    for (int i = 0; i < NFLAGS; i++) {
+        if (strncmp(flags[i].name, name, len) != 0) continue;
+        if (strlen(flags[i].name) == len) return i;
+        row = i;
+        prefixes++;
+    }
+    return prefixes == 1 ? row : -1;
+}
 
 /* -g N / --num_gpus=N with N > 1: nvcnn.py drives N GPUs from one process; here each GPU has its
  * own process. One line with the equivalent command: the same flags under mpirun -np N. */
@@ -493,31 +507,30 @@ static void refuse_num_gpus(int n, int argc, char **argv) {
     len = append_word(cmd, sizeof cmd, len, argv[0] && argv[0][0] ? argv[0] : "./nvcnn"); /* as it was started */
     for (int i = 1; i < argc && len < (int)sizeof cmd; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-g") == 0 || strcmp(a, "--num_gpus") == 0) {
+        if (strcmp(a, "-g") == 0) {
             i++; /* and its value */
             continue;
         }
-        if (strncmp(a, "--num_gpus=", 11) == 0 || (a[0] == '-' && a[1] == 'g' && a[2])) continue;
-        if (strncmp(a, "--device", 8) == 0) device = 1;
+        if (a[0] == '-' && a[1] == 'g' && a[2]) continue;
+        if (a[0] == '-' && a[1] == '-' && a[2]) { /* a long flag as getopt_long took it: whole or an unambiguous prefix */
+            const size_t n = strcspn(a + 2, "=");
+            const int row = long_row(a + 2, n);
+            const int separate = row >= 0 && flags[row].has_arg == 1 && !a[2 + n] && i + 1 < argc; /* its value: the next word */
+            if (row >= 0 && strcmp(flags[row].name, "num_gpus") == 0) {
+                i += separate;
+                continue;
+            }
+            if (row >= 0 && strcmp(flags[row].name, "device") == 0) device = 1;
+            len = append_word(cmd, sizeof cmd, len, a);
+            if (separate) len = append_word(cmd, sizeof cmd, len, argv[++i]);
+            continue;
+        }
         len = append_word(cmd, sizeof cmd, len, a);
     }
     if (!device && len < (int)sizeof cmd) snprintf(cmd + len, sizeof cmd - (size_t)len, " --device=gpu");
     if (world_ranks > 1)
         die_code(EXIT_USAGE, "--num_gpus=%d: nvcnn runs one process per GPU; for %d ranks x %d GPUs run: %s", n, world_ranks, n, cmd);
     die_code(EXIT_USAGE, "--num_gpus=%d: nvcnn runs one process per GPU; run: %s", n, cmd);
-}
-
-/* The row of the long flag named by the first len characters of name, exactly or by an unambiguous
- * prefix as getopt_long takes it; -1: none or ambiguous. */
-static int long_row(const char *name, size_t len) {
-    int row = -1, prefixes = 0;
-    for (int i = 0; i < NFLAGS; i++) {
-        if (strncmp(flags[i].name, name, len) != 0) continue;
-        if (strlen(flags[i].name) == len) return i;
-        row = i;
-        prefixes++;
-    }
-    return prefixes == 1 ? row : -1;
 }
 
 /* Before getopt_long, which would read -batch_size=4 as -b with the value "atch_size=4" and -b=4
@@ -550,6 +563,38 @@ static void check_dashes(int argc, char **argv) {
     }
 }
 
+/* The edit distance of a and b (each at most 63 characters: more count as far), after taking '-'
+ * for '_' and upper case for lower. */
+static int flag_distance(const char *a, size_t la, const char *b) {
+    const size_t lb = strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            const char x = a[i - 1] == '-' ? '_' : (char)tolower((unsigned char)a[i - 1]);
+            int v = d[i - 1][j - 1] + (x != b[j - 1]);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* ": did you mean --NAME?" for the flag nearest to the len characters of name (dashes for
+ * underscores, another case, or up to two characters off, a third of the name at most), or "". */
+static void flag_suggestion(const char *name, size_t len, char *buf, size_t n) {
+    int best = -1, bd = 99;
+    for (int i = 0; i < NFLAGS; i++) {
+        const int d = flag_distance(name, len, flags[i].name);
+        if (d < bd) bd = d, best = i;
+    }
+    buf[0] = 0;
+    if (best >= 0 && (bd == 0 || (bd <= 2 && (size_t)bd * 3 <= len)))
+        snprintf(buf, n, ": did you mean --%s?", flags[best].name);
+}
+
 /* getopt_long's view of a flag it refused: exit 2 with one line. */
 static void refuse_flag(int c, char **argv) {
     if (c == ':') die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value)", argv[optind - 1]);
@@ -577,7 +622,9 @@ static void refuse_flag(int c, char **argv) {
     if ((len == 17 && strncmp(bad, "--use_placeholder", len) == 0) || (len == 19 && strncmp(bad, "--nouse_placeholder", len) == 0))
         die_code(EXIT_USAGE, "unknown flag %.*s: nvcnn.py's placeholder input is not provided here (synthetic data is made once, as "
                              "nvcnn.py does without it; see the README)", (int)len, bad);
-    die_code(EXIT_USAGE, "unknown flag %.*s (see --help)", (int)len, bad);
+    char mean[96] = "";
+    if (bad[0] == '-' && bad[1] == '-' && len > 2) flag_suggestion(bad + 2, len - 2, mean, sizeof mean);
+    die_code(EXIT_USAGE, "unknown flag %.*s%s (see --help)", (int)len, bad, mean);
 }
 
 /* The last flag given, which sets a field that a flag before it set too (the same flag or an
@@ -621,6 +668,12 @@ static void check_config(const Config *cfg) {
     if (cfg->num_epochs > 0 && !cfg->data_dir && !cfg->eval)
         die_code(EXIT_USAGE, "--num_epochs=%g needs --data_dir (synthetic data has no epochs; use --num_batches)",
                  cfg->num_epochs);
+    char as2[256];
+    if (cfg->num_epochs > 0 && warnings_on && config_given_as(cfg, &cfg->num_batches, as, sizeof as) &&
+        config_given_as(cfg, &cfg->num_epochs, as2, sizeof as2) && !cfg->eval)
+        warn("%s is left unused: %s sets the run's length (it overrides --num_batches, as in nvcnn.py)", as, as2);
+    if (cfg->num_classes == 1 && warnings_on && !cfg->forward_only && !cfg->eval)
+        warn("--num_classes=1: the softmax of one class is 1 whatever the logits, so the loss is 0 and nothing trains (weight decay aside)");
     if (cfg->eval && !cfg->data_dir) die_code(EXIT_USAGE, "--eval needs --data_dir with validation-* shards");
     if (cfg->eval && !cfg->log_dir) die_code(EXIT_USAGE, "--eval needs --log_dir holding a checkpoint");
     /* the run's length and the evaluations while training: nothing to do with --eval, nor (the
@@ -721,6 +774,13 @@ void config_parse(Config *cfg, int argc, char **argv) {
         /* "--log_dir --num_batches=2": the value was left out and the next flag taken for it */
         if (optarg && optarg == argv[optind - 1] && optarg[0] == '-' && optarg[1] == '-' && optarg[2])
             die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value); it was followed by %s", argv[optind - 2], optarg);
+        /* "--profile -b8", "--export_onnx -", "--log_dir --": a path taken from a word that is
+         * a flag, or standard input/output, which nvcnn never reads or writes */
+        if (optarg && optarg == argv[optind - 1] && optarg[0] == '-' && flags[row].parse == parse_path)
+            die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value); it was followed by %s (a file of that name: %s=./%s)",
+                     argv[optind - 2], optarg, argv[optind - 2], optarg);
+        if (optarg && !optarg[0] && flags[row].parse != parse_path && flags[row].parse != parse_str)
+            die_code(EXIT_USAGE, "--%s=: an empty value (--help says what it takes)", flags[row].name);
         Config before;
         memcpy(&before, cfg, sizeof before);
         cfg->args[cfg->nargs++] = (ConfigArg){row, optarg};

@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,7 +61,8 @@ static void choose_device(Run *r) {
         r->gpu_device = r->dist.local_rank % ngpu;
         r->gpu_flags = (r->cfg.deterministic ? GPUNET_DETERMINISTIC : 0) |
                        (r->cfg.data_format == DATA_FORMAT_NHWC ? GPUNET_NHWC : r->cfg.data_format == DATA_FORMAT_NCHW ? GPUNET_NCHW : 0) |
-                       (!config_given(&r->cfg, &r->cfg.fuse) ? 0 : r->cfg.fuse ? GPUNET_FUSE : GPUNET_NOFUSE);
+                       (!config_given(&r->cfg, &r->cfg.fuse) ? 0 : r->cfg.fuse ? GPUNET_FUSE : GPUNET_NOFUSE) |
+                       (r->cfg.eval || r->cfg.forward_only ? GPUNET_INFERENCE : 0); /* no gradients, activations shared */
         char err[256];
         r->nhwc = gpunet_layout((int)r->cfg.precision, r->gpu_flags, err, sizeof err);
         if (r->nhwc < 0) die_code(EXIT_USAGE, "%s", err);
@@ -112,12 +115,14 @@ static void choose_device(Run *r) {
 static void choose_cpu_impl(Run *r) {
     char why[256];
     if (r->gpu) return;
+    cpu_isa_check();
     if (r->cfg.cpu_impl == CPU_IMPL_AUTO) r->cfg.cpu_impl = onednn_built() ? CPU_IMPL_ONEDNN : CPU_IMPL_REFERENCE;
     if (r->cfg.cpu_impl == CPU_IMPL_ONEDNN && !onednn_built()) {
         onednn_describe(why, sizeof why);
         die_code(EXIT_USAGE, "--cpu_impl=onednn: oneDNN is %s", why);
     }
     if (r->cfg.cpu_impl == CPU_IMPL_ONEDNN) {
+        onednn_check_env();
         onednn_describe(why, sizeof why);
         char isa[64] = "";
         if (r->cfg.precision == PREC_BF16) onednn_bf16_capable(isa, sizeof isa);
@@ -166,10 +171,25 @@ static void choose_allreduce(Run *r) {
  * when a launcher bound it to some (mpirun's binding, Slurm's task binding), or the CPUs Slurm
  * gave the task (--cpus-per-task) where it did not bind it, or the node's online CPUs shared by
  * its ranks. */
-static int default_threads(int local_size) {
+static int default_threads(int local_size, int rank) {
     const char *omp_env = getenv("OMP_NUM_THREADS");
-    if (omp_env && atoi(omp_env) > 0) return atoi(omp_env);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (omp_env && omp_env[strspn(omp_env, " \t")]) { /* empty: unset, as libgomp takes it. libgomp's form: a positive count, or a list of them (nested levels: the first is ours) */
+        const char *p = omp_env + strspn(omp_env, " \t");
+        char *end;
+        errno = 0;
+        const long n = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
+        int ok = n > 0 && errno == 0 && n <= INT_MAX;
+        for (const char *q = ok ? end : ""; ok && *q; q++) /* ",2,1", trailing blanks */
+            ok = isdigit((unsigned char)*q) || *q == ',' || *q == ' ' || *q == '\t';
+        if (!ok)
+            die_code(EXIT_USAGE, "OMP_NUM_THREADS=%s: not a thread count (a positive integer, e.g. OMP_NUM_THREADS=%ld)", omp_env,
+                     online > 0 ? online : 1);
+        if (online > 0 && n > online && rank == 0)
+            warn("OMP_NUM_THREADS=%ld is more threads than the %ld CPUs of this node: the threads will take turns on them (slower)", n,
+                 online);
+        return (int)n;
+    }
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 && CPU_COUNT(&set) < online) return CPU_COUNT(&set);
     const char *slurm_cpus = getenv("SLURM_CPUS_PER_TASK");
@@ -520,10 +540,33 @@ static void say_resume_changes(const Run *r, const LrSchedule *sched, long step0
     if (n) printf("(resumed with %s)\n", diff);
 }
 
+/* The batch norm that normalises a channel over the fewest values (a rank's batch times its map's
+ * pixels) into r->bn_values and r->bn_layer. Over one value its output is its bias alone: the
+ * logits no longer depend on the image and nothing trains, said here; over a few the gradients
+ * grow large (report.c names it where steps diverge). */
+static void batch_norm_values(Run *r, const Net *net) {
+    r->bn_values = 0;
+    for (int i = 0; i < net->nlayer; i++) {
+        const Layer *l = &net->layer[i];
+        if (strcmp(l->ops->type, "bn") != 0) continue;
+        const Shape s = net->node[l->in[0]].shape;
+        const long m = (long)s.n * s.h * s.w;
+        if (r->bn_values == 0 || m < r->bn_values) {
+            r->bn_values = m;
+            snprintf(r->bn_layer, sizeof r->bn_layer, "%s", l->name);
+        }
+    }
+    if (r->bn_values == 1 && !r->cfg.forward_only && r->dist.rank == 0)
+        warn("batch norm %s normalises each channel over 1 value (--batch_size=%d at %dx%d: its maps are 1x1): its output is its "
+             "bias alone, the logits do not depend on the image and nothing trains; a larger --batch_size%s",
+             r->bn_layer, r->cfg.batch_size, r->image_size, r->image_size, model_fully_convolutional(r->model) ? " or --image_size" : "");
+}
+
 /* Training (or, with --forward_only, inference) for the planned steps, then validation. */
 static int train(Run *r) {
     const Config *c = &r->cfg;
     Net *net = build_net(r);
+    batch_norm_values(r, net);
     Loader *ld = plan_steps(r);
     char ck[4096];
     double reached = 0; /* the top-1 with which --target_top1 ended the run of that checkpoint */
@@ -766,7 +809,11 @@ int main(int argc, char **argv) {
     r.total_batch = r.cfg.batch_size * r.dist.size;
     r.image_size = r.cfg.image_size ? r.cfg.image_size : r.model->image_size;
 
-    r.threads = default_threads(r.dist.local_size);
+    char hint[320];
+    snprintf(hint, sizeof hint, "--model=%s --batch_size=%d at %dx%d (a smaller --batch_size%s needs less)", r.model->name,
+             r.cfg.batch_size, r.image_size, r.image_size, model_fully_convolutional(r.model) ? " or --image_size" : "");
+    util_set_oom_hint(hint);
+    r.threads = default_threads(r.dist.local_size, r.dist.rank);
     omp_set_num_threads(r.threads);
     openblas_set_num_threads(r.threads);
 

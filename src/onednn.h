@@ -26,6 +26,9 @@
 
 /* 1 if this build has the oneDNN layers. */
 int onednn_built(void);
+/* The oneDNN plan's comparison switches in the environment (NVCNN_ONEDNN_*, NVCNN_WINO_*): a value
+ * that is not one of a switch's choices is exit 2 naming it. */
+void onednn_check_env(void);
 /* Whether oneDNN can train in bf16 on this CPU, with the instruction set it found in isa (e.g.
  * "avx2"; "none" without oneDNN). oneDNN 2.x runs bf16 primitives on avx512_core and later
  * (emulating the bf16 dot products on avx512_core, natively from avx512_core_bf16 on); 3.x adds

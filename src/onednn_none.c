@@ -6,6 +6,7 @@
 #include "onednn.h"
 
 int onednn_built(void) { return 0; }
+void onednn_check_env(void) {}
 
 int onednn_bf16_capable(char *isa, size_t n) {
     snprintf(isa, n, "none (built without oneDNN)");

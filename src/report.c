@@ -1,4 +1,5 @@
 /* report.c: see report.h. */
+#include "models.h"
 #include "report.h"
 
 #include <errno.h>
@@ -62,10 +63,22 @@ void report_header(const Run *r, const Net *net) {
     if (!c->eval && !c->forward_only)
         printf("Learning rate: %g (%s)\n", r->base_lr, c->given_learning_rate ? "given" : "model default");
     if (c->print_layers) {
-        printf("Layers:\n");
+        printf("Layers:      (GFLOPs: each layer's forward pass over one batch of %d)\n", net->batch);
         net_print_summary(net, stdout);
+        const double gf = net_forward_flops(net) / 1e9;
+        printf("Total:       %zu parameters, %.3f GFLOPs a forward pass of the batch (%.3f an image)\n", net->params_total, gf,
+               gf / (net->batch > 0 ? net->batch : 1));
     }
     fflush(stdout);
+}
+
+/* The divergence warnings' other cause: batch norm over a handful of values a channel (a small batch
+ * on small maps) makes gradients of any size, whatever the learning rate; "" where none does. */
+static void bn_hint(const Run *r, char *buf, size_t n) {
+    buf[0] = 0;
+    if (r->bn_values > 0 && r->bn_values <= 16)
+        snprintf(buf, n, "; or batch norm %s over %ld value%s a channel: a larger --batch_size%s", r->bn_layer, r->bn_values,
+                 r->bn_values == 1 ? "" : "s", model_fully_convolutional(r->model) ? " or --image_size" : "");
 }
 
 /* NVCNN_TEST_CLOCK_SCALE (report.h): read once. */
@@ -248,9 +261,11 @@ void report_step(Report *rep, long step, double loss, double lr, double seconds)
                 snprintf(steps, sizeof steps, "steps %ld-%ld: %ld", from, step + 1, k);
             else
                 snprintf(steps, sizeof steps, "step %ld", from);
+            char bn[160];
+            bn_hint(r, bn, sizeof bn);
             warn("%s had inf or nan gradients and did not update the parameters (%ld in the run): the training is diverging "
-                 "(a lower --learning_rate%s)",
-                 steps, tr->skipped_steps - rep->skipped0, r->cfg.precision == PREC_FP16 && !tr->dynamic ? ", or --loss_scale=dynamic" : "");
+                 "(a lower --learning_rate%s%s)",
+                 steps, tr->skipped_steps - rep->skipped0, r->cfg.precision == PREC_FP16 && !tr->dynamic ? ", or --loss_scale=dynamic" : "", bn);
         }
         rep->rows_skipped = tr->skipped_steps;
         const double per_step = v[3] / (double)(step + 1 - rep->last_row_step);
@@ -320,10 +335,13 @@ void report_end(Report *rep, long steps) {
     if (skipped) printf("Skipped steps (inf/nan gradients): %ld\n", skipped);
     /* with a static loss scale, an inf or nan gradient is not an overflow the scale recovers from:
      * the training diverged, and the steps it skipped left the parameters (and the loss) as they were */
-    if (skipped && (!tr->dynamic || tr->loss_scale <= 1) && r->dist.rank == 0)
+    if (skipped && (!tr->dynamic || tr->loss_scale <= 1) && r->dist.rank == 0) {
+        char bn[160];
+        bn_hint(r, bn, sizeof bn);
         warn("%ld of the run's steps had inf or nan gradients and did not update the parameters: the training diverged "
-             "(a lower --learning_rate%s)",
-             skipped, r->cfg.precision == PREC_FP16 && !tr->dynamic ? ", or --loss_scale=dynamic" : "");
+             "(a lower --learning_rate%s%s)",
+             skipped, r->cfg.precision == PREC_FP16 && !tr->dynamic ? ", or --loss_scale=dynamic" : "", bn);
+    }
     if (r->dist.size > 1 && !r->cfg.forward_only) {
         double t[2] = {tr->backward_seconds, tr->exposed_seconds};
         dist_allreduce_sum_d(&r->dist, t, 2);

@@ -20,6 +20,8 @@ typedef struct Run {
     long nstep;      /* the step the run ends at (a stop signal moves it) */
     size_t nrecord;  /* images per epoch over all ranks */
     double base_lr;
+    long bn_values;  /* the fewest values a training batch norm normalises a channel over (0: none) */
+    char bn_layer[64]; /* that batch norm's name */
     int gpu;         /* 1: the GPU backend on device gpu_device */
     int gpu_device;
     int nccl;        /* 1: the GPU backend averages gradients with NCCL */

@@ -145,21 +145,34 @@ void warn(const char *fmt, ...) {
     va_end(ap);
 }
 
+static char oom_hint[512]; /* util_set_oom_hint */
+
+void util_set_oom_hint(const char *hint) { snprintf(oom_hint, sizeof oom_hint, "%s", hint ? hint : ""); }
+
+/* An allocation of n bytes failed: exit 3 naming what the run asked for where it is known */
+static void out_of_memory(size_t n) __attribute__((noreturn));
+static void out_of_memory(size_t n) {
+    if (oom_hint[0])
+        die_code(EXIT_OOM, "out of host memory: %zu bytes (%.2f GiB) could not be allocated for %s", n, (double)n / 1073741824.0,
+                 oom_hint);
+    die("out of host memory allocating %zu bytes", n);
+}
+
 void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
-    if (!p) die("out of host memory allocating %zu bytes", n);
+    if (!p) out_of_memory(n);
     return p;
 }
 
 void *xcalloc(size_t count, size_t size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) die("out of host memory allocating %zu x %zu bytes", count, size);
+    if (!p) out_of_memory(size && count > SIZE_MAX / size ? SIZE_MAX : count * size);
     return p;
 }
 
 void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
-    if (!q) die("out of host memory reallocating %zu bytes", n);
+    if (!q) out_of_memory(n);
     return q;
 }
 
@@ -173,7 +186,7 @@ char *xstrdup(const char *s) {
 void *xmalloc_aligned(size_t n) {
     void *p = NULL;
     size_t rounded = (n + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) die("out of host memory allocating %zu bytes", n);
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) out_of_memory(n);
     return p;
 }
 
@@ -258,22 +271,63 @@ int same_output_path(const char *a, const char *b) {
     return path_in_folder(b, da);
 }
 
+/* oneDNN's names of instruction sets for ONEDNN_MAX_CPU_ISA (2.x and 3.x), by cap */
+static const char *const isa_names[3][12] = {
+    {"SSE41", "AVX"},
+    {"AVX2", "AVX2_VNNI", "AVX2_VNNI_2"},
+    {"AVX512_MIC", "AVX512_MIC_4OPS", "AVX512_CORE", "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
+     "AVX512_CORE_AMX_FP16", "AVX10_1_512", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "ALL"},
+};
+
 int cpu_isa_cap_of(const char *v) {
     if (!v || !*v) return 2;
     char u[32];
     size_t n = 0;
     for (; v[n] && n + 1 < sizeof u; n++) u[n] = (char)(v[n] >= 'a' && v[n] <= 'z' ? v[n] - 'a' + 'A' : v[n]);
     u[n] = 0;
-    if (strcmp(u, "SSE41") == 0 || strcmp(u, "AVX") == 0) return 0;
-    if (strncmp(u, "AVX2", 4) == 0) return 1;
-    return 2;
+    if (v[n]) return -1;
+    if (strcmp(u, "DEFAULT") == 0) return 2;
+    for (int cap = 0; cap < 3; cap++)
+        for (int k = 0; k < 12 && isa_names[cap][k]; k++)
+            if (strcmp(u, isa_names[cap][k]) == 0) return cap;
+    return -1;
+}
+
+/* the variable that sets the cap (ONEDNN_MAX_CPU_ISA, else oneDNN's older DNNL_MAX_CPU_ISA), or NULL */
+static const char *isa_variable(void) {
+    const char *v = getenv("ONEDNN_MAX_CPU_ISA");
+    if (v && *v) return "ONEDNN_MAX_CPU_ISA";
+    v = getenv("DNNL_MAX_CPU_ISA");
+    return v && *v ? "DNNL_MAX_CPU_ISA" : NULL;
+}
+
+void cpu_isa_check(void) {
+    const char *name = isa_variable();
+    if (!name || cpu_isa_cap_of(getenv(name)) >= 0) return;
+    die_code(EXIT_USAGE, "%s=%s: not an instruction set oneDNN knows (SSE41, AVX, AVX2, AVX2_VNNI, AVX512_CORE, AVX512_CORE_VNNI, "
+                         "AVX512_CORE_BF16, AVX512_CORE_AMX, ALL, ...; oneDNN would ignore it and cap nothing)",
+             name, getenv(name));
+}
+
+int util_env_choice(const char *name, const char *const *choices, int n) {
+    const char *v = getenv(name);
+    if (!v || !*v) return -1;
+    char list[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(v, choices[i]) == 0) return i;
+        len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0, "%s%s", i == 0 ? "" : i + 1 < n ? ", " : " or ",
+                                choices[i]);
+    }
+    die_code(EXIT_USAGE, "%s=%s: expected %s", name, v, list);
 }
 
 static int cpu_cap(void) {
     static int cap = -1;
     if (cap < 0) {
-        const char *v = getenv("ONEDNN_MAX_CPU_ISA");
-        cap = cpu_isa_cap_of(v && *v ? v : getenv("DNNL_MAX_CPU_ISA"));
+        const char *name = isa_variable();
+        cap = name ? cpu_isa_cap_of(getenv(name)) : 2;
+        if (cap < 0) cap = 2; /* unknown: oneDNN caps nothing (cpu_isa_check refuses it first) */
     }
     return cap;
 }

@@ -50,6 +50,9 @@ void error_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "<program>: warning: <fmt>" on stderr. */
 void warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* What the run asked for, named when an allocation fails (exit 3, as a batch that does not fit on
+ * the GPU): e.g. "--model=vgg16 --batch_size=512 at 224x224 (...)"; NULL or "": a plain failure. */
+void util_set_oom_hint(const char *hint);
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
@@ -89,9 +92,15 @@ double now_seconds(void);
  * SSE41 or AVX: neither AVX2 nor AVX-512; AVX2 (and its VNNI variants): no AVX-512. Read once. */
 int cpu_avx2_fma(void);
 int cpu_avx512f(void);
-/* The cap that a value of ONEDNN_MAX_CPU_ISA sets: 0 below AVX2, 1 AVX2, 2 none (AVX-512, AMX,
- * ALL, unset or unknown). */
+/* The cap that a value of ONEDNN_MAX_CPU_ISA sets (oneDNN's names, any case): 0 below AVX2, 1 AVX2,
+ * 2 none (AVX-512, AMX, ALL, DEFAULT, unset); -1 a name oneDNN does not know. */
 int cpu_isa_cap_of(const char *value);
+/* ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) set to a name oneDNN does not know: exit 2 naming it
+ * (oneDNN would ignore it silently, and the run would not be capped as asked). */
+void cpu_isa_check(void);
+/* Environment variable `name` as the index of one of its n choices (as written), -1 where it is
+ * unset or empty; any other value is exit 2 naming the variable, the value and the choices. */
+int util_env_choice(const char *name, const char *const *choices, int n);
 
 /* ---- Random numbers: xoshiro256** seeded through splitmix64. Deterministic per seed. ---- */
 typedef struct Rng {

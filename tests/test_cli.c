@@ -695,8 +695,9 @@ TEST(cli_nvcnn_spellings) {
 
 /* A long flag with one dash, which getopt_long reads as a one-letter flag and its value
  * (-batch_size=4 as -b "atch_size=4"), and a one-letter flag with '=' (-b=4 as -b "=4"): one line
- * with the spelling to use, for every one-letter flag. A value that starts with a dash, given as
- * the next word, is still a value. */
+ * with the spelling to use, for every one-letter flag. A path that starts with a dash, given as
+ * the next word, is refused as a flag taken for a value (cli_careless_inputs_are_named); with '='
+ * it is a path. */
 TEST(cli_one_dash_long_flags_and_one_letter_flags_with_equals) {
     const char *cases[][2] = {
         {"--model=lenet -batch_size=4", "-batch_size=4: unknown flag (long flags take two dashes: --batch_size=4)"},
@@ -709,7 +710,9 @@ TEST(cli_one_dash_long_flags_and_one_letter_flags_with_equals) {
         {"--model=lenet -g=1", "-g=1: a one-letter flag takes no '=': -g 1, -g1 or --num_gpus=1"},
         {"--model=lenet -h=markdown", "-h=markdown: -h takes no value (--help=markdown)"},
         {"-m lenet -xy", "unknown flag -x (see --help)"},
-        {"--model lenet --data_dir -batch_size=4", "data directory -batch_size=4: "},
+        {"--model lenet --data_dir -batch_size=4", "flag --data_dir needs a value (--flag=value or --flag value); it was followed by "
+                                                   "-batch_size=4 (a file of that name: --data_dir=./-batch_size=4)"},
+        {"--model lenet --data_dir=-batch_size=4", "data directory -batch_size=4: "},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char want[256], *o;
@@ -948,13 +951,34 @@ TEST_SERIAL(cli_threads_follow_omp_num_threads_and_cpu_binding) {
 TEST(cli_print_layers_alone_trains_nothing) {
     char *o = NULL;
     int rc = nv("--model=resnet50 --print_layers", &o);
-    CHECK_MSG(rc == 0 && o && strstr(o, "Layers:\n") && strstr(o, "fc0 ") &&
+    CHECK_MSG(rc == 0 && o && strstr(o, "Layers:      (GFLOPs: each layer's forward pass over one batch of 64)\n") && strstr(o, "fc0 ") &&
                   strstr(o, "(--print_layers without --num_batches or --num_epochs: nothing trained)\n") &&
                   !strstr(o, "Training\n") && !strstr(o, "Images/sec"),
               "exit %d:\n%s", rc, o);
     free(o);
     rc = nv("--model=lenet --print_layers --num_batches=2 --batch_size=4 --nstep_burnin=0", &o);
-    CHECK_MSG(rc == 0 && o && strstr(o, "Layers:\n") && strstr(o, "Training\n") && strstr(o, "Images/sec"), "exit %d:\n%s", rc, o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "Layers:      (") && strstr(o, "Training\n") && strstr(o, "Images/sec"), "exit %d:\n%s", rc, o);
+    /* the Total line: the rows' parameters exactly, their GFLOPs within the rows' rounding; lenet
+     * at batch 4: 2 x (conv0 28x28x32x75 + conv1 14x14x64x800 + fc0 3136x512 + fc1 512x1000) x 4
+     * multiply-adds and the layers' elementwise work, about 0.1 GFLOPs */
+    size_t params = 0, rows = 0, total_p = 0;
+    double gf = 0, total_gf = -1, per_image = -1;
+    for (const char *p = o ? strstr(o, "Layers:") : NULL; p && (p = strchr(p, '\n')) != NULL;) {
+        p++;
+        const char *pp = strstr(p, " params "), *nl = strchr(p, '\n');
+        if (strncmp(p, "Total:", 6) == 0) {
+            CHECK(sscanf(p, "Total: %zu parameters, %lf GFLOPs a forward pass of the batch (%lf an image)", &total_p, &total_gf, &per_image) == 3);
+            break;
+        }
+        if (!pp || (nl && pp > nl)) continue;
+        size_t np;
+        double g;
+        if (sscanf(pp, " params %zu %lf GFLOPs", &np, &g) == 2) params += np, gf += g, rows++;
+    }
+    CHECK_MSG(rows == 11 && total_p == params && total_p == 2172840 && fabs(total_gf - gf) <= 0.0005 * (double)rows &&
+                  fabs(per_image * 4 - total_gf) <= 0.002 && total_gf > 0.05 && total_gf < 0.2,
+              "%zu rows, parameters %zu (total %zu), GFLOPs %.3f (total %.3f, %.3f an image)\n%s", rows, params, total_p, gf, total_gf,
+              per_image, o ? o : "");
     free(o);
     rc = nv("--model=lenet --print_layers --profile=/tmp/nvcnn-layers.json", &o);
     CHECK_MSG(rc == 2 && o && strstr(o, "--profile with --print_layers alone, which trains nothing"), "exit %d:\n%s", rc, o);
@@ -1033,4 +1057,90 @@ TEST(cli_log_dirs_that_cannot_be_are_named) {
             CHECK_MSG(rc == 2 && o && strstr(o, want), "exit %d, want '%s':\n%s", rc, want, o);
             free(o);
         }
+}
+
+/* Inputs a careless command line or environment gives, each refused with one line naming it (exit
+ * 2) or warned about, where they used to be taken silently as something else:
+ *   - a path flag followed by a word that is a flag, "-" or "--" (it became the file's name, and
+ *     the flag meant was dropped);
+ *   - OMP_NUM_THREADS that libgomp calls invalid (nvcnn read "8x" as 8 and "1e3" as 1);
+ *   - the oneDNN plan's comparison switches with a value they do not know (ignored), and an
+ *     ONEDNN_MAX_CPU_ISA oneDNN does not know (ignored by oneDNN: no cap);
+ *   - --profile_steps whose last step overflows; an empty value; a misspelt flag (a suggestion);
+ *   - -g N's command with abbreviated flags (it kept --num_gpu=2 and added --device=gpu after --dev=cpu);
+ *   - --num_batches beside --num_epochs (unused: said), --num_classes=1 (nothing trains: said). */
+TEST(cli_careless_inputs_are_named) {
+    static const struct {
+        const char *env, *args;
+        int rc;
+        const char *want;
+    } c[] = {
+        {"", "--model=lenet --num_batches=1 --profile -b8", 2,
+         "nvcnn: error: flag --profile needs a value (--flag=value or --flag value); it was followed by -b8 (a file of that name: --profile=./-b8)\n"},
+        {"", "--model=lenet --num_batches=1 --export_onnx -", 2, "it was followed by - (a file of that name: --export_onnx=./-)\n"},
+        {"", "--model=lenet --num_batches=1 --log_dir --", 2, "flag --log_dir needs a value"},
+        {"OMP_NUM_THREADS=8x", "--model=lenet --num_batches=1", 2,
+         "nvcnn: error: OMP_NUM_THREADS=8x: not a thread count (a positive integer, e.g. OMP_NUM_THREADS="},
+        {"OMP_NUM_THREADS=1e3", "--model=lenet --num_batches=1", 2, "nvcnn: error: OMP_NUM_THREADS=1e3: not a thread count"},
+        {"OMP_NUM_THREADS=0", "--model=lenet --num_batches=1", 2, "nvcnn: error: OMP_NUM_THREADS=0: not a thread count"},
+        {"OMP_NUM_THREADS=1,1", "--model=lenet --num_batches=1 --batch_size=2", 0, "Devices:     cpu (1 thread"},
+        {"OMP_NUM_THREADS=", "--model=lenet --num_batches=1 --batch_size=2", 0, "Devices:     cpu ("},
+        {"NVCNN_ONEDNN_WINOGRAD=OFF", "--model=lenet --num_batches=1 --device=cpu", 2,
+         "nvcnn: error: NVCNN_ONEDNN_WINOGRAD=OFF: expected on or off\n"},
+        {"NVCNN_ONEDNN_BN_STATS=1", "--model=lenet --num_batches=1 --device=cpu", 2,
+         "nvcnn: error: NVCNN_ONEDNN_BN_STATS=1: expected onednn or own\n"},
+        {"ONEDNN_MAX_CPU_ISA=AVX1", "--model=lenet --num_batches=1 --device=cpu", 2,
+         "nvcnn: error: ONEDNN_MAX_CPU_ISA=AVX1: not an instruction set oneDNN knows ("},
+        {"", "--model=lenet --num_batches=4 --profile=p.json --profile_steps=9223372036854775807:2", 2,
+         "nvcnn: error: --profile_steps=9223372036854775807:2: N + K - 1 is past the last step a run can have\n"},
+        {"", "--model=lenet --batch_size=", 2, "nvcnn: error: --batch_size=: an empty value (--help says what it takes)\n"},
+        {"", "--model=lenet --batch-size=2", 2, "nvcnn: error: unknown flag --batch-size: did you mean --batch_size? (see --help)\n"},
+        {"", "--model=lenet --forwrd_only", 2, "nvcnn: error: unknown flag --forwrd_only: did you mean --forward_only? (see --help)\n"},
+        {"", "--model=lenet --xyzzy", 2, "nvcnn: error: unknown flag --xyzzy (see --help)\n"},
+        {"", "--model=lenet --num_batches=1 --num_gpu=2", 2,
+         "run: mpirun -np 2 ./nvcnn --model=lenet --num_batches=1 --device=gpu\n"},
+        {"", "--model=lenet --num_batches=1 -g 2 --dev=cpu", 2, "run: mpirun -np 2 ./nvcnn --model=lenet --num_batches=1 --dev=cpu\n"},
+        {"", "--model=lenet --num_batches=1 --num_g 2 --log_dir /x", 2,
+         "run: mpirun -np 2 ./nvcnn --model=lenet --num_batches=1 --log_dir /x --device=gpu\n"},
+        {"", "--model=lenet --num_classes=10 --data_dir=data/fashion-mnist --noeval --num_epochs=0.0001 --num_batches=2 --batch_size=2", 0,
+         "nvcnn: warning: --num_batches=2 is left unused: --num_epochs=0.0001 sets the run's length (it overrides --num_batches, as in "
+         "nvcnn.py)\n"},
+        {"", "--model=lenet --num_classes=1 --num_batches=1 --batch_size=2", 0,
+         "nvcnn: warning: --num_classes=1: the softmax of one class is 1 whatever the logits, so the loss is 0 and nothing trains"},
+    };
+    const int dnn = onednn_built();
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        if (!dnn && (strstr(c[i].env, "ONEDNN") || strstr(c[i].env, "NVCNN_ONEDNN"))) continue;
+        char cmd[1024], *o = NULL;
+        snprintf(cmd, sizeof cmd, "env %s ./nvcnn %s 2>&1", c[i].env, c[i].args);
+        const int rc = th_run(cmd, &o);
+        CHECK_MSG(rc == c[i].rc && o && strstr(o, c[i].want), "%s: exit %d (want %d), want \"%s\" in:\n%s", cmd, rc, c[i].rc, c[i].want,
+                  o ? o : "");
+        free(o);
+    }
+    unlink("p.json");
+}
+
+/* A batch that does not fit in host memory: exit 3 (as on the GPU), naming the model, the batch
+ * and the image size, where it was "out of host memory allocating N bytes", exit 1. Batch norm over
+ * one value a channel (its output its bias alone) and over a few (the divergence warnings name
+ * it beside the learning rate). */
+TEST(cli_host_memory_and_tiny_batch_norm_are_named) {
+    char *o = NULL;
+    int rc = th_run("bash -c 'ulimit -v 4000000; exec ./nvcnn --model=vgg16 --batch_size=512 --num_batches=1 --device=cpu' 2>&1", &o);
+    CHECK_MSG(rc == 3 && o &&
+                  strstr(o, "GiB) could not be allocated for --model=vgg16 --batch_size=512 at 224x224 (a smaller --batch_size needs less)\n"),
+              "exit %d:\n%s", rc, o ? o : "");
+    free(o);
+    rc = nv("--model=resnet18 --image_size=32 --batch_size=1 --num_batches=1 --num_classes=10 --device=cpu 2>&1", &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "normalises each channel over 1 value (--batch_size=1 at 32x32: its maps are 1x1): its output is its "
+                                         "bias alone, the logits do not depend on the image and nothing trains; a larger --batch_size or "
+                                         "--image_size\n"),
+              "exit %d:\n%s", rc, o ? o : "");
+    free(o);
+    rc = nv("--model=resnet50 --image_size=5 --batch_size=2 --num_batches=3 --num_classes=10 --device=cpu 2>&1", &o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "the training diverged (a lower --learning_rate; or batch norm ") &&
+                  strstr(o, " over 2 values a channel: a larger --batch_size or --image_size)\n"),
+              "exit %d:\n%s", rc, o ? o : "");
+    free(o);
 }

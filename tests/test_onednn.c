@@ -667,7 +667,8 @@ TEST(onednn_isa_cap_of_each_value) {
         int cap;
     } c[] = {{NULL, 2},        {"", 2},           {"sse41", 0},       {"SSE41", 0}, {"avx", 0},
              {"AVX2", 1},      {"avx2_vnni", 1},  {"AVX2_VNNI_2", 1}, {"AVX512_CORE", 2},
-             {"avx512_core_amx", 2}, {"ALL", 2}, {"DEFAULT", 2}};
+             {"avx512_core_amx", 2}, {"ALL", 2}, {"DEFAULT", 2},  {"AVX1", -1},  {"AVX2 ", -1}, {"avx3", -1},
+             {"bogus", -1}};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
         CHECK_MSG(cpu_isa_cap_of(c[i].v) == c[i].cap, "ONEDNN_MAX_CPU_ISA=%s: cap %d, want %d", c[i].v ? c[i].v : "(unset)",
                   cpu_isa_cap_of(c[i].v), c[i].cap);

@@ -624,8 +624,8 @@ static int32_t decode_sample(Loader *l, const uint8_t *rec, size_t ref, uint64_t
         name_source(&ex, src, sizeof src);
         fail(l, EXIT_DATA,
              "%s: record at byte offset %" PRIu64 ": image/class/label %" PRId64
-             " is outside [1, %d] (labels are 1-based; %d classes)%s",
-             l->paths[rr->file], rr->offset, ex.label, l->cfg.num_classes, l->cfg.num_classes, src);
+             " is outside [1, %d] (labels are 1-based; %d class%s)%s",
+             l->paths[rr->file], rr->offset, ex.label, l->cfg.num_classes, l->cfg.num_classes, l->cfg.num_classes == 1 ? "" : "es", src);
     }
     BBox boxes_local[8];
     BBox *boxes = ex.nbox <= 8 ? boxes_local : xmalloc((size_t)ex.nbox * sizeof *boxes);

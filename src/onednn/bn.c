@@ -169,8 +169,7 @@ static void *bn_plan(Dn *dn, Layer *l, int li) {
     b->training = 1;
     /* the statistics by bn_stats where the layout is one it walks and the forward with global
      * statistics leaves the relu's workspace as the training forward does (the backward reads it) */
-    const char *own = getenv("NVCNN_ONEDNN_BN_STATS"); /* "onednn": oneDNN's own statistics (for comparison) */
-    b->block = (own && strcmp(own, "onednn") == 0) || !dn_is_f32(&data) ? 0 : dn_block(&data, in->shape);
+    b->block = dn_env(DN_ENV_BN_STATS) == 0 || !dn_is_f32(&data) ? 0 : dn_block(&data, in->shape); /* onednn: oneDNN's (to compare) */
     if (relu_li >= 0 && !dn_md_eq(dn_query(ft, dnnl_query_workspace_md), dn_query(fi, dnnl_query_workspace_md))) b->block = 0;
     b->n = in->shape.n;
     b->hw = (size_t)in->shape.h * in->shape.w;

@@ -397,6 +397,24 @@ static const DnImpl *impl_of(const char *type) {
 }
 
 /* ---- onednn.h ---- */
+/* NVCNN_ONEDNN_WGRAD=onednn: every weight gradient by oneDNN's primitives; NVCNN_ONEDNN_WINOGRAD=off:
+ * no Winograd; NVCNN_ONEDNN_BLOCK=16: nChw16c on any CPU; NVCNN_ONEDNN_BN_STATS=onednn: oneDNN's
+ * batch-norm statistics; NVCNN_WINO_FUSED=off: Winograd's passes one by one; NVCNN_WINO_AVX512=off:
+ * AVX2's Winograd kernels on AVX-512 (each to compare) */
+int dn_env(int which) {
+    static const char *const onoff[] = {"on", "off"}, *const own[] = {"onednn", "own"}, *const block[] = {"16", "auto"};
+    static const struct {
+        const char *name;
+        const char *const *choices;
+    } env[DN_NENV] = {{"NVCNN_ONEDNN_WGRAD", own},  {"NVCNN_ONEDNN_WINOGRAD", onoff}, {"NVCNN_ONEDNN_BLOCK", block},
+                      {"NVCNN_ONEDNN_BN_STATS", own}, {"NVCNN_WINO_FUSED", onoff},    {"NVCNN_WINO_AVX512", onoff}};
+    return util_env_choice(env[which].name, env[which].choices, 2);
+}
+
+void onednn_check_env(void) {
+    for (int k = 0; k < DN_NENV; k++) dn_env(k);
+}
+
 int onednn_built(void) { return 1; }
 
 static const char *isa_name(dnnl_cpu_isa_t isa) {
@@ -446,15 +464,13 @@ static int plan(Net *net, int bf16, char *err, size_t errlen) {
     Dn *dn = xcalloc(1, sizeof *dn);
     dn->net = net;
     /* NVCNN_ONEDNN_WGRAD=onednn: every weight gradient by oneDNN's primitives (to compare) */
-    const char *wg = getenv("NVCNN_ONEDNN_WGRAD");
-    dn->blk_dw = !(wg && strcmp(wg, "onednn") == 0);
+    dn->blk_dw = dn_env(DN_ENV_WGRAD) != 0;
     /* NVCNN_ONEDNN_WINOGRAD=off: every 3x3 and 5x5 convolution by oneDNN's direct kernels (to compare) */
-    const char *wi = getenv("NVCNN_ONEDNN_WINOGRAD");
-    dn->wino = !(wi && strcmp(wi, "off") == 0);
+    dn->wino = dn_env(DN_ENV_WINOGRAD) != 1;
     /* NVCNN_ONEDNN_BLOCK=16: the convolutions' activations in nChw16c, oneDNN's layout on AVX-512,
-     * on any CPU (on others its primitives for that layout are slow reference ones: for tests) */
-    const char *bl = getenv("NVCNN_ONEDNN_BLOCK");
-    dn->force16 = bl && strcmp(bl, "16") == 0;
+     * on any CPU (on others its primitives for that layout are slow reference ones: for tests);
+     * auto: the CPU's */
+    dn->force16 = dn_env(DN_ENV_BLOCK) == 0;
     /* bf16: oneDNN's primitives throughout (the own kernels are fp32 only) */
     dn->dt = bf16 ? dnnl_bf16 : dnnl_f32;
     if (bf16) dn->blk_dw = dn->wino = 0;

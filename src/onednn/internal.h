@@ -199,4 +199,9 @@ extern const DnImpl dn_concat_impl;  /* concat.c: bf16 plans only */
  * [cout][cin / groups][kh][kw] in memory. */
 static inline int dn_conv_groups(const Conv *c) { return c->groups; }
 
+/* The comparison switches of the environment, each its value's index (-1 unset); a value that
+ * is none of the choices is exit 2 naming it (util_env_choice) */
+enum { DN_ENV_WGRAD, DN_ENV_WINOGRAD, DN_ENV_BLOCK, DN_ENV_BN_STATS, DN_ENV_WINO_FUSED, DN_ENV_WINO_AVX512, DN_NENV };
+int dn_env(int which);
+
 #endif

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onednn/internal.h"
 #include "onednn/wino.h"
 #include "util.h"
 
@@ -401,8 +402,7 @@ static int kernels_asked; /* dn_wino_kernels */
 static int unfused_asked = -1; /* dn_wino_unfused; -1: NVCNN_WINO_FUSED=off in the environment (to compare) */
 static int unfused(void) {
     if (unfused_asked < 0) {
-        const char *e = getenv("NVCNN_WINO_FUSED");
-        unfused_asked = e && strcmp(e, "off") == 0;
+        unfused_asked = dn_env(DN_ENV_WINO_FUSED) == 1;
     }
     return unfused_asked;
 }
@@ -413,8 +413,7 @@ static int has_avx512(void) { return cpu_avx512f(); }
 static int auto_avx512(void) {
     static int v = -1;
     if (v < 0) {
-        const char *e = getenv("NVCNN_WINO_AVX512");
-        v = has_avx512() && !(e && strcmp(e, "off") == 0);
+        v = dn_env(DN_ENV_WINO_AVX512) != 1 && has_avx512();
     }
     return v;
 }
