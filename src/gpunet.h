@@ -215,6 +215,10 @@ void gpunet_step_setup(GpuNet *g, const GpuStepConfig *c);
 void gpunet_step_state(GpuNet *g, double loss_scale, long good, long skipped);
 void gpunet_queue_stats(GpuNet *g, int with_l2);
 void gpunet_step(GpuNet *g, double lr);
+/* --forward_only's step after gpunet_forward: its loss into the ring of results as a training
+ * step's (finite, l2 0, nothing updated), timed the same way, so that the host reads the steps'
+ * losses and periods when it prints rather than waiting for every forward. */
+void gpunet_infer_step(GpuNet *g);
 int gpunet_step_pending(const GpuNet *g);
 /* The next step's period is counted from its start (an event queued now, before its forward) and
  * not from the previous step's end: for the first step, and after work that is not a training

@@ -59,6 +59,7 @@ void gpunet_queue_stats(GpuNet *g, int w) { (void)g, (void)w; NO_GPU; }
 void gpunet_step_setup(GpuNet *g, const GpuStepConfig *c) { (void)g, (void)c; NO_GPU; }
 void gpunet_step_state(GpuNet *g, double s, long good, long skipped) { (void)g, (void)s, (void)good, (void)skipped; NO_GPU; }
 void gpunet_step(GpuNet *g, double lr) { (void)g, (void)lr; NO_GPU; }
+void gpunet_infer_step(GpuNet *g) { (void)g; NO_GPU; }
 int gpunet_step_pending(const GpuNet *g) { (void)g; return 0; }
 void gpunet_step_time_from_start(GpuNet *g) { (void)g; NO_GPU; }
 int gpunet_step_results(GpuNet *g, GpuStepResult *r) { (void)g, (void)r; NO_GPU; }

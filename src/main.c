@@ -608,7 +608,7 @@ static int train(Run *r) {
     }
     Trainer tr;
     GpuNet *gpu = plan(r, net, &tr);
-    tr.lazy = gpu != NULL && !c->forward_only; /* no host round trip on the steps that print nothing */
+    tr.lazy = gpu != NULL; /* no host round trip on the steps that print nothing */
     Lifecycle life;
     const long step0 = lifecycle_start(&life, r, net, &tr);
     warn_untimed(r, step0); /* after the checkpoint's checks: a run they refuse has no such note */
@@ -652,17 +652,17 @@ static int train(Run *r) {
         profile_span(prof, PROF_INPUT, t0, now_seconds());
         double loss;
         if (c->forward_only) {
-            trainer_forward_begin(&tr, labels);
+            trainer_infer_begin(&tr, labels);                  /* forward and its loss queued */
             input_prefetch(&in, step + 1 < r->nstep);
-            loss = trainer_forward_end(&tr);
+            loss = trainer_infer_end(&tr);
         } else {
             trainer_step_begin(&tr, labels);                   /* forward and backward queued */
             input_prefetch(&in, step + 1 < r->nstep);          /* the next batch copied meanwhile */
             loss = trainer_step_end(&tr, lr);                  /* averaged over ranks, update */
-            if (tr.lazy) { /* the GPU's step results: read on the steps that print, and when its ring is full */
-                if (report_due(&rep, step) || profile_waits(prof, step)) trainer_fetch(&tr);
-                report_results(&rep, &tr);
-            }
+        }
+        if (tr.lazy) { /* the GPU's step results: read on the steps that print, and when its ring is full */
+            if (report_due(&rep, step) || profile_waits(prof, step)) trainer_fetch(&tr);
+            report_results(&rep, &tr);
         }
         const double t1 = now_seconds();
         profile_step_end(prof, step, t0, t1);

@@ -269,6 +269,36 @@ void trainer_forward_begin(Trainer *t, const int32_t *labels) {
 
 double trainer_forward_end(Trainer *t) { return t->gpu ? gpunet_loss(t->gpu) : t->net->loss; }
 
+void trainer_infer_begin(Trainer *t, const int32_t *labels) {
+    Net *net = t->net;
+    if (!t->gpu) {
+        trainer_forward_begin(t, labels);
+        return;
+    }
+    if (!t->device_input) {
+        gpunet_set_input(t->gpu, net->node[net->input].data);
+        gpunet_set_labels(t->gpu, labels);
+    }
+    net->labels = labels;
+    if (t->time_restart) gpunet_step_time_from_start(t->gpu);
+    t->time_restart = 0;
+    net->training = 0;
+    gpunet_forward(t->gpu);
+    net->training = 1;
+    gpunet_infer_step(t->gpu);
+}
+
+double trainer_infer_end(Trainer *t) {
+    if (!t->gpu) return t->net->loss;
+    if (t->lazy && gpunet_step_pending(t->gpu) < GPUNET_RESULTS) return NAN;
+    gpu_fetch(t);
+    if (t->lazy) return NAN;
+    double loss = NAN;
+    while (trainer_next_loss(t, &loss)) {
+    }
+    return loss;
+}
+
 void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *top5) {
     Net *net = t->net;
     trainer_forward_begin(t, labels);

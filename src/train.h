@@ -88,6 +88,11 @@ int trainer_next_result(Trainer *t, double *loss, double *seconds);
  * cross-entropy. No backward, no update. */
 void trainer_forward_begin(Trainer *t, const int32_t *labels);
 double trainer_forward_end(Trainer *t);
+/* The same for --forward_only's loop: on the GPU backend the step's loss and period go to the
+ * device's ring of results (gpunet_infer_step), read as a training step's are (t->lazy:
+ * trainer_fetch when a row prints, or when the ring is full; end then returns NAN). */
+void trainer_infer_begin(Trainer *t, const int32_t *labels);
+double trainer_infer_end(Trainer *t);
 /* Forward in inference mode; returns top-1 and top-5 correct counts of the batch's first
  * `count` samples. */
 void trainer_eval(Trainer *t, const int32_t *labels, int count, int *top1, int *top5);

@@ -24,6 +24,9 @@
 #include "reduced.h"
 #include "testutil.h"
 #include "train.h"
+#ifdef NVCNN_GPU_EMU
+#include "emu/emu_counts.h"
+#endif
 
 static const Reduced *reduced_of(const char *name) {
     for (int i = 0; i < REDUCED_COUNT; i++)
@@ -244,4 +247,62 @@ TEST(gpu_forward_only_run_matches_the_cpu) {
     }
     for (int s = 0; s < 3 && rows[0] == 3 && rows[1] == 3; s++)
         CHECK_MSG(fabs(loss[0][s] - loss[1][s]) <= 1.5e-3, "step %d: loss %.3f on the cpu, %.3f on the gpu", s + 1, loss[0][s], loss[1][s]);
+}
+
+/* --forward_only's steps on the GPU queue their losses into the device's ring of results instead
+ * of waiting for each forward (it synchronised once a step: the device idled while the host queued
+ * the next forward): 24 steps, counted by the emulated device, against the same steps read one by
+ * one; the losses are the same bits either way. */
+TEST(gpu_forward_only_steps_wait_for_nothing) {
+    if (!tu_select_gpu()) return;
+#ifndef NVCNN_GPU_EMU
+    th_skip("host synchronisations are counted by the emulated device");
+#else
+    Net *net = model_build_net(model_find("lenet"), 4, 10);
+    net_finalize(net, 5);
+    const int steps = 24;
+    double loss[2][24];
+    long syncs[2];
+    for (int lazy = 0; lazy < 2; lazy++) {
+        GpuNet *g = tu_gpunet(net, PREC_FP32, GPUNET_INFERENCE);
+        if (!g) break;
+        Dist d = {0, 1, 0, 1, 0};
+        TrainerConfig tc;
+        tu_trainer_defaults(&tc, 1);
+        tc.no_allreduce = 1;
+        Trainer t;
+        trainer_init(&t, net, &d, &tc, g);
+        t.lazy = lazy;
+        int32_t lab[4] = {1, 2, 3, 4};
+        Rng r;
+        rng_seed(&r, 3);
+        const size_t ni = shape_count(net->node[net->input].shape);
+        for (size_t i = 0; i < ni; i++) net->node[net->input].data[i] = (float)(rng_uniform(&r) * 2 - 1);
+        gpunet_set_input(g, net->node[net->input].data); /* once, as synthetic data stays on the device */
+        gpunet_set_labels(g, lab);
+        t.device_input = 1;
+        const long s0 = emu_host_syncs();
+        int got = 0;
+        for (int s = 0; s < steps; s++) {
+            trainer_infer_begin(&t, lab);
+            const double l = trainer_infer_end(&t);
+            if (!lazy) loss[0][got++] = l;
+        }
+        syncs[lazy] = emu_host_syncs() - s0;
+        if (lazy) {
+            trainer_fetch(&t);
+            double l, sec;
+            while (got < steps && trainer_next_result(&t, &l, &sec)) loss[1][got++] = l;
+        }
+        CHECK_MSG(got == steps, "lazy %d: %d losses of %d steps", lazy, got, steps);
+        trainer_free(&t);
+        gpunet_free(g);
+    }
+    printf("    lenet --forward_only, %d steps: %ld host synchronisations one by one, %ld queued\n", steps, syncs[0], syncs[1]);
+    CHECK_MSG(syncs[0] >= steps && syncs[1] == 0, "host synchronisations: %ld one by one, %ld queued (want 0)", syncs[0], syncs[1]);
+    for (int s = 0; s < steps; s++)
+        CHECK_MSG(memcmp(&loss[0][s], &loss[1][s], sizeof(double)) == 0 && isfinite(loss[0][s]), "step %d: loss %.9g one by one, %.9g queued",
+                  s + 1, loss[0][s], loss[1][s]);
+    net_free(net);
+#endif
 }

@@ -341,6 +341,12 @@ void gpunet_step(GpuNet *g, double lr) {
     gpu_step_timed(g);
 }
 
+void gpunet_infer_step(GpuNet *g) {
+    gpunet_queue_stats(g, 0);
+    LAUNCH(k_step_end, 1, 1, 0, g->s, (StepState *)g->step, 0); /* finite (no gradient), the scale as it is */
+    gpu_step_timed(g);
+}
+
 int gpunet_step_pending(const GpuNet *g) { return (int)(g->queued - g->taken); }
 
 void gpunet_step_time_from_start(GpuNet *g) {
