@@ -142,11 +142,11 @@ static const Flag flags[] = {
              "already). Costs convolution speed on a GPU: the fastest backward algorithms are often non-deterministic "
              "(atomics) and the heuristics' choice is not timed; the emulated device cannot measure how much"},
     {"cuda_graph", 0, CHOICE(cuda_graph, "off|on", 0), .init = "on",
-     .help = "GPU backend: each training step (forward, backward, NCCL's allreduce, the update) as one CUDA Graph, captured at "
-             "the second step and replayed; off: the step's work queued call by call. Not used with dropout or "
-             "NVCNN_SYNC_CHECK=1, for --profile's steps, nor where MPI averages through the host or with --forward_only (the "
-             "header's CUDA Graph line says which; on, given where the step cannot be one, is refused: dropout, NVCNN_SYNC_CHECK=1, "
-             "MPI through the host, --forward_only)"},
+     .help = "GPU backend: each training step (forward, backward, NCCL's allreduce, the update; with --forward_only the "
+             "forward and its loss) as one CUDA Graph, captured at the second step and replayed; off: the step's work queued call "
+             "by call. Not used with dropout (in training) or NVCNN_SYNC_CHECK=1, for --profile's steps, nor where MPI averages "
+             "through the host (the header's CUDA Graph line says which; on, given where the step cannot be one, is refused: "
+             "dropout, NVCNN_SYNC_CHECK=1, MPI through the host)"},
     {"save_interval", 0, INT(save_interval, 1, 1 << 30), .init = "43200", .help = "seconds between checkpoints"},
     {"step_timeout", 0, NUM(step_timeout, 0, 1e9), .init = "600",
      .help = "seconds a rank may wait in one phase of a step (a collective, the input) before it exits 5 with a line "

@@ -234,6 +234,10 @@ int gpunet_step_results(GpuNet *g, GpuStepResult *out);
  * CUDA refuses during capture. */
 const char *gpunet_graph_refusal(const GpuNet *g);
 void gpunet_graph_step(GpuNet *g, double lr, int with_l2);
+/* --forward_only's step as one CUDA Graph on an inference net (GPUNET_INFERENCE): the forward in
+ * inference mode and gpunet_infer_step's loss into the ring, captured on the first call, then one
+ * graph launch a call. Dropout, which inference passes through, does not refuse it. */
+void gpunet_graph_infer(GpuNet *g);
 int gpunet_graph_made(const GpuNet *g);
 /* The optimizer step of optim.h on the device, unconditionally and without unscaling (tests). */
 void gpunet_sgd(GpuNet *g, double lr, double momentum, int nesterov, double weight_decay, double larc_eta,

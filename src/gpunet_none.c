@@ -65,6 +65,7 @@ void gpunet_step_time_from_start(GpuNet *g) { (void)g; NO_GPU; }
 int gpunet_step_results(GpuNet *g, GpuStepResult *r) { (void)g, (void)r; NO_GPU; }
 const char *gpunet_graph_refusal(const GpuNet *g) { (void)g; return "no CUDA"; }
 void gpunet_graph_step(GpuNet *g, double lr, int w) { (void)g, (void)lr, (void)w; NO_GPU; }
+void gpunet_graph_infer(GpuNet *g) { (void)g; NO_GPU; }
 int gpunet_graph_made(const GpuNet *g) { (void)g; return 0; }
 int gpunet_fused_away(const GpuNet *g, int id) { (void)g, (void)id; return -1; }
 size_t gpunet_activation_bytes(const GpuNet *g) { (void)g; return 0; }

@@ -273,13 +273,13 @@ static GpuNet *start_trainer(Run *r, Net *net, Trainer *tr) {
 /* What takes time before the first step, once the header is out: the net's memory and initial
  * parameters, the oneDNN primitives or the GPU backend's algorithm search and device memory, and
  * the trainer. One line with its time. */
-/* The header's CUDA Graph line: whether the training step runs as one graph, and why not. A
+/* The header's CUDA Graph line: whether the training step (--forward_only's: the forward and its
+ * loss) runs as one graph, and why not. A
  * --cuda_graph=on given where the step cannot be one is refused, as every flag the run would not
  * use (it was passed over without a word). */
 static void say_cuda_graph(const Run *r, const GpuNet *gpu, const Trainer *tr) {
     const Config *c = &r->cfg;
-    const char *why = c->forward_only ? "--forward_only runs no training step"
-                      : c->eval          ? "--eval runs no training step"
+    const char *why = c->eval          ? "--eval runs no training step"
                       : !c->cuda_graph ? NULL
                       : gpunet_graph_refusal(gpu) ? gpunet_graph_refusal(gpu)
                       : !tr->nccl && tr->sync && r->dist.size > 1 ? "MPI averages the gradients through the host"
@@ -287,7 +287,7 @@ static void say_cuda_graph(const Run *r, const GpuNet *gpu, const Trainer *tr) {
     char as[64];
     if (why && c->cuda_graph && !c->eval && config_given_as(c, &c->cuda_graph, as, sizeof as)) /* (--eval takes the training's flags) */
         die_code(EXIT_USAGE, "%s: %s: the step cannot be one CUDA Graph here", as, why);
-    if (!c->cuda_graph && !c->eval && !c->forward_only)
+    if (!c->cuda_graph && !c->eval)
         printf("CUDA Graph:  off (--cuda_graph=off)\n");
     else if (why)
         printf("CUDA Graph:  off (%s)\n", why);
@@ -296,7 +296,8 @@ static void say_cuda_graph(const Run *r, const GpuNet *gpu, const Trainer *tr) {
     else if (r->nstep < 2) /* (a resumed run's length is known later: its line says on) */
         printf("CUDA Graph:  off (a run of one step: the graph is captured at the second)\n");
     else
-        printf("CUDA Graph:  on (each training step, captured at the second%s)\n", c->profile ? "; not --profile's steps" : "");
+        printf("CUDA Graph:  on (each %s step, captured at the second%s)\n", c->forward_only ? "forward" : "training",
+               c->profile ? "; not --profile's steps" : "");
 }
 
 static GpuNet *plan(Run *r, Net *net, Trainer *tr) {

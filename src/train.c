@@ -280,8 +280,15 @@ void trainer_infer_begin(Trainer *t, const int32_t *labels) {
         gpunet_set_labels(t->gpu, labels);
     }
     net->labels = labels;
+    /* the graph from the second step, as a training step's (gpu_begin) */
+    const int graph = t->graph && t->gpu_steps > 0 && !gpunet_graph_refusal(t->gpu);
+    t->gpu_steps++;
     if (t->time_restart) gpunet_step_time_from_start(t->gpu);
     t->time_restart = 0;
+    if (graph) {
+        gpunet_graph_infer(t->gpu);
+        return;
+    }
     net->training = 0;
     gpunet_forward(t->gpu);
     net->training = 1;

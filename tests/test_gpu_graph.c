@@ -235,9 +235,11 @@ TEST(gpu_graph_capture_refuses_what_cuda_refuses) {
 }
 #endif
 
-/* The header says whether the training step runs as one CUDA Graph, and why not; --cuda_graph=on
- * given where the step cannot be one (dropout, --forward_only) is refused, exit 2 (it was passed
- * over without a word); a bad NVCNN_CUDA_GRAPH is a usage error (exit 2, it was 1). */
+/* The header says whether the training step (--forward_only's: the forward) runs as one CUDA
+ * Graph, and why not; --cuda_graph=on given where the step cannot be one (dropout in training) is
+ * refused, exit 2 (it was passed over without a word); a bad NVCNN_CUDA_GRAPH is a usage error
+ * (exit 2, it was 1). --forward_only's steps are graphs too, dropout's models' included (inference
+ * passes dropout through). */
 TEST(gpu_graph_the_header_says_it_and_an_unused_on_is_refused) {
     if (tu_gpus() == 0) return;
     const char *env = getenv("NVCNN_CUDA_GRAPH");
@@ -248,12 +250,13 @@ TEST(gpu_graph_the_header_says_it_and_an_unused_on_is_refused) {
     const char *cases[][3] = {
         {"--model=lenet", "0", "CUDA Graph:  on (each training step, captured at the second)\n"},
         {"--model=lenet --cuda_graph=off", "0", "CUDA Graph:  off (--cuda_graph=off)\n"},
-        {"--model=lenet --forward_only", "0", "CUDA Graph:  off (--forward_only runs no training step)\n"},
+        {"--model=lenet --forward_only", "0", "CUDA Graph:  on (each forward step, captured at the second)\n"},
+        {"--model=alexnet --forward_only", "0", "CUDA Graph:  on (each forward step, captured at the second)\n"},
         {"--model=alexnet", "0", "CUDA Graph:  off (dropout draws a new mask from a host counter every forward)\n"},
         {"--model=alexnet --cuda_graph=on", "2",
          "nvcnn: error: --cuda_graph=on: dropout draws a new mask from a host counter every forward: the step cannot be one CUDA Graph here\n"},
-        {"--model=lenet --cuda_graph=on --forward_only", "2", "nvcnn: error: --cuda_graph=on: --forward_only runs no training step"},
-        {"--model=lenet --cuda_graph=off --forward_only", "0", "CUDA Graph:  off (--forward_only runs no training step)\n"},
+        {"--model=lenet --cuda_graph=on --forward_only", "0", "CUDA Graph:  on (each forward step, captured at the second)\n"},
+        {"--model=lenet --cuda_graph=off --forward_only", "0", "CUDA Graph:  off (--cuda_graph=off)\n"},
         {"--model=lenet --num_batches=1", "0", "CUDA Graph:  off (a run of one step: the graph is captured at the second)\n"},
         {"--model=lenet NVCNN_CUDA_GRAPH=maybe", "2", "nvcnn: error: NVCNN_CUDA_GRAPH=maybe: want on or off\n"},
     };

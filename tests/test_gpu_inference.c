@@ -306,3 +306,80 @@ TEST(gpu_forward_only_steps_wait_for_nothing) {
     net_free(net);
 #endif
 }
+
+/* --forward_only's step as one CUDA Graph (gpunet_graph_infer): from the second step, the same
+ * loss bits as the steps queued call by call, over batches staged in the two slots in turn (a
+ * replay of a stale batch would repeat a loss), for a model with dropout (which inference passes
+ * through: it refuses a training graph) and one with batch norm in fp16 NHWC; on the emulated
+ * device one graph launch a step after the first. */
+static void infer_graph_run(const char *model, int precision, unsigned flags, int graph, double *loss, long *launches) {
+    enum { B = 3, STEPS = 5 };
+    const Reduced *rd = reduced_of(model);
+    Net *net = model_build_reduced(model_find(model), B, 10, rd->size, rd->div, ACT_RELU);
+    net_finalize(net, 9);
+    GpuNet *g = tu_gpunet(net, precision, flags | GPUNET_INFERENCE | GPUNET_DETERMINISTIC);
+    if (!g) {
+        net_free(net);
+        return;
+    }
+    uint8_t *img[2];
+    int32_t *lab[2];
+    tu_staged_batches(net, 21, img, lab);
+    Dist d = {0, 1, 0, 1, 0};
+    TrainerConfig tc;
+    tu_trainer_defaults(&tc, 1);
+    tc.no_allreduce = 1;
+    tc.no_cuda_graph = !graph;
+    Trainer t;
+    trainer_init(&t, net, &d, &tc, g);
+    t.device_input = 1;
+    t.lazy = 1;
+#ifdef NVCNN_GPU_EMU
+    const long l0 = emu_graph_launches();
+#endif
+    for (int s = 0; s < STEPS; s++) {
+        const int k = s % 2;
+        gpunet_stage_batch(g, k, img[k], lab[k]);
+        gpunet_use_batch(g, k);
+        trainer_infer_begin(&t, lab[k]);
+        trainer_infer_end(&t);
+        gpunet_stage_wait(g, k);
+    }
+#ifdef NVCNN_GPU_EMU
+    *launches = emu_graph_launches() - l0;
+#else
+    *launches = -1;
+#endif
+    trainer_fetch(&t);
+    for (int s = 0; s < STEPS; s++) CHECK_MSG(trainer_next_loss(&t, &loss[s]), "%s: loss %d missing", model, s);
+    CHECK_MSG(graph == gpunet_graph_made(g), "%s: graph %d, made %d", model, graph, gpunet_graph_made(g));
+    trainer_free(&t);
+    gpunet_free(g);
+    net_free(net);
+    for (int k = 0; k < 2; k++) {
+        gpu_host_free(img[k]);
+        gpu_host_free(lab[k]);
+    }
+}
+
+TEST(gpu_forward_only_graph_gives_the_same_bits) {
+    if (!tu_select_gpu()) return;
+    const struct {
+        const char *model;
+        int prec;
+        unsigned flags;
+    } c[] = {{"alexnet", PREC_FP32, GPUNET_NCHW}, {"resnet18", PREC_FP16, GPUNET_NHWC | GPUNET_FUSE}};
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        double loss[2][5] = {{0}};
+        long launches[2] = {0, 0};
+        for (int graph = 0; graph < 2; graph++) infer_graph_run(c[i].model, c[i].prec, c[i].flags, graph, loss[graph], &launches[graph]);
+        for (int s = 0; s < 5; s++)
+            CHECK_MSG(memcmp(&loss[0][s], &loss[1][s], sizeof(double)) == 0 && isfinite(loss[0][s]),
+                      "%s step %d: loss %.9g call by call, %.9g as a graph", c[i].model, s + 1, loss[0][s], loss[1][s]);
+        CHECK_MSG(loss[0][0] != loss[0][1], "%s: two batches gave the same loss: the comparison tests nothing", c[i].model);
+        printf("    %s %s: 5 forward steps, graph launches %ld call by call, %ld as a graph\n", c[i].model, precision_name((Precision)c[i].prec),
+               launches[0], launches[1]);
+        CHECK_MSG(launches[0] <= 0 && (launches[1] == 4 || launches[1] < 0), "%s: graph launches %ld and %ld (want 0 and 4)", c[i].model,
+                  launches[0], launches[1]);
+    }
+}

@@ -817,9 +817,29 @@ void gpunet_backward(GpuNet *g, float loss_scale, void (*on_ready)(void *, size_
 const char *gpunet_graph_refusal(const GpuNet *g) {
     if (g->sync_check) return "NVCNN_SYNC_CHECK=1 synchronises after every layer";
     if (g->prof) return "--profile records events around every layer";
-    for (int i = 0; i < g->net->nlayer; i++)
+    for (int i = 0; i < g->net->nlayer && !g->inference; i++) /* (inference passes dropout through) */
         if (g->impl[i] == &gpu_dropout_impl) return "dropout draws a new mask from a host counter every forward";
     return NULL;
+}
+
+void gpunet_graph_infer(GpuNet *g) {
+    if (!g->inference) die("gpunet_graph_infer on a GPU net built for training");
+    if (!g->graph) {
+        cudaGraph_t graph;
+        const int training = g->net->training;
+        g->net->training = 0;
+        g->capturing = 1;
+        CUDA_CHECK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeGlobal));
+        gpunet_forward(g);
+        gpu_infer_tail(g);
+        CUDA_CHECK(cudaStreamEndCapture(g->s, &graph));
+        g->capturing = 0;
+        g->net->training = training;
+        CUDA_CHECK(cudaGraphInstantiate(&g->graph, graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    CUDA_CHECK(cudaGraphLaunch(g->graph, g->s));
+    gpu_step_timed(g);
 }
 
 void gpunet_graph_step(GpuNet *g, double lr, int with_l2) {

@@ -214,6 +214,8 @@ float *gpu_loss_scale(GpuNet *g);
 void gpu_step_lr(GpuNet *g, double lr);
 void gpu_step_tail(GpuNet *g);
 void gpu_step_timed(GpuNet *g);
+/* gpunet_infer_step's work without its timing (what gpunet_graph_infer captures) */
+void gpu_infer_tail(GpuNet *g);
 
 /* A per-channel bias over NCHW activations (bias.cu): forward y[n][c][p] += b[c], backward
  * db[c] += sum of dy[n][c][p], with b and db fp32 (the master arenas) and y, dy of the storage

@@ -341,9 +341,13 @@ void gpunet_step(GpuNet *g, double lr) {
     gpu_step_timed(g);
 }
 
-void gpunet_infer_step(GpuNet *g) {
+void gpu_infer_tail(GpuNet *g) {
     gpunet_queue_stats(g, 0);
     LAUNCH(k_step_end, 1, 1, 0, g->s, (StepState *)g->step, 0); /* finite (no gradient), the scale as it is */
+}
+
+void gpunet_infer_step(GpuNet *g) {
+    gpu_infer_tail(g);
     gpu_step_timed(g);
 }
 
