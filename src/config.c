@@ -453,12 +453,12 @@ static void parse_profile_steps(Config *cfg, const Flag *f, const char *v) {
     char *end, *end2 = NULL;
     errno = 0;
     const long n = strtol(v, &end, 10), k = *end == ':' ? strtol(end + 1, &end2, 10) : 0;
-    if (errno || end == v || *end != ':' || end2 == end + 1 || *end2)
+    if (errno || !isdigit((unsigned char)v[0]) || *end != ':' || !isdigit((unsigned char)end[1]) || *end2)
         bad_value(f->name, v, "expected N:K (K steps from step N, counted from 1)");
     if (n < (cfg->nargs > 0 ? 1 : 0) || k < 1)
         bad_value(f->name, v, "N and K must be >= 1 (K steps from step N, counted from 1)");
     if (k > (1 << 20)) bad_value(f->name, v, "K must be <= 1048576 (the steps profiled are kept in memory)");
-    if (n > LONG_MAX - k) bad_value(f->name, v, "N + K - 1 is past the last step a run can have");
+    if (n - 1 > LONG_MAX - k) bad_value(f->name, v, "N + K - 1 is past the last step a run can have");
     cfg->profile_first = n;
     cfg->profile_count = (int)k;
 }
@@ -585,6 +585,18 @@ static int flag_distance(const char *a, size_t la, const char *b) {
 /* ": did you mean --NAME?" for the flag nearest to the len characters of name (dashes for
  * underscores, another case, or up to two characters off, a third of the name at most), or "". */
 static void flag_suggestion(const char *name, size_t len, char *buf, size_t n) {
+    /* --noX (nvcnn.py's --noeval, --nofp16, --nonesterov) for a switch X that has no such alias */
+    for (int i = 0; len > 2 && strncmp(name, "no", 2) == 0 && i < NFLAGS; i++) {
+        if (flag_distance(name + 2, len - 2, flags[i].name) != 0) continue;
+        if (flags[i].parse == parse_set && flags[i].set == 1) {
+            snprintf(buf, n, ": --%s is off unless given (leave it out)", flags[i].name);
+            return;
+        }
+        if (flags[i].choices && strcmp(flags[i].choices, "off|on") == 0) {
+            snprintf(buf, n, ": did you mean --%s=off?", flags[i].name);
+            return;
+        }
+    }
     int best = -1, bd = 99;
     for (int i = 0; i < NFLAGS; i++) {
         const int d = flag_distance(name, len, flags[i].name);
@@ -633,6 +645,7 @@ static void refuse_flag(int c, char **argv) {
 
 static void warn_twice(const Config *cfg, const Config *before) {
     const ConfigArg *now = &cfg->args[cfg->nargs - 1];
+    if (now->value && !now->value[0]) return; /* an empty value: refused, or said of itself (--model=) */
     const size_t off = flags[now->flag].off, settings = offsetof(Config, model);
     const ConfigArg *was = NULL;
     for (int i = cfg->nargs - 2; i >= 0 && off && !was; i--)
@@ -672,7 +685,8 @@ static void check_config(const Config *cfg) {
     if (cfg->num_epochs > 0 && warnings_on && config_given_as(cfg, &cfg->num_batches, as, sizeof as) &&
         config_given_as(cfg, &cfg->num_epochs, as2, sizeof as2) && !cfg->eval)
         warn("%s is left unused: %s sets the run's length (it overrides --num_batches, as in nvcnn.py)", as, as2);
-    if (cfg->num_classes == 1 && warnings_on && !cfg->forward_only && !cfg->eval)
+    if (cfg->num_classes == 1 && warnings_on && !cfg->forward_only && !cfg->eval && !cfg->layers_only &&
+        !(cfg->export_onnx && !config_given(cfg, &cfg->num_batches) && !config_given(cfg, &cfg->num_epochs)))
         warn("--num_classes=1: the softmax of one class is 1 whatever the logits, so the loss is 0 and nothing trains (weight decay aside)");
     if (cfg->eval && !cfg->data_dir) die_code(EXIT_USAGE, "--eval needs --data_dir with validation-* shards");
     if (cfg->eval && !cfg->log_dir) die_code(EXIT_USAGE, "--eval needs --log_dir holding a checkpoint");
@@ -777,7 +791,7 @@ void config_parse(Config *cfg, int argc, char **argv) {
         /* "--profile -b8", "--export_onnx -", "--log_dir --": a path taken from a word that is
          * a flag, or standard input/output, which nvcnn never reads or writes */
         if (optarg && optarg == argv[optind - 1] && optarg[0] == '-' && flags[row].parse == parse_path)
-            die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value); it was followed by %s (a file of that name: %s=./%s)",
+            die_code(EXIT_USAGE, "flag %s needs a value (--flag=value or --flag value); it was followed by %s (a path of that name: %s=./%s)",
                      argv[optind - 2], optarg, argv[optind - 2], optarg);
         if (optarg && !optarg[0] && flags[row].parse != parse_path && flags[row].parse != parse_str)
             die_code(EXIT_USAGE, "--%s=: an empty value (--help says what it takes)", flags[row].name);

@@ -202,7 +202,7 @@ EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     } else {
         const long torn = fresh ? 0 : cut_torn_tail(csv);
         if (torn > 0) warn("%s: its last line was cut short (%ld bytes without a newline): removed", csv, torn);
-        const long trimmed = fresh || step0 < 0 ? 0 : trim_csv(csv, step0);
+        const long trimmed = fresh ? 0 : trim_csv(csv, step0);
         if (trimmed > 0)
             printf("%s: %ld row%s past step %ld removed (written by a run that ended without a checkpoint there)\n", csv, trimmed,
                    trimmed == 1 ? "" : "s", step0);
@@ -224,7 +224,7 @@ EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     }
     if (e->csv.good == 0) { /* new, or left empty (a header that a full disk did not let through) */
         static const char head[] = "step,epochs_done,loss,learning_rate,images_per_sec,top1,top5,eval_top1,eval_top5\n";
-        log_append(&e->csv, head, sizeof head - 1, step0 < 0 ? 1 : step0 + 1);
+        log_append(&e->csv, head, sizeof head - 1, step0 + 1);
     }
     Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
     ev.wall_time = wall_time();
@@ -232,10 +232,9 @@ EventLog *events_open(const char *dir, long step0, char *err, size_t errlen) {
     ev.file_version = (char *)"brain.Event:2";
     uint8_t *version;
     const size_t nv = frame_event(&ev, &version);
-    log_append(&e->ev, version, nv, step0 < 0 ? 1 : step0 + 1); /* (said as the run's first step, should it fail) */
+    log_append(&e->ev, version, nv, step0 + 1); /* (said as the run's first step, should it fail) */
     free(version);
     /* this run's start, at its first step: TensorBoard drops what earlier runs wrote from there on */
-    if (step0 < 0) return e;
     uint8_t *rec;
     size_t n = events_encode_start(wall_time(), step0 + 1, &rec);
     log_append(&e->ev, rec, n, step0 + 1);

@@ -18,9 +18,8 @@ typedef struct EventLog EventLog;
 /* A run that starts after step0 (0: from the beginning; else the checkpoint it resumed): its event
  * file begins with file_version and a SessionLog START at step0 + 1, after which TensorBoard drops
  * the events of earlier runs at that step or later, and metrics.csv's rows past step0 (a run that
- * ended without a checkpoint there) are removed likewise. step0 < 0: a run whose steps do not
- * continue the training's (--forward_only counts its own from 1): neither. NULL with a message in
- * err if the directory cannot be written. */
+ * ended without a checkpoint there) are removed likewise. NULL with a message in err if the
+ * directory cannot be written. */
 EventLog *events_open(const char *dir, long step0, char *err, size_t errlen);
 /* One TensorBoard event at `step` with the scalars tags[i] = vals[i] (NAN: left out). */
 void events_scalars(EventLog *e, int64_t step, const char *const *tags, const double *vals, int n);

@@ -129,6 +129,9 @@ size_t gpunet_bytes(const GpuNet *g);
 /* Bytes of the activation arena that layer li holds as its own scratch, as planned (a padded
  * convolution's padded input and its gradient, bias partial sums, batch-norm statistics). */
 size_t gpunet_layer_scratch(const GpuNet *g, int li);
+/* Bytes of the arena that the layers' scratch takes in all: their sum, or in an inference net the
+ * largest one's (every layer's forward uses the one region in turn). */
+size_t gpunet_scratch_bytes(const GpuNet *g);
 /* What planning did, one line each: the time cuDNN's algorithm search took (and how many
  * measurements the cache and the first layer saved), the cuDNN workspace chosen and the limit
  * it was chosen under. */

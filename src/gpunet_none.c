@@ -69,6 +69,7 @@ void gpunet_graph_infer(GpuNet *g) { (void)g; NO_GPU; }
 int gpunet_graph_made(const GpuNet *g) { (void)g; return 0; }
 int gpunet_fused_away(const GpuNet *g, int id) { (void)g, (void)id; return -1; }
 size_t gpunet_activation_bytes(const GpuNet *g) { (void)g; return 0; }
+size_t gpunet_scratch_bytes(const GpuNet *g) { (void)g; return 0; }
 void gpunet_sgd(GpuNet *g, double lr, double m, int n, double wd, double eta, int sc) {
     (void)g, (void)lr, (void)m, (void)n, (void)wd, (void)eta, (void)sc;
     NO_GPU;

@@ -187,8 +187,10 @@ long lifecycle_restore(Run *r, Net *net, Trainer *tr) {
     tr->skipped_steps = m.skipped_steps;
     memcpy(net->rng.s, m.rng, sizeof m.rng);
     r->resume_eval = m.eval_pending == 1 && !r->cfg.eval && !r->cfg.forward_only ? (long)m.step : 0;
-    r->loss_avg[0] = m.loss_avg_sum; /* the logged average goes on as in a run that did not stop */
-    r->loss_avg[1] = m.loss_avg_weight;
+    if (!r->cfg.forward_only && !r->cfg.eval) { /* the logged average goes on as in a run that did not stop */
+        r->loss_avg[0] = m.loss_avg_sum;
+        r->loss_avg[1] = m.loss_avg_weight;
+    }
     trainer_sync_device(tr);
     printf("Restored from checkpoint %s at step %lld\n", path, (long long)m.step);
     const Shape in = net->node[net->input].shape;
@@ -262,7 +264,7 @@ long lifecycle_start(Lifecycle *life, Run *r, Net *net, Trainer *tr) {
     long step0 = lifecycle_restore(r, net, tr);
     life->saved = step0;
     if (r->cfg.forward_only && step0 > 0) { /* an inference benchmark of the trained weights: its own steps */
-        printf("(--forward_only: the checkpoint's weights, %ld inference steps from step 1)\n", r->nstep);
+        printf("(--forward_only: the checkpoint's weights, %ld inference steps from step 1; nothing is written to --log_dir)\n", r->nstep);
         step0 = 0;
     }
     signals_install();

@@ -115,7 +115,7 @@ static void choose_device(Run *r) {
 static void choose_cpu_impl(Run *r) {
     char why[256];
     if (r->gpu) return;
-    cpu_isa_check();
+    cpu_isa_check(onednn_major());
     if (r->cfg.cpu_impl == CPU_IMPL_AUTO) r->cfg.cpu_impl = onednn_built() ? CPU_IMPL_ONEDNN : CPU_IMPL_REFERENCE;
     if (r->cfg.cpu_impl == CPU_IMPL_ONEDNN && !onednn_built()) {
         onednn_describe(why, sizeof why);
@@ -171,24 +171,52 @@ static void choose_allreduce(Run *r) {
  * when a launcher bound it to some (mpirun's binding, Slurm's task binding), or the CPUs Slurm
  * gave the task (--cpus-per-task) where it did not bind it, or the node's online CPUs shared by
  * its ranks. */
-static int default_threads(int local_size, int rank) {
-    const char *omp_env = getenv("OMP_NUM_THREADS");
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    if (omp_env && omp_env[strspn(omp_env, " \t")]) { /* empty: unset, as libgomp takes it. libgomp's form: a positive count, or a list of them (nested levels: the first is ours) */
-        const char *p = omp_env + strspn(omp_env, " \t");
+/* OMP_NUM_THREADS's first count as libgomp reads the variable (blanks, a count, more counts after
+ * commas for nested levels); 0 where it is unset; exit 2 where libgomp would call it invalid (and
+ * ignore it) or where it asks for more than 16 threads a CPU, which libgomp may not even start
+ * (65,536 crashed it). Before any parallel region: signals_install() has one. */
+static long omp_threads_given(void) {
+    const char *v = getenv("OMP_NUM_THREADS");
+    if (!v) return 0;
+    const long online = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+    long first = 0;
+    const char *p = v;
+    int ok = 1;
+    do {
+        while (isspace((unsigned char)*p)) p++;
+        if (*p == '+') p++;
+        if (!isdigit((unsigned char)*p)) {
+            ok = 0;
+            break;
+        }
         char *end;
         errno = 0;
-        const long n = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : 0;
-        int ok = n > 0 && errno == 0 && n <= INT_MAX;
-        for (const char *q = ok ? end : ""; ok && *q; q++) /* ",2,1", trailing blanks */
-            ok = isdigit((unsigned char)*q) || *q == ',' || *q == ' ' || *q == '\t';
-        if (!ok)
-            die_code(EXIT_USAGE, "OMP_NUM_THREADS=%s: not a thread count (a positive integer, e.g. OMP_NUM_THREADS=%ld)", omp_env,
-                     online > 0 ? online : 1);
-        if (online > 0 && n > online && rank == 0)
-            warn("OMP_NUM_THREADS=%ld is more threads than the %ld CPUs of this node: the threads will take turns on them (slower)", n,
+        const long n = strtol(p, &end, 10);
+        if (errno || n <= 0) ok = 0;
+        if (first == 0) first = n;
+        p = end;
+        while (isspace((unsigned char)*p)) p++;
+    } while (ok && *p == ',' && ++p); /* a comma: another count must follow */
+    if (!ok || *p)
+        die_code(EXIT_USAGE, "OMP_NUM_THREADS=%s: not a thread count (a positive integer, e.g. OMP_NUM_THREADS=%ld)", v, online);
+    if (first > 16 * online)
+        die_code(EXIT_USAGE, "OMP_NUM_THREADS=%s: more than 16 threads a CPU (this node has %ld)", v, online);
+    return first;
+}
+
+static int default_threads(int local_size, int rank) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const long given = omp_threads_given();
+    if (given > 0) {
+        const long ranks = local_size > 0 ? local_size : 1;
+        if (online > 0 && given * ranks > online && rank == 0 && ranks > 1)
+            warn("OMP_NUM_THREADS=%ld for each of this node's %ld ranks is %ld threads on its %ld CPUs: the threads will take turns on "
+                 "them (slower)",
+                 given, ranks, given * ranks, online);
+        else if (online > 0 && given > online && rank == 0)
+            warn("OMP_NUM_THREADS=%ld is more threads than the %ld CPUs of this node: the threads will take turns on them (slower)", given,
                  online);
-        return (int)n;
+        return (int)given;
     }
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 && CPU_COUNT(&set) < online) return CPU_COUNT(&set);
@@ -246,8 +274,21 @@ static GpuNet *make_gpu(const Run *r, Net *net) {
     return g;
 }
 
-/* The model as a net of layers and shapes (nothing allocated yet: plan()). */
-static Net *build_net(Run *r) { return model_build_sized(r->model, r->cfg.batch_size, r->cfg.num_classes, r->image_size); }
+/* The model as a net of layers and shapes (nothing allocated yet: plan()); an allocation that fails
+ * from here names the parameters' share beside the batch's (util_set_oom_hint) */
+static Net *build_net(Run *r) {
+    Net *net = model_build_sized(r->model, r->cfg.batch_size, r->cfg.num_classes, r->image_size);
+    char hint[400];
+    const int fc = model_fully_convolutional(r->model);
+    snprintf(hint, sizeof hint,
+             "--model=%s --batch_size=%d at %dx%d: its %zu parameters take %.2f GiB a copy (weights, gradients, momentum), its "
+             "activations grow with the batch%s",
+             r->model->name, r->cfg.batch_size, r->image_size, r->image_size, net->params_total, (double)net->params_total * 4 / 1073741824.0,
+             r->cfg.batch_size > 1 ? (fc ? " (a smaller --batch_size or --image_size needs less)" : " (a smaller --batch_size needs less)")
+                                   : (fc ? " (a smaller --image_size needs less)" : ""));
+    util_set_oom_hint(hint);
+    return net;
+}
 
 /* The trainer (and the GPU backend's net) for this run. */
 static GpuNet *start_trainer(Run *r, Net *net, Trainer *tr) {
@@ -557,7 +598,7 @@ static void batch_norm_values(Run *r, const Net *net) {
             snprintf(r->bn_layer, sizeof r->bn_layer, "%s", l->name);
         }
     }
-    if (r->bn_values == 1 && !r->cfg.forward_only && r->dist.rank == 0)
+    if (r->bn_values == 1 && !r->cfg.forward_only && !r->cfg.layers_only && r->dist.rank == 0)
         warn("batch norm %s normalises each channel over 1 value (--batch_size=%d at %dx%d: its maps are 1x1): its output is its "
              "bias alone, the logits do not depend on the image and nothing trains; a larger --batch_size%s",
              r->bn_layer, r->cfg.batch_size, r->image_size, r->image_size, model_fully_convolutional(r->model) ? " or --image_size" : "");
@@ -787,6 +828,7 @@ int main(int argc, char **argv) {
     signal(SIGXFSZ, SIG_IGN);
     /* a stop or checkpoint signal during the start-up (MPI's wire-up included, which can take long
      * at scale): acted on after the first step */
+    omp_threads_given(); /* a bad OMP_NUM_THREADS said before the first parallel region (signals_install) */
     signals_install();
     dist_init(&r.dist, &argc, &argv);
     config_set_warnings(r.dist.rank == 0);

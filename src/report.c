@@ -135,10 +135,12 @@ void report_open(Report *rep, Run *r, Trainer *tr, long step0) {
     rep->last_summary = now_seconds();
     rep->last_row = rep->last_eta = report_clock();
     rep->row_every = r->cfg.display_every;
-    if (r->cfg.log_dir && r->dist.rank == 0) {
+    /* --forward_only, which numbers its own steps from 1 (an inference benchmark of the weights of
+     * --log_dir's checkpoint), writes none of the training's metrics.csv and TensorBoard events:
+     * its rows would mix with the training's under the same steps */
+    if (r->cfg.log_dir && r->dist.rank == 0 && !r->cfg.forward_only) {
         char err[512];
-        /* --forward_only numbers its own steps: it supersedes none of the training's */
-        rep->elog = events_open(r->cfg.log_dir, r->cfg.forward_only ? -1 : step0, err, sizeof err);
+        rep->elog = events_open(r->cfg.log_dir, step0, err, sizeof err);
         if (!rep->elog) /* a full disk is an I/O failure; a folder that cannot hold them, a usage error */
             die_code(errno == ENOSPC || errno == EDQUOT || errno == EIO ? EXIT_FAILURE_GENERIC : EXIT_USAGE, "--log_dir=%s: %s",
                      r->cfg.log_dir, err);

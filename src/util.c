@@ -271,26 +271,38 @@ int same_output_path(const char *a, const char *b) {
     return path_in_folder(b, da);
 }
 
-/* oneDNN's names of instruction sets for ONEDNN_MAX_CPU_ISA (2.x and 3.x), by cap */
-static const char *const isa_names[3][12] = {
-    {"SSE41", "AVX"},
-    {"AVX2", "AVX2_VNNI", "AVX2_VNNI_2"},
-    {"AVX512_MIC", "AVX512_MIC_4OPS", "AVX512_CORE", "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
-     "AVX512_CORE_AMX_FP16", "AVX10_1_512", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "ALL"},
+/* oneDNN's names of instruction sets for ONEDNN_MAX_CPU_ISA, the cap each sets on nvcnn's own
+ * kernels, and the major versions of oneDNN that know it (bit 2: 2.x, bit 3: 3.x; 2.6's from its
+ * dnnl_cpu_isa_t, 3.x's from its documentation) */
+static const struct {
+    const char *name;
+    int cap, versions;
+} isa_names[] = {
+    {"SSE41", 0, 12},           {"AVX", 0, 12},
+    {"AVX2", 1, 12},            {"AVX2_VNNI", 1, 12},           {"AVX2_VNNI_2", 1, 8},
+    {"AVX512_MIC", 2, 4},       {"AVX512_MIC_4OPS", 2, 4},      {"AVX512_CORE", 2, 12},
+    {"AVX512_CORE_VNNI", 2, 12}, {"AVX512_CORE_BF16", 2, 12},   {"AVX512_CORE_FP16", 2, 8},
+    {"AVX512_CORE_AMX", 2, 12}, {"AVX512_CORE_AMX_FP16", 2, 8}, {"AVX10_1_512", 2, 8},
+    {"AVX10_1_512_AMX", 2, 8},  {"AVX10_1_512_AMX_FP16", 2, 8}, {"ALL", 2, 12},
+    {"DEFAULT", 2, 8},
 };
 
-int cpu_isa_cap_of(const char *v) {
-    if (!v || !*v) return 2;
+/* the entry of isa_names that v names (any case), -1: none */
+static int isa_index(const char *v) {
     char u[32];
     size_t n = 0;
     for (; v[n] && n + 1 < sizeof u; n++) u[n] = (char)(v[n] >= 'a' && v[n] <= 'z' ? v[n] - 'a' + 'A' : v[n]);
     u[n] = 0;
     if (v[n]) return -1;
-    if (strcmp(u, "DEFAULT") == 0) return 2;
-    for (int cap = 0; cap < 3; cap++)
-        for (int k = 0; k < 12 && isa_names[cap][k]; k++)
-            if (strcmp(u, isa_names[cap][k]) == 0) return cap;
+    for (int k = 0; k < (int)(sizeof isa_names / sizeof *isa_names); k++)
+        if (strcmp(u, isa_names[k].name) == 0) return k;
     return -1;
+}
+
+int cpu_isa_cap_of(const char *v) {
+    if (!v || !*v) return 2;
+    const int k = isa_index(v);
+    return k < 0 ? -1 : isa_names[k].cap;
 }
 
 /* the variable that sets the cap (ONEDNN_MAX_CPU_ISA, else oneDNN's older DNNL_MAX_CPU_ISA), or NULL */
@@ -301,12 +313,21 @@ static const char *isa_variable(void) {
     return v && *v ? "DNNL_MAX_CPU_ISA" : NULL;
 }
 
-void cpu_isa_check(void) {
+void cpu_isa_check(int onednn_major) {
     const char *name = isa_variable();
-    if (!name || cpu_isa_cap_of(getenv(name)) >= 0) return;
-    die_code(EXIT_USAGE, "%s=%s: not an instruction set oneDNN knows (SSE41, AVX, AVX2, AVX2_VNNI, AVX512_CORE, AVX512_CORE_VNNI, "
-                         "AVX512_CORE_BF16, AVX512_CORE_AMX, ALL, ...; oneDNN would ignore it and cap nothing)",
-             name, getenv(name));
+    if (!name) return;
+    const int k = isa_index(getenv(name));
+    const int known = k >= 0 && (onednn_major <= 0 || (isa_names[k].versions >> (onednn_major < 3 ? 2 : 3) & 1));
+    if (known) return;
+    char list[400] = "";
+    size_t len = 0;
+    for (int i = 0; i < (int)(sizeof isa_names / sizeof *isa_names); i++)
+        if (onednn_major <= 0 || (isa_names[i].versions >> (onednn_major < 3 ? 2 : 3) & 1))
+            len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0, "%s%s", len ? ", " : "", isa_names[i].name);
+    if (onednn_major > 0)
+        die_code(EXIT_USAGE, "%s=%s: not an instruction set oneDNN %d.x knows (%s); it would ignore it and cap nothing", name, getenv(name),
+                 onednn_major, list);
+    die_code(EXIT_USAGE, "%s=%s: not an instruction set oneDNN knows (%s)", name, getenv(name), list);
 }
 
 int util_env_choice(const char *name, const char *const *choices, int n) {

@@ -711,7 +711,7 @@ TEST(cli_one_dash_long_flags_and_one_letter_flags_with_equals) {
         {"--model=lenet -h=markdown", "-h=markdown: -h takes no value (--help=markdown)"},
         {"-m lenet -xy", "unknown flag -x (see --help)"},
         {"--model lenet --data_dir -batch_size=4", "flag --data_dir needs a value (--flag=value or --flag value); it was followed by "
-                                                   "-batch_size=4 (a file of that name: --data_dir=./-batch_size=4)"},
+                                                   "-batch_size=4 (a path of that name: --data_dir=./-batch_size=4)"},
         {"--model lenet --data_dir=-batch_size=4", "data directory -batch_size=4: "},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -884,13 +884,34 @@ TEST(cli_forward_only_benchmark) {
     snprintf(cmd, sizeof cmd, "--model=lenet --batch_size=4 --num_batches=6 --log_dir=%s/fwd", th_tmpdir());
     CHECK(nv(cmd, &o) == 0);
     free(o);
-    snprintf(cmd, sizeof cmd, "--model=lenet --batch_size=4 --num_batches=4 --num_warmup_batches=1 --forward_only --log_dir=%s/fwd",
+    /* ... which leaves the training's metrics.csv and event files as they were (its rows, from step
+     * 1, were appended to them), and whose Loss column starts from its own losses (it went on from
+     * the training's running average): lenet's one synthetic batch has the same loss every step */
+    char csv[600], ls[700], *before = NULL, *after = NULL, *files0 = NULL, *files1 = NULL;
+    size_t n0 = 0, n1 = 0;
+    snprintf(csv, sizeof csv, "%s/fwd/metrics.csv", th_tmpdir());
+    snprintf(ls, sizeof ls, "ls %s/fwd | grep -c events.out", th_tmpdir());
+    before = (char *)tu_read_file(csv, &n0);
+    th_run(ls, &files0);
+    snprintf(cmd, sizeof cmd, "--model=lenet --batch_size=4 --num_batches=4 --num_warmup_batches=1 --display_every=1 --forward_only --log_dir=%s/fwd",
              th_tmpdir());
     rc = nv(cmd, &o);
-    CHECK_MSG(rc == 0 && o && strstr(o, "/fwd/ckpt-6.nvcnn at step 6") && strstr(o, "(--forward_only: the checkpoint's weights, 4 inference steps from step 1)") &&
+    CHECK_MSG(rc == 0 && o && strstr(o, "/fwd/ckpt-6.nvcnn at step 6") &&
+                  strstr(o, "(--forward_only: the checkpoint's weights, 4 inference steps from step 1; nothing is written to --log_dir)") &&
                   strstr(o, "\n     4     1 ") && strstr(o, "Images/sec: ") && !strstr(o, "Checkpoint written"),
               "exit %d: %s", rc, o);
-    free(o);
+    after = (char *)tu_read_file(csv, &n1);
+    th_run(ls, &files1);
+    CHECK_MSG(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "metrics.csv changed by --forward_only:\n%.*s", (int)n1,
+              after ? after : "");
+    CHECK_MSG(files0 && files1 && strcmp(files0, files1) == 0, "event files: %s before, %s after", files0 ? files0 : "?", files1 ? files1 : "?");
+    const char *r1 = o ? strstr(o, "\n     1     1 ") : NULL, *r4 = o ? strstr(o, "\n     4     1 ") : NULL;
+    double l1 = -1, l4 = -2, rate;
+    long a, b;
+    if (r1) sscanf(r1, "%ld %ld %lf %lf", &a, &b, &rate, &l1);
+    if (r4) sscanf(r4, "%ld %ld %lf %lf", &a, &b, &rate, &l4);
+    CHECK_MSG(l1 == l4 && l1 > 0, "Loss column: step 1 %.3f, step 4 %.3f (the same batch, the same loss)", l1, l4);
+    free(o), free(before), free(after), free(files0), free(files1);
 }
 
 /* OpenMP's idle threads spin 1,000 rounds before they sleep unless the user chose otherwise
@@ -1076,26 +1097,31 @@ TEST(cli_careless_inputs_are_named) {
         const char *want;
     } c[] = {
         {"", "--model=lenet --num_batches=1 --profile -b8", 2,
-         "nvcnn: error: flag --profile needs a value (--flag=value or --flag value); it was followed by -b8 (a file of that name: --profile=./-b8)\n"},
-        {"", "--model=lenet --num_batches=1 --export_onnx -", 2, "it was followed by - (a file of that name: --export_onnx=./-)\n"},
+         "nvcnn: error: flag --profile needs a value (--flag=value or --flag value); it was followed by -b8 (a path of that name: --profile=./-b8)\n"},
+        {"", "--model=lenet --num_batches=1 --export_onnx -", 2, "it was followed by - (a path of that name: --export_onnx=./-)\n"},
         {"", "--model=lenet --num_batches=1 --log_dir --", 2, "flag --log_dir needs a value"},
         {"OMP_NUM_THREADS=8x", "--model=lenet --num_batches=1", 2,
          "nvcnn: error: OMP_NUM_THREADS=8x: not a thread count (a positive integer, e.g. OMP_NUM_THREADS="},
         {"OMP_NUM_THREADS=1e3", "--model=lenet --num_batches=1", 2, "nvcnn: error: OMP_NUM_THREADS=1e3: not a thread count"},
         {"OMP_NUM_THREADS=0", "--model=lenet --num_batches=1", 2, "nvcnn: error: OMP_NUM_THREADS=0: not a thread count"},
         {"OMP_NUM_THREADS=1,1", "--model=lenet --num_batches=1 --batch_size=2", 0, "Devices:     cpu (1 thread"},
-        {"OMP_NUM_THREADS=", "--model=lenet --num_batches=1 --batch_size=2", 0, "Devices:     cpu ("},
+        {"OMP_NUM_THREADS=", "--model=lenet --num_batches=1 --batch_size=2", 2, "nvcnn: error: OMP_NUM_THREADS=: not a thread count"},
+        {"OMP_NUM_THREADS=2,", "--model=lenet --num_batches=1 --batch_size=2", 2, "nvcnn: error: OMP_NUM_THREADS=2,: not a thread count"},
+        {"OMP_NUM_THREADS=+1", "--model=lenet --num_batches=1 --batch_size=2", 0, "Devices:     cpu (1 thread"},
+        {"OMP_NUM_THREADS=100000", "--model=lenet --num_batches=1", 2, "nvcnn: error: OMP_NUM_THREADS=100000: more than 16 threads a CPU"},
         {"NVCNN_ONEDNN_WINOGRAD=OFF", "--model=lenet --num_batches=1 --device=cpu", 2,
          "nvcnn: error: NVCNN_ONEDNN_WINOGRAD=OFF: expected on or off\n"},
         {"NVCNN_ONEDNN_BN_STATS=1", "--model=lenet --num_batches=1 --device=cpu", 2,
          "nvcnn: error: NVCNN_ONEDNN_BN_STATS=1: expected onednn or own\n"},
         {"ONEDNN_MAX_CPU_ISA=AVX1", "--model=lenet --num_batches=1 --device=cpu", 2,
-         "nvcnn: error: ONEDNN_MAX_CPU_ISA=AVX1: not an instruction set oneDNN knows ("},
+         "nvcnn: error: ONEDNN_MAX_CPU_ISA=AVX1: not an instruction set oneDNN "},
         {"", "--model=lenet --num_batches=4 --profile=p.json --profile_steps=9223372036854775807:2", 2,
          "nvcnn: error: --profile_steps=9223372036854775807:2: N + K - 1 is past the last step a run can have\n"},
         {"", "--model=lenet --batch_size=", 2, "nvcnn: error: --batch_size=: an empty value (--help says what it takes)\n"},
         {"", "--model=lenet --batch-size=2", 2, "nvcnn: error: unknown flag --batch-size: did you mean --batch_size? (see --help)\n"},
         {"", "--model=lenet --forwrd_only", 2, "nvcnn: error: unknown flag --forwrd_only: did you mean --forward_only? (see --help)\n"},
+        {"", "--model=lenet --nofuse", 2, "nvcnn: error: unknown flag --nofuse: did you mean --fuse=off? (see --help)\n"},
+        {"", "--model=lenet --noverbose", 2, "nvcnn: error: unknown flag --noverbose: --verbose is off unless given (leave it out) (see --help)\n"},
         {"", "--model=lenet --xyzzy", 2, "nvcnn: error: unknown flag --xyzzy (see --help)\n"},
         {"", "--model=lenet --num_batches=1 --num_gpu=2", 2,
          "run: mpirun -np 2 ./nvcnn --model=lenet --num_batches=1 --device=gpu\n"},
@@ -1119,6 +1145,19 @@ TEST(cli_careless_inputs_are_named) {
         free(o);
     }
     unlink("p.json");
+    /* an instruction set that a later oneDNN knows, given to 2.x (which would ignore it) */
+    if (dnn && onednn_major() == 2) {
+        char *o = NULL;
+        const int rc = th_run("ONEDNN_MAX_CPU_ISA=AVX2_VNNI_2 ./nvcnn --model=lenet --num_batches=1 --device=cpu 2>&1", &o);
+        CHECK_MSG(rc == 2 && o && strstr(o, "nvcnn: error: ONEDNN_MAX_CPU_ISA=AVX2_VNNI_2: not an instruction set oneDNN 2.x knows ("),
+                  "exit %d:\n%s", rc, o ? o : "");
+        free(o);
+    }
+    /* the warnings of a run that trains are not given where nothing trains (--print_layers alone) */
+    char *o = NULL;
+    const int rc = th_run("./nvcnn --model=resnet18 --image_size=32 --batch_size=1 --num_classes=1 --print_layers --device=cpu 2>&1", &o);
+    CHECK_MSG(rc == 0 && o && !strstr(o, "warning"), "exit %d:\n%s", rc, o ? o : "");
+    free(o);
 }
 
 /* A batch that does not fit in host memory: exit 3 (as on the GPU), naming the model, the batch
@@ -1129,7 +1168,14 @@ TEST(cli_host_memory_and_tiny_batch_norm_are_named) {
     char *o = NULL;
     int rc = th_run("bash -c 'ulimit -v 4000000; exec ./nvcnn --model=vgg16 --batch_size=512 --num_batches=1 --device=cpu' 2>&1", &o);
     CHECK_MSG(rc == 3 && o &&
-                  strstr(o, "GiB) could not be allocated for --model=vgg16 --batch_size=512 at 224x224 (a smaller --batch_size needs less)\n"),
+                  strstr(o, "GiB) could not be allocated for --model=vgg16 --batch_size=512 at 224x224: its 138357544 parameters take 0.52 GiB "
+                            "a copy (weights, gradients, momentum), its activations grow with the batch (a smaller --batch_size needs less)\n"),
+              "exit %d:\n%s", rc, o ? o : "");
+    free(o);
+    /* the parameters alone do not fit: no smaller batch is suggested (it is 1) */
+    rc = th_run("bash -c 'ulimit -v 2000000; exec ./nvcnn --model=vgg16 --batch_size=1 --num_batches=1 --device=cpu' 2>&1", &o);
+    CHECK_MSG(rc == 3 && o && strstr(o, "--model=vgg16 --batch_size=1 at 224x224: its 138357544 parameters take 0.52 GiB a copy") &&
+                  !strstr(o, "smaller --batch_size"),
               "exit %d:\n%s", rc, o ? o : "");
     free(o);
     rc = nv("--model=resnet18 --image_size=32 --batch_size=1 --num_batches=1 --num_classes=10 --device=cpu 2>&1", &o);

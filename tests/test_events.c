@@ -351,32 +351,6 @@ TEST(events_resumed_run_supersedes_the_steps_after_its_checkpoint) {
     char *tb = (char *)tu_read_file("data/fixtures/tb-resume.expected", &clen);
     CHECK_MSG(tb && !strncmp(got, tb, clen) && strlen(got) == clen, "kept %s TensorBoard's %.*s", got, (int)clen, tb ? tb : "");
     free(tb);
-
-    /* --forward_only into that folder (its own steps from 1, step0 -1): it supersedes nothing, so
-     * the training's rows stay and its event file holds no SessionLog (which would drop them all) */
-    EventLog *f = events_open(dir, -1, err, sizeof err);
-    CHECK_MSG(f != NULL, "%s", err);
-    if (!f) return;
-    char third[4200];
-    snprintf(third, sizeof third, "%s", events_path(f));
-    events_close(f);
-    c = (char *)tu_read_file(csv, &clen);
-    CHECK_MSG(c && clen == strlen(want) && !memcmp(c, want, clen), "metrics.csv after a --forward_only open:\n%.*s", (int)clen,
-              c ? c : "");
-    free(c);
-    if (strcmp(third, second) != 0) { /* a file of its own: file_version only */
-        TfrReader *r = tfr_open(third, 0, err, sizeof err);
-        TfrRecord rec;
-        int n = 0, logs = 0;
-        while (r && tfr_next(r, &rec) == 1) {
-            Tensorboard__Event *m = tensorboard__event__unpack(NULL, rec.len, rec.data);
-            n++;
-            logs += m && m->what_case == TENSORBOARD__EVENT__WHAT_SESSION_LOG;
-            if (m) tensorboard__event__free_unpacked(m, NULL);
-        }
-        if (r) tfr_close(r);
-        CHECK_MSG(n == 1 && logs == 0, "--forward_only's event file: %d records, %d session logs", n, logs);
-    }
 }
 
 /* A write that fails part-way (a full disk; here a file size limit, which fails the same way with

@@ -20,6 +20,8 @@
 #include "gpunet.h"
 #include "harness.h"
 #include "layer_death.h"
+#include "layers/layers.h"
+#include "layers/priv.h"
 #include "models.h"
 #include "reduced.h"
 #include "testutil.h"
@@ -39,7 +41,8 @@ static const Reduced *reduced_of(const char *name) {
 typedef struct Fwd {
     float *logits[2];
     double loss[2];
-    size_t bytes, acts;
+    size_t bytes, acts, scratch, largest; /* largest: the largest layer's scratch */
+    int backward_only;                    /* layers that reserve scratch an inference net must not: max pooling's argmax, dropout's mask */
 } Fwd;
 
 static int forwards(Net *net, int precision, unsigned flags, Fwd *f) {
@@ -64,6 +67,14 @@ static int forwards(Net *net, int precision, unsigned flags, Fwd *f) {
     }
     f->bytes = gpunet_bytes(g);
     f->acts = gpunet_activation_bytes(g);
+    f->scratch = gpunet_scratch_bytes(g);
+    for (int i = 0; i < net->nlayer; i++) {
+        const size_t s = (gpunet_layer_scratch(g, i) + 255) & ~(size_t)255;
+        if (s > f->largest) f->largest = s;
+        const char *t = net->layer[i].ops->type;
+        if (gpunet_layer_scratch(g, i) && (strcmp(t, "dropout") == 0 || (strcmp(t, "pool") == 0 && ((const Pool *)net->layer[i].priv)->kind == POOL_MAX)))
+            f->backward_only++;
+    }
     gpunet_free(g);
     free(x), free(lab);
     return 1;
@@ -98,6 +109,10 @@ static void inference_matches(const char *model, int precision, unsigned flags) 
         CHECK_MSG(i.bytes + grads <= t.bytes, "%s %s: inference net %zu bytes, training %zu: want at least %zu less", model, pn, i.bytes, t.bytes,
                   grads);
         CHECK_MSG(i.acts < t.acts, "%s %s: inference activations %zu bytes, training %zu", model, pn, i.acts, t.acts);
+        /* the layers' scratch: one region as large as the largest layer's, none of it for a backward */
+        CHECK_MSG(i.scratch == i.largest && i.scratch <= t.scratch && i.backward_only == 0,
+                  "%s %s: inference scratch %zu bytes (largest layer %zu, training %zu), %d layers with a backward's scratch", model, pn,
+                  i.scratch, i.largest, t.scratch, i.backward_only);
     }
     fwd_free(&t), fwd_free(&i);
     net_free(net);
@@ -105,7 +120,7 @@ static void inference_matches(const char *model, int precision, unsigned flags) 
 
 TEST(gpu_inference_net_matches_the_training_net) {
     if (!tu_select_gpu()) return;
-    const char *models[] = {"lenet", "vgg11", "googlenet", "resnet50", "resnext50", "inception3"};
+    const char *models[] = {"lenet", "alexnet", "vgg11", "googlenet", "resnet50", "resnext50", "inception3"};
     for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
         inference_matches(models[m], PREC_FP32, GPUNET_NCHW | GPUNET_FUSE);
         inference_matches(models[m], PREC_FP32, GPUNET_NCHW | GPUNET_NOFUSE);

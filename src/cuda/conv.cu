@@ -321,19 +321,21 @@ static void conv_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *work
     }
     /* symmetric padding (pt, pl) gives TensorFlow's output size when the total padding is even */
     p->padded = convalgo_explicit_pad(c, &p->hp, &p->wp);
+    /* the gradients' pieces: not where the input is the network's (its gradient is never computed),
+     * nor in an inference net (no backward) */
+    const size_t grads = l->in[0] == net->input || g->inference ? 1 : 2;
     if (p->padded) {
         p->xp = gpu_tensor_desc(g, shape4(n, cin, p->hp, p->wp));
-        /* xpad, and dxpad unless the input is the network's (whose gradient is never computed) */
-        *scratch = (l->in[0] == net->input ? 1 : 2) * (((size_t)n * cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255);
+        *scratch = grads * (((size_t)n * cin * p->hp * p->wp * g->esize + 255) & ~(size_t)255); /* xpad [dxpad] */
     }
-    if (p->cpad) /* xc and dxc (not for the network's input), wc and dwc */
-        *scratch += (l->in[0] == net->input ? 1 : 2) * (((size_t)n * c->h * c->w * cin * g->esize + 255) & ~(size_t)255) +
-                    2 * (((size_t)c->cout * c->kh * c->kw * cin * g->esize + 255) & ~(size_t)255);
+    if (p->cpad) /* xc [dxc], wc [dwc] */
+        *scratch += grads * (((size_t)n * c->h * c->w * cin * g->esize + 255) & ~(size_t)255) +
+                    (g->inference ? 1 : 2) * (((size_t)c->cout * c->kh * c->kw * cin * g->esize + 255) & ~(size_t)255);
     for (int d = 0; d < CONV_NDIR; d++) p->cd[d] = conv_desc(c, p->padded, gpu_math(g));
     int on, oc, oh, ow;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd[CONV_FWD], in_desc(p), p->w, &on, &oc, &oh, &ow));
     if (oh != c->oh || ow != c->ow) die("%s: cuDNN output %dx%d, expected %dx%d", l->name, oh, ow, c->oh, c->ow);
-    if (c->pb >= 0) *scratch += gpu_bias_scratch(n, c->cout, (size_t)c->oh * c->ow);
+    if (c->pb >= 0 && !g->inference) *scratch += gpu_bias_scratch(n, c->cout, (size_t)c->oh * c->ow);
     for (int d = 0; d < CONV_NDIR; d++) {
         if ((d == CONV_BWD_DATA && l->in[0] == net->input) || (d != CONV_FWD && g->inference)) { /* never run */
             p->found[d].n = 0;
@@ -358,7 +360,7 @@ static size_t conv_choose(GpuNet *g, Layer *l, int li, size_t limit) {
 
 /* scratch: [xpad][dxpad] (padded only; no dxpad on the network's input), [xc][dxc][wc][dwc]
  * (channel-padded only; no dxc on the network's input), then the bias's partial sums (with a
- * bias) */
+ * bias); an inference net's: xpad, xc and wc alone */
 static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
     ConvGpu *p = (ConvGpu *)g->lp[li];
     const Conv *c = (const Conv *)l->priv;
@@ -367,7 +369,7 @@ static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
                b = (n * g->esize + 255) & ~(size_t)255;
         p->xpad = scratch;
         scratch += b;
-        if (l->in[0] != g->net->input) {
+        if (l->in[0] != g->net->input && !g->inference) {
             p->dxpad = scratch;
             scratch += b;
         }
@@ -377,15 +379,18 @@ static void conv_bind(GpuNet *g, Layer *l, int li, char *scratch) {
                      bw = ((size_t)c->cout * c->kh * c->kw * p->cpad * g->esize + 255) & ~(size_t)255;
         p->xc = scratch;
         scratch += bx;
-        if (l->in[0] != g->net->input) {
+        if (l->in[0] != g->net->input && !g->inference) {
             p->dxc = scratch;
             scratch += bx;
         }
         p->wc = scratch;
-        p->dwc = scratch + bw;
-        scratch += 2 * bw;
+        scratch += bw;
+        if (!g->inference) {
+            p->dwc = scratch;
+            scratch += bw;
+        }
     }
-    if (c->pb >= 0) p->bias_part = (float *)scratch;
+    if (c->pb >= 0 && !g->inference) p->bias_part = (float *)scratch;
 }
 
 /* The weights cuDNN convolves with: the layer's, or (channel-padded) wc, refreshed from them */

@@ -33,7 +33,7 @@ template <typename T> __global__ void k_dropout_backward(const T *dy, const uint
 
 static void dropout_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
     g->lp[li] = xcalloc(1, sizeof(DropoutGpu));
-    *scratch = shape_count(g->net->node[l->in[0]].shape);
+    *scratch = g->inference ? 0 : shape_count(g->net->node[l->in[0]].shape); /* the mask: training only */
     *workspace = 0;
 }
 

@@ -344,7 +344,8 @@ static void plan_nodes(GpuNet *g, ArenaPlan *a) {
 }
 
 /* Every layer's GPU half plans: descriptors, cuDNN's measurements, scratch (placed after the node
- * data and gradients) and any workspace it needs whatever the algorithms. */
+ * data and gradients; in an inference net, one region that every layer's forward uses in turn) and
+ * any workspace it needs whatever the algorithms. */
 static void plan_layers(GpuNet *g, ArenaPlan *a) {
     Net *net = g->net;
     a->scratch = (size_t *)xcalloc((size_t)net->nlayer, sizeof *a->scratch);
@@ -364,6 +365,16 @@ static void plan_layers(GpuNet *g, ArenaPlan *a) {
         off += align256(a->scratch[i]);
     }
     a->end = off;
+    if (!g->inference) return;
+    /* an inference net: a layer's scratch lives within its forward (no backward keeps it), so every
+     * layer's starts at the same place (the loss's per-sample losses, the last written, are read
+     * right after the forward) */
+    size_t most = 0;
+    for (int i = 0; i < net->nlayer; i++) {
+        a->soff[i] = a->data_bytes;
+        if (align256(a->scratch[i]) > most) most = align256(a->scratch[i]);
+    }
+    a->end = a->data_bytes + most;
 }
 
 /* The algorithms: per convolution direction the fastest whose workspace fits under the cap and in
@@ -387,10 +398,10 @@ static int choose_algorithms(GpuNet *g, ArenaPlan *a, size_t workspace_cap, char
         const double GiB = 1073741824.0;
         const size_t all = a->end + align256(a->ws);
         return no_room(err, errlen, oom,
-                       "out of GPU memory: %zu bytes requested (%.2f GiB: activations and their gradients %.2f GiB, layer scratch "
+                       "out of GPU memory: %zu bytes requested (%.2f GiB: %s %.2f GiB, layer scratch "
                        "%.2f GiB, cuDNN workspace %.2f GiB) and a margin of %.2f GiB for the libraries, with %zu held, %.2f GiB free of "
                        "%.2f GiB",
-                       all, (double)all / GiB, (double)a->data_bytes / GiB, (double)(a->end - a->data_bytes) / GiB, (double)a->ws / GiB,
+                       all, (double)all / GiB, g->inference ? "activations" : "activations and their gradients", (double)a->data_bytes / GiB, (double)(a->end - a->data_bytes) / GiB, (double)a->ws / GiB,
                        (double)g->mem_margin / GiB, g->bytes, (double)fr / GiB, (double)tot / GiB);
     }
     return 0;
@@ -402,6 +413,7 @@ static int bind_arena(GpuNet *g, const ArenaPlan *a, char *err, size_t errlen, i
     Net *net = g->net;
     g->acts_bytes = a->end + align256(a->ws);
     g->ws_bytes = a->ws;
+    g->scratch_region = a->end - a->data_bytes;
     if (dev_alloc(g, (void **)&g->acts, g->acts_bytes, err, errlen, oom)) return -1;
     for (int i = 0; i < net->nnode; i++) {
         g->x[i] = a->xoff[i] == NO_DATA ? NULL : g->acts + a->xoff[i];
@@ -461,9 +473,9 @@ GpuNet *gpunet_new(Net *net, int device, int precision, size_t workspace_cap, un
         CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
         if (a.data_bytes > fr)
             failed = no_room(err, errlen, oom,
-                             "out of GPU memory: %zu bytes requested (%.2f GiB) for activations and their gradients, with %zu held, "
+                             "out of GPU memory: %zu bytes requested (%.2f GiB) for %s, with %zu held, "
                              "%.2f GiB free of %.2f GiB",
-                             a.data_bytes, (double)a.data_bytes / 1073741824.0, g->bytes, (double)fr / 1073741824.0,
+                             a.data_bytes, (double)a.data_bytes / 1073741824.0, g->inference ? "activations" : "activations and their gradients", g->bytes, (double)fr / 1073741824.0,
                              (double)tot / 1073741824.0);
     }
     if (!failed) {
@@ -556,6 +568,8 @@ void gpunet_free(GpuNet *g) {
 size_t gpunet_bytes(const GpuNet *g) { return g->bytes; }
 
 size_t gpunet_layer_scratch(const GpuNet *g, int li) { return li >= 0 && li < g->net->nlayer ? g->scratch[li] : 0; }
+
+size_t gpunet_scratch_bytes(const GpuNet *g) { return g->scratch_region; }
 
 void gpunet_print_plan(const GpuNet *g, FILE *f) {
     const double MiB = 1048576.0, GiB = 1073741824.0;

@@ -90,6 +90,7 @@ struct GpuNet {
     int deterministic;                        /* GPUNET_DETERMINISTIC: cuDNN's heuristics, deterministic algorithms */
     int inference;                            /* GPUNET_INFERENCE: forward in inference mode only */
     char *kept;                               /* [nnode], inference: 1 where a node's data outlives the forward */
+    size_t scratch_region;                    /* the arena's bytes of layer scratch (gpunet_scratch_bytes) */
     int sync_check;                           /* NVCNN_SYNC_CHECK=1: synchronise after every layer */
     int32_t *labels;                          /* [batch] on the device */
     /* the optimizer's device tables (optim.cu): LARC's chunks, each tensor's first chunk, the

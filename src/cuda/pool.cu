@@ -86,7 +86,7 @@ template <typename T, typename I> __device__ void pool_forward_range(const T *x,
                     }
                 }
             y[i] = xp[(size_t)bi * step];
-            am[i] = bi;
+            if (am) am[i] = bi;
         } else {
             float s = 0;
             for (int yy = y0; yy < y1; yy++)
@@ -177,7 +177,8 @@ template <typename T> __global__ void k_pool_forward_nhwc(const T *x, T *y, int3
                     }
                     first = false;
                 }
-            for (int k = 0; k < V; k += 4) reinterpret_cast<int4 *>(am)[((size_t)v * V + k) / 4] = *reinterpret_cast<const int4 *>(&bi[k]);
+            if (am)
+                for (int k = 0; k < V; k += 4) reinterpret_cast<int4 *>(am)[((size_t)v * V + k) / 4] = *reinterpret_cast<const int4 *>(&bi[k]);
         } else {
             float sum[V];
 #pragma unroll
@@ -255,7 +256,8 @@ static int pool_narrow(const GpuNet *g, const Layer *l) {
 static void pool_plan(GpuNet *g, Layer *l, int li, size_t *scratch, size_t *workspace) {
     const Pool *p = (const Pool *)l->priv;
     g->lp[li] = xcalloc(1, sizeof(PoolGpu));
-    *scratch = p->kind == POOL_MAX ? shape_count(g->net->node[l->out].shape) * sizeof(int32_t) : 0;
+    /* max: the argmax the backward routes by (none in an inference net: the kernels skip it) */
+    *scratch = p->kind == POOL_MAX && !g->inference ? shape_count(g->net->node[l->out].shape) * sizeof(int32_t) : 0;
     *workspace = 0;
 }
 

@@ -411,6 +411,8 @@ int dn_env(int which) {
     return util_env_choice(env[which].name, env[which].choices, 2);
 }
 
+int onednn_major(void) { return (int)dnnl_version()->major; }
+
 void onednn_check_env(void) {
     for (int k = 0; k < DN_NENV; k++) dn_env(k);
 }
