@@ -115,7 +115,7 @@ static void choose_device(Run *r) {
 static void choose_cpu_impl(Run *r) {
     char why[256];
     if (r->gpu) return;
-    cpu_isa_check(onednn_major());
+    cpu_isa_check(onednn_version());
     if (r->cfg.cpu_impl == CPU_IMPL_AUTO) r->cfg.cpu_impl = onednn_built() ? CPU_IMPL_ONEDNN : CPU_IMPL_REFERENCE;
     if (r->cfg.cpu_impl == CPU_IMPL_ONEDNN && !onednn_built()) {
         onednn_describe(why, sizeof why);
@@ -209,7 +209,13 @@ static int default_threads(int local_size, int rank) {
     const long given = omp_threads_given();
     if (given > 0) {
         const long ranks = local_size > 0 ? local_size : 1;
-        if (online > 0 && given * ranks > online && rank == 0 && ranks > 1)
+        cpu_set_t mine;
+        const long bound = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 0; /* a launcher's binding */
+        if (bound > 0 && bound < online && given > bound && rank == 0)
+            warn("OMP_NUM_THREADS=%ld is more threads than the %ld CPU%s this process is bound to: the threads will take turns on them "
+                 "(slower)",
+                 given, bound, bound == 1 ? "" : "s");
+        else if (online > 0 && given * ranks > online && rank == 0 && ranks > 1)
             warn("OMP_NUM_THREADS=%ld for each of this node's %ld ranks is %ld threads on its %ld CPUs: the threads will take turns on "
                  "them (slower)",
                  given, ranks, given * ranks, online);
@@ -608,11 +614,17 @@ static void batch_norm_values(Run *r, const Net *net) {
 static int train(Run *r) {
     const Config *c = &r->cfg;
     Net *net = build_net(r);
-    batch_norm_values(r, net);
     Loader *ld = plan_steps(r);
     char ck[4096];
     double reached = 0; /* the top-1 with which --target_top1 ended the run of that checkpoint */
     const long saved = lifecycle_saved_step(r, net, ck, sizeof ck, &reached);
+    if (c->forward_only && c->log_dir && saved == -1) { /* a mistyped folder would benchmark the initial weights */
+        const char *why = lifecycle_log_dir_missing(c->log_dir);
+        if (why) die_code(EXIT_USAGE, "--forward_only: --log_dir=%s %s", c->log_dir, why);
+        die_code(EXIT_USAGE, "--forward_only: no checkpoint in --log_dir=%s (it benchmarks the newest one's weights; without --log_dir, "
+                             "the model's initial weights)",
+                 c->log_dir);
+    }
     if (saved > 0 && c->target_top1 > 0 && reached >= c->target_top1 && !c->forward_only) {
         printf("The checkpoint %s is at step %ld, where its run reached --target_top1=%g (validation top-1 %.3f %%): nothing left "
                "to train (a higher --target_top1 trains on from it)\n",
@@ -641,6 +653,7 @@ static int train(Run *r) {
         die_code(EXIT_USAGE, "--%s: no validation-* shards in --data_dir=%s", c->target_top1 > 0 ? "target_top1" : "eval_every_epochs",
                  c->data_dir);
     r->base_lr = c->learning_rate > 0 ? c->learning_rate : model_default_lr(r->model, r->total_batch);
+    batch_norm_values(r, net); /* (a run with something to train: after the returns above) */
     report_header(r, net);
     if (c->layers_only) { /* --print_layers alone: the table is what was asked for */
         printf("(--print_layers without --num_batches or --num_epochs: nothing trained)\n");
@@ -656,6 +669,7 @@ static int train(Run *r) {
     warn_untimed(r, step0); /* after the checkpoint's checks: a run they refuse has no such note */
     Input in;
     input_start(&in, r, &tr, ld, step0);
+    util_set_oom_hint(NULL); /* the net, the trainer and the batches are allocated: a later failure is not the batch's */
     Profiler *prof = profile_open(r, net, &tr, step0); /* --profile */
     Report rep;
     report_open(&rep, r, &tr, step0);
@@ -828,7 +842,14 @@ int main(int argc, char **argv) {
     signal(SIGXFSZ, SIG_IGN);
     /* a stop or checkpoint signal during the start-up (MPI's wire-up included, which can take long
      * at scale): acted on after the first step */
-    omp_threads_given(); /* a bad OMP_NUM_THREADS said before the first parallel region (signals_install) */
+    /* a bad OMP_NUM_THREADS said before the first parallel region (signals_install), and before MPI
+     * knows the ranks: the launcher's rank variables leave the line to rank 0 (util.h) */
+    const char *launched_rank = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK")
+                                : getenv("PMIX_RANK")          ? getenv("PMIX_RANK")
+                                : getenv("PMI_RANK")           ? getenv("PMI_RANK")
+                                                               : getenv("SLURM_PROCID");
+    util_set_error_delay(launched_rank && atoi(launched_rank) > 0 ? 2000 : 0);
+    omp_threads_given();
     signals_install();
     dist_init(&r.dist, &argc, &argv);
     config_set_warnings(r.dist.rank == 0);
@@ -862,8 +883,9 @@ int main(int argc, char **argv) {
 
     export_check_path(&r, 1); /* --export_onnx: a path that cannot be written stops the run now */
     profile_check_path(&r, 1); /* --profile: the same */
-    /* --eval writes nothing to --log_dir, nor does --export_onnx alone */
-    if (r.cfg.log_dir && r.dist.rank == 0 && !r.cfg.eval && !r.cfg.layers_only && !export_only_run(&r))
+    /* --eval and --forward_only write nothing to --log_dir (they read its checkpoint), nor does
+     * --export_onnx alone */
+    if (r.cfg.log_dir && r.dist.rank == 0 && !r.cfg.eval && !r.cfg.forward_only && !r.cfg.layers_only && !export_only_run(&r))
         prepare_log_dir(r.cfg.log_dir);
     export_check_path(&r, 0);
     profile_check_path(&r, 0);

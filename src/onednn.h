@@ -29,8 +29,8 @@ int onednn_built(void);
 /* The oneDNN plan's comparison switches in the environment (NVCNN_ONEDNN_*, NVCNN_WINO_*): a value
  * that is not one of a switch's choices is exit 2 naming it. */
 void onednn_check_env(void);
-/* The major version of the oneDNN loaded (0: not built with oneDNN). */
-int onednn_major(void);
+/* The version of the oneDNN loaded, major * 100 + minor (0: not built with oneDNN). */
+int onednn_version(void);
 /* Whether oneDNN can train in bf16 on this CPU, with the instruction set it found in isa (e.g.
  * "avx2"; "none" without oneDNN). oneDNN 2.x runs bf16 primitives on avx512_core and later
  * (emulating the bf16 dot products on avx512_core, natively from avx512_core_bf16 on); 3.x adds

@@ -7,7 +7,7 @@
 
 int onednn_built(void) { return 0; }
 void onednn_check_env(void) {}
-int onednn_major(void) { return 0; }
+int onednn_version(void) { return 0; }
 
 int onednn_bf16_capable(char *isa, size_t n) {
     snprintf(isa, n, "none (built without oneDNN)");

@@ -272,19 +272,18 @@ int same_output_path(const char *a, const char *b) {
 }
 
 /* oneDNN's names of instruction sets for ONEDNN_MAX_CPU_ISA, the cap each sets on nvcnn's own
- * kernels, and the major versions of oneDNN that know it (bit 2: 2.x, bit 3: 3.x; 2.6's from its
- * dnnl_cpu_isa_t, 3.x's from its documentation) */
+ * kernels, and whether oneDNN 2.6 knows it (its dnnl_cpu_isa_t; the others are later versions') */
 static const struct {
     const char *name;
-    int cap, versions;
+    int cap, in26;
 } isa_names[] = {
-    {"SSE41", 0, 12},           {"AVX", 0, 12},
-    {"AVX2", 1, 12},            {"AVX2_VNNI", 1, 12},           {"AVX2_VNNI_2", 1, 8},
-    {"AVX512_MIC", 2, 4},       {"AVX512_MIC_4OPS", 2, 4},      {"AVX512_CORE", 2, 12},
-    {"AVX512_CORE_VNNI", 2, 12}, {"AVX512_CORE_BF16", 2, 12},   {"AVX512_CORE_FP16", 2, 8},
-    {"AVX512_CORE_AMX", 2, 12}, {"AVX512_CORE_AMX_FP16", 2, 8}, {"AVX10_1_512", 2, 8},
-    {"AVX10_1_512_AMX", 2, 8},  {"AVX10_1_512_AMX_FP16", 2, 8}, {"ALL", 2, 12},
-    {"DEFAULT", 2, 8},
+    {"SSE41", 0, 1},           {"AVX", 0, 1},
+    {"AVX2", 1, 1},            {"AVX2_VNNI", 1, 1},           {"AVX2_VNNI_2", 1, 0},
+    {"AVX512_MIC", 2, 1},      {"AVX512_MIC_4OPS", 2, 1},     {"AVX512_CORE", 2, 1},
+    {"AVX512_CORE_VNNI", 2, 1}, {"AVX512_CORE_BF16", 2, 1},   {"AVX512_CORE_FP16", 2, 0},
+    {"AVX512_CORE_AMX", 2, 1}, {"AVX512_CORE_AMX_FP16", 2, 0}, {"AVX10_1_512", 2, 0},
+    {"AVX10_1_512_AMX", 2, 0}, {"AVX10_1_512_AMX_FP16", 2, 0}, {"ALL", 2, 1},
+    {"DEFAULT", 2, 0},
 };
 
 /* the entry of isa_names that v names (any case), -1: none */
@@ -313,20 +312,19 @@ static const char *isa_variable(void) {
     return v && *v ? "DNNL_MAX_CPU_ISA" : NULL;
 }
 
-void cpu_isa_check(int onednn_major) {
+void cpu_isa_check(int onednn_version) {
     const char *name = isa_variable();
     if (!name) return;
-    const int k = isa_index(getenv(name));
-    const int known = k >= 0 && (onednn_major <= 0 || (isa_names[k].versions >> (onednn_major < 3 ? 2 : 3) & 1));
-    if (known) return;
+    const int old = onednn_version > 0 && onednn_version <= 206, k = isa_index(getenv(name)); /* 2.6 or older: its names */
+    if (k >= 0 && (!old || isa_names[k].in26)) return;
     char list[400] = "";
     size_t len = 0;
     for (int i = 0; i < (int)(sizeof isa_names / sizeof *isa_names); i++)
-        if (onednn_major <= 0 || (isa_names[i].versions >> (onednn_major < 3 ? 2 : 3) & 1))
+        if (!old || isa_names[i].in26)
             len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0, "%s%s", len ? ", " : "", isa_names[i].name);
-    if (onednn_major > 0)
-        die_code(EXIT_USAGE, "%s=%s: not an instruction set oneDNN %d.x knows (%s); it would ignore it and cap nothing", name, getenv(name),
-                 onednn_major, list);
+    if (onednn_version > 0)
+        die_code(EXIT_USAGE, "%s=%s: not an instruction set oneDNN %d.%d knows (%s); it would ignore it and cap nothing", name, getenv(name),
+                 onednn_version / 100, onednn_version % 100, list);
     die_code(EXIT_USAGE, "%s=%s: not an instruction set oneDNN knows (%s)", name, getenv(name), list);
 }
 

@@ -95,10 +95,11 @@ int cpu_avx512f(void);
 /* The cap that a value of ONEDNN_MAX_CPU_ISA sets (oneDNN's names, any case): 0 below AVX2, 1 AVX2,
  * 2 none (AVX-512, AMX, ALL, DEFAULT, unset); -1 a name oneDNN does not know. */
 int cpu_isa_cap_of(const char *value);
-/* ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) set to a name that oneDNN of this major version (0:
- * any version, no oneDNN here) does not know: exit 2 naming it (oneDNN would ignore it silently,
- * and the run would not be capped as asked). */
-void cpu_isa_check(int onednn_major);
+/* ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) set to a name that oneDNN of this version (major * 100 +
+ * minor; 0: no oneDNN here, any name it has had) does not know: exit 2 naming it (oneDNN would
+ * ignore it silently, and the run would not be capped as asked). Versions after 2.6 are taken to
+ * know every name in the table. */
+void cpu_isa_check(int onednn_version);
 /* Environment variable `name` as the index of one of its n choices (as written), -1 where it is
  * unset or empty; any other value is exit 2 naming the variable, the value and the choices. */
 int util_env_choice(const char *name, const char *const *choices, int n);

@@ -41,7 +41,7 @@ static const Reduced *reduced_of(const char *name) {
 typedef struct Fwd {
     float *logits[2];
     double loss[2];
-    size_t bytes, acts, scratch, largest; /* largest: the largest layer's scratch */
+    size_t bytes, acts, scratch, largest, xent; /* largest: the largest layer's scratch but the loss's; xent: the loss layer's */
     int backward_only;                    /* layers that reserve scratch an inference net must not: max pooling's argmax, dropout's mask */
 } Fwd;
 
@@ -70,10 +70,10 @@ static int forwards(Net *net, int precision, unsigned flags, Fwd *f) {
     f->scratch = gpunet_scratch_bytes(g);
     for (int i = 0; i < net->nlayer; i++) {
         const size_t s = (gpunet_layer_scratch(g, i) + 255) & ~(size_t)255;
-        if (s > f->largest) f->largest = s;
         const char *t = net->layer[i].ops->type;
-        if (gpunet_layer_scratch(g, i) && (strcmp(t, "dropout") == 0 || (strcmp(t, "pool") == 0 && ((const Pool *)net->layer[i].priv)->kind == POOL_MAX)))
-            f->backward_only++;
+        if (s > f->largest && strcmp(t, "softmax_xent") != 0) f->largest = s;
+        if (gpunet_layer_scratch(g, i) && (strcmp(t, "dropout") == 0 || strcmp(t, "maxpool") == 0)) f->backward_only++;
+        if (strcmp(t, "softmax_xent") == 0) f->xent += s;
     }
     gpunet_free(g);
     free(x), free(lab);
@@ -109,8 +109,9 @@ static void inference_matches(const char *model, int precision, unsigned flags) 
         CHECK_MSG(i.bytes + grads <= t.bytes, "%s %s: inference net %zu bytes, training %zu: want at least %zu less", model, pn, i.bytes, t.bytes,
                   grads);
         CHECK_MSG(i.acts < t.acts, "%s %s: inference activations %zu bytes, training %zu", model, pn, i.acts, t.acts);
-        /* the layers' scratch: one region as large as the largest layer's, none of it for a backward */
-        CHECK_MSG(i.scratch == i.largest && i.scratch <= t.scratch && i.backward_only == 0,
+        /* the layers' scratch: one region as large as the largest layer's (and the loss's, read after
+         * the forward, apart), none of it for a backward */
+        CHECK_MSG(i.scratch == i.largest + i.xent && i.scratch <= t.scratch && i.backward_only == 0,
                   "%s %s: inference scratch %zu bytes (largest layer %zu, training %zu), %d layers with a backward's scratch", model, pn,
                   i.scratch, i.largest, t.scratch, i.backward_only);
     }

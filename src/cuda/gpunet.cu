@@ -367,14 +367,21 @@ static void plan_layers(GpuNet *g, ArenaPlan *a) {
     a->end = off;
     if (!g->inference) return;
     /* an inference net: a layer's scratch lives within its forward (no backward keeps it), so every
-     * layer's starts at the same place (the loss's per-sample losses, the last written, are read
-     * right after the forward) */
+     * layer's starts at the same place; but the loss's, whose per-sample losses are read after the
+     * forward (gpunet_loss, the step's results), has its own after that region */
     size_t most = 0;
-    for (int i = 0; i < net->nlayer; i++) {
-        a->soff[i] = a->data_bytes;
-        if (align256(a->scratch[i]) > most) most = align256(a->scratch[i]);
-    }
-    a->end = a->data_bytes + most;
+    for (int i = 0; i < net->nlayer; i++)
+        if (g->impl[i] != &gpu_xent_impl) {
+            a->soff[i] = a->data_bytes;
+            if (align256(a->scratch[i]) > most) most = align256(a->scratch[i]);
+        }
+    off = a->data_bytes + most;
+    for (int i = 0; i < net->nlayer; i++)
+        if (g->impl[i] == &gpu_xent_impl) {
+            a->soff[i] = off;
+            off += align256(a->scratch[i]);
+        }
+    a->end = off;
 }
 
 /* The algorithms: per convolution direction the fastest whose workspace fits under the cap and in

@@ -411,7 +411,7 @@ int dn_env(int which) {
     return util_env_choice(env[which].name, env[which].choices, 2);
 }
 
-int onednn_major(void) { return (int)dnnl_version()->major; }
+int onednn_version(void) { return (int)(dnnl_version()->major * 100 + dnnl_version()->minor); }
 
 void onednn_check_env(void) {
     for (int k = 0; k < DN_NENV; k++) dn_env(k);
