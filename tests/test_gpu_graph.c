@@ -71,10 +71,7 @@ static void graph_run(int graph, double *loss, float **w, size_t *P, int *made_a
     trainer_free(&t);
     gpunet_free(g);
     net_free(net);
-    for (int k = 0; k < 2; k++) {
-        gpu_host_free(img[k]);
-        gpu_host_free(lab[k]);
-    }
+    tu_staged_batches_free(img, lab);
 }
 
 TEST(gpu_graph_on_and_off_give_the_same_bits) {

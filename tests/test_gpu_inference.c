@@ -167,10 +167,7 @@ TEST(gpu_inference_logits_outlive_the_next_batch) {
         net->training = 1;
         CHECK_MSG(memcmp(b, c, nl * 4) == 0, "batch 1's logits changed when the next input was converted before they were read");
         gpunet_stage_wait(g, 1);
-        for (int k = 0; k < 2; k++) {
-            gpu_host_free(img[k]);
-            gpu_host_free(lab[k]);
-        }
+        tu_staged_batches_free(img, lab);
         free(a), free(b), free(c);
         gpunet_free(g);
     }
@@ -372,10 +369,7 @@ static void infer_graph_run(const char *model, int precision, unsigned flags, in
     trainer_free(&t);
     gpunet_free(g);
     net_free(net);
-    for (int k = 0; k < 2; k++) {
-        gpu_host_free(img[k]);
-        gpu_host_free(lab[k]);
-    }
+    tu_staged_batches_free(img, lab);
 }
 
 TEST(gpu_forward_only_graph_gives_the_same_bits) {

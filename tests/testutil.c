@@ -260,6 +260,13 @@ void tu_staged_batches(const Net *net, uint64_t seed, uint8_t *img[2], int32_t *
     }
 }
 
+void tu_staged_batches_free(uint8_t *img[2], int32_t *lab[2]) {
+    for (int k = 0; k < 2; k++) {
+        gpu_host_free(img[k]);
+        gpu_host_free(lab[k]);
+    }
+}
+
 const char *tu_mpirun(int np, char *buf, size_t n) {
 #ifndef NVCNN_MPI
     (void)np;

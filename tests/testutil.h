@@ -45,6 +45,7 @@ static inline double tu_worse(double m, double d) { return d != d ? INFINITY : f
 /* Two random batches of NHWC bytes and labels (in [0, 10)) for net's input, in pinned memory
  * (gpu_host_free each). */
 void tu_staged_batches(const Net *net, uint64_t seed, uint8_t *img[2], int32_t *lab[2]);
+void tu_staged_batches_free(uint8_t *img[2], int32_t *lab[2]);
 /* A trainer's configuration with nvcnn's optimizer defaults (momentum 0.9, Nesterov, weight decay
  * 1e-4: config.c) and a dynamic loss scale starting at loss_scale; the rest zero. */
 static inline void tu_trainer_defaults(TrainerConfig *tc, double loss_scale) {
