@@ -112,7 +112,8 @@ static const Flag flags[] = {
      .help = "train (the opposite of --eval), without the validation pass at the end of training (not with "
              "--eval_every_epochs or --target_top1)"},
     {"forward_only", 0, ON(forward_only),
-     .help = "inference benchmark: forward passes with batch norm in inference mode, no backward, no update"},
+     .help = "inference benchmark: forward passes with batch norm in inference mode, no backward, no update; with --log_dir, "
+             "of its newest checkpoint's weights (nothing is written there)"},
     {"distort_color", 0, ON(distort_color), .help = "random brightness/saturation/hue/contrast"},
     {"image_size", 0, INT(image_size, 1, 8192), .def = "the model's",
      .help = "input height and width of the fully convolutional models (resnet*, resnext*, googlenet, inception*), "
