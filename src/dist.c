@@ -18,6 +18,16 @@ static void one_rank(Dist *d) {
     d->mpi = 0;
 }
 
+/* the launchers' variables of a task's rank (Open MPI's, PMIx's, PMI's, MVAPICH's) */
+static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
+
+int dist_launcher_rank(void) {
+    for (size_t i = 0; i < sizeof rank_vars / sizeof *rank_vars; i++)
+        if (getenv(rank_vars[i])) return atoi(getenv(rank_vars[i]));
+    const char *slurm = getenv("SLURM_PROCID");
+    return slurm ? atoi(slurm) : -1;
+}
+
 #ifdef NVCNN_MPI
 void mpi_check(int err, const char *what, const char *file, int line) {
     if (err == MPI_SUCCESS) return;
@@ -46,7 +56,6 @@ static int launched_by_mpi(void) {
  * with another MPI than the launcher's) and would train alone, unaware of the others. */
 static void warn_lone_task(void) {
     static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"};
-    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
     for (size_t i = 0; i < sizeof size_vars / sizeof *size_vars; i++) {
         const char *v = getenv(size_vars[i]);
         if (v && atoi(v) > 1) {

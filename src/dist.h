@@ -18,6 +18,9 @@ typedef struct Dist {
 void mpi_check(int err, const char *what, const char *file, int line);
 #endif
 
+/* The rank a launcher's variables give this process before MPI starts (mpirun's, PMIx's, PMI's,
+ * MVAPICH's, Slurm's), -1 where none is set. */
+int dist_launcher_rank(void);
 void dist_init(Dist *d, int *argc, char ***argv);
 void dist_finalize(Dist *d);
 /* In place: buf = mean over ranks of buf. */

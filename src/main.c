@@ -840,16 +840,12 @@ int main(int argc, char **argv) {
      * (a checkpoint not written, an export or a profile lost, their temporary files removed),
      * instead of SIGXFSZ killing the process halfway through a file */
     signal(SIGXFSZ, SIG_IGN);
-    /* a stop or checkpoint signal during the start-up (MPI's wire-up included, which can take long
-     * at scale): acted on after the first step */
     /* a bad OMP_NUM_THREADS said before the first parallel region (signals_install), and before MPI
      * knows the ranks: the launcher's rank variables leave the line to rank 0 (util.h) */
-    const char *launched_rank = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK")
-                                : getenv("PMIX_RANK")          ? getenv("PMIX_RANK")
-                                : getenv("PMI_RANK")           ? getenv("PMI_RANK")
-                                                               : getenv("SLURM_PROCID");
-    util_set_error_delay(launched_rank && atoi(launched_rank) > 0 ? 2000 : 0);
+    util_set_error_delay(dist_launcher_rank() > 0 ? 2000 : 0);
     omp_threads_given();
+    /* a stop or checkpoint signal during the start-up (MPI's wire-up included, which can take long
+     * at scale): acted on after the first step */
     signals_install();
     dist_init(&r.dist, &argc, &argv);
     config_set_warnings(r.dist.rank == 0);
@@ -873,10 +869,6 @@ int main(int argc, char **argv) {
     r.total_batch = r.cfg.batch_size * r.dist.size;
     r.image_size = r.cfg.image_size ? r.cfg.image_size : r.model->image_size;
 
-    char hint[320];
-    snprintf(hint, sizeof hint, "--model=%s --batch_size=%d at %dx%d (a smaller --batch_size%s needs less)", r.model->name,
-             r.cfg.batch_size, r.image_size, r.image_size, model_fully_convolutional(r.model) ? " or --image_size" : "");
-    util_set_oom_hint(hint);
     r.threads = default_threads(r.dist.local_size, r.dist.rank);
     omp_set_num_threads(r.threads);
     openblas_set_num_threads(r.threads);

@@ -107,13 +107,17 @@ void trainer_sync_device(Trainer *t) {
  * result: at once, or with t->lazy when trainer_fetch() asks (or the device's ring of results is
  * full), and then keeps its own account of the skips and the loss scale from the results, by the
  * same rule as the device (account_step), and checks that the two agree. */
+/* The batch onto the device, unless it is there already (device_input) */
+static void gpu_upload_batch(Trainer *t, const int32_t *labels) {
+    if (t->device_input) return;
+    gpunet_set_input(t->gpu, t->net->node[t->net->input].data);
+    gpunet_set_labels(t->gpu, labels);
+}
+
 static void gpu_begin(Trainer *t, const int32_t *labels) {
     Net *net = t->net;
     GpuNet *g = t->gpu;
-    if (!t->device_input) {
-        gpunet_set_input(g, net->node[net->input].data);
-        gpunet_set_labels(g, labels);
-    }
+    gpu_upload_batch(t, labels);
     net->labels = labels;
     net->training = 1;
     /* the graph: from the second step (the first lets the libraries allocate what they allocate on
@@ -256,10 +260,7 @@ void trainer_forward_begin(Trainer *t, const int32_t *labels) {
     net->training = 0;
     if (t->gpu) {
         t->time_restart = 1;
-        if (!t->device_input) {
-            gpunet_set_input(t->gpu, net->node[net->input].data);
-            gpunet_set_labels(t->gpu, labels);
-        }
+        gpu_upload_batch(t, labels);
         gpunet_forward(t->gpu);
     } else {
         net_forward(net);
@@ -275,10 +276,7 @@ void trainer_infer_begin(Trainer *t, const int32_t *labels) {
         trainer_forward_begin(t, labels);
         return;
     }
-    if (!t->device_input) {
-        gpunet_set_input(t->gpu, net->node[net->input].data);
-        gpunet_set_labels(t->gpu, labels);
-    }
+    gpu_upload_batch(t, labels);
     net->labels = labels;
     /* the graph from the second step, as a training step's (gpu_begin) */
     const int graph = t->graph && t->gpu_steps > 0 && !gpunet_graph_refusal(t->gpu);
