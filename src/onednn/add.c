@@ -90,15 +90,29 @@ static void add_backward_bf16(const DnAdd *k) {
     const uint16_t *dy = (const uint16_t *)k->dy, *y = (const uint16_t *)k->y;
     const float ca = k->ca, cb = k->cb;
     const int relu = k->relu;
-    for (int s = 0; s < 2; s++) {
-        uint16_t *dx = (uint16_t *)(s ? k->db : k->da);
-        const float c = s ? cb : ca;
-        const int acc = s ? k->acc_b : k->acc_a; /* (the same node on both sides: acc_b) */
-        if (!dx) continue;
+    uint16_t *da = (uint16_t *)k->da, *db = (uint16_t *)k->db;
+    if (da && db && da != db && !k->acc_a && !k->acc_b) {
+        /* the common case (a block's two branches): both written in one pass */
 #pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
         for (long i = 0; i < k->n; i++) {
-            const float g = c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu);
-            dx[i] = dn_f_bf16(acc ? dn_bf16_f(dx[i]) + g : g);
+            const float g = add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu);
+            da[i] = dn_f_bf16(ca * g);
+            db[i] = dn_f_bf16(cb * g);
+        }
+        return;
+    }
+    for (int s = 0; s < 2; s++) {
+        uint16_t *dx = s ? db : da;
+        const float c = s ? cb : ca;
+        if (!dx) continue;
+        /* (the same node on both sides: acc_b) */
+        if (s ? k->acc_b : k->acc_a) {
+#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
+            for (long i = 0; i < k->n; i++)
+                dx[i] = dn_f_bf16(dn_bf16_f(dx[i]) + c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu));
+        } else {
+#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
+            for (long i = 0; i < k->n; i++) dx[i] = dn_f_bf16(c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu));
         }
     }
 }

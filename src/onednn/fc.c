@@ -3,8 +3,14 @@
  * another consumer wrote dx first). FC inputs and outputs are 2-D, so always NCHW (fp32).
  *
  * In a bf16 plan: oneDNN's inner product primitives instead, on bf16 copies of the input, the
- * weights (each forward) and the output gradient, in the layouts they choose; the output, the
- * input gradient, the bias and the weight and bias gradients fp32 (oneDNN accumulates them so). */
+ * weights (each forward) and the output gradient; the output, the input gradient, the bias and the
+ * weight and bias gradients fp32 (oneDNN accumulates them so). The weights' bf16 copy and the
+ * weight gradient are asked for in the reference's plain [nout][nin] layout: converting the fp32
+ * weights into oneDNN's blocked bf16 layout (AB8b64a2b) and its blocked fp32 gradient back cost 5x
+ * and 2x the plain passes (alexnet's fc0, 9216x4096: 19.4 ms and 10.1 ms a step against a 3.9 ms
+ * conversion and no reorder), more than the blocked GEMMs gain at any batch measured (alexnet
+ * batch 8: 63 -> 91 img/s, batch 64: 162 -> 179, batch 256: 196 -> 198). The blocked layouts are
+ * the fallback where oneDNN has no primitive for the plain ones. */
 #ifdef NVCNN_DNNL
 #include <stdlib.h>
 
@@ -20,14 +26,16 @@ typedef struct DnFc {
     DnOut dsrc, dw;
 } DnFc;
 
-static DnFc *plan_bf16(Dn *dn, Layer *l, int li, const Fc *f) {
+/* wtag: the layout asked for the weights' bf16 copy and the weight gradient (dnnl_ab, or
+ * dnnl_format_tag_any: oneDNN's choice); NULL where oneDNN has no primitive for it */
+static DnFc *plan_bf16_tag(Dn *dn, Layer *l, int li, const Fc *f, dnnl_format_tag_t wtag) {
     Net *net = dn->net;
     Node *in = &net->node[l->in[0]], *out = &net->node[l->out];
     const int N = in->shape.n;
     const dnnl_dims_t sd = {N, f->nin}, wdims = {f->nout, f->nin}, dd = {N, f->nout}, bd = {f->nout};
     Md src_any = dn_md_dims_t(2, sd, dnnl_format_tag_any, dnnl_bf16), src_f32 = dn_md_dims(2, sd, dnnl_ab),
-       w_any = dn_md_dims_t(2, wdims, dnnl_format_tag_any, dnnl_bf16), w_f32 = dn_md_dims(2, wdims, dnnl_ab),
-       dw_any = dn_md_dims(2, wdims, dnnl_format_tag_any), dst_f32 = dn_md_dims(2, dd, dnnl_ab),
+       w_any = dn_md_dims_t(2, wdims, wtag, dnnl_bf16), w_f32 = dn_md_dims(2, wdims, dnnl_ab),
+       dw_any = dn_md_dims(2, wdims, wtag), dst_f32 = dn_md_dims(2, dd, dnnl_ab),
        ddst_any = dn_md_dims_t(2, dd, dnnl_format_tag_any, dnnl_bf16), b_md = dn_md_dims(1, bd, dnnl_x);
     dnnl_inner_product_desc_t d;
     DN_CHECK(dnnl_inner_product_forward_desc_init(&d, dnnl_forward_training, &src_any, &w_any, f->bias ? &b_md : NULL, &dst_f32));
@@ -73,6 +81,11 @@ static DnFc *plan_bf16(Dn *dn, Layer *l, int li, const Fc *f) {
     k->db = f->bias ? dn_mem(dn, &b_md, net_grad(net, l->param0 + 1)) : NULL;
     k->bwd_w = dn_prim(dn, wpd);
     return k;
+}
+
+static DnFc *plan_bf16(Dn *dn, Layer *l, int li, const Fc *f) {
+    DnFc *k = plan_bf16_tag(dn, l, li, f, dnnl_ab);
+    return k ? k : plan_bf16_tag(dn, l, li, f, dnnl_format_tag_any);
 }
 
 static void *fc_plan(Dn *dn, Layer *l, int li) {
