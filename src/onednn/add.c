@@ -23,9 +23,12 @@ typedef struct DnAdd {
     float *da, *db; /* NULL: that input has no gradient */
     int acc_a, acc_b, relu;
     int bf16;       /* the tensors hold bf16 (uint16_t) */
+    int avx512;     /* bf16: the AVX-512 build of the loops */
     float ca, cb;
     long n;
 } DnAdd;
+
+static int add_avx512(void);
 
 static void *add_plan(Dn *dn, Layer *l, int li) {
     Net *net = dn->net;
@@ -43,6 +46,7 @@ static void *add_plan(Dn *dn, Layer *l, int li) {
     k->cb = p->cb;
     k->n = (long)shape_count(out->shape);
     k->bf16 = in_md.data_type == dnnl_bf16;
+    k->avx512 = k->bf16 && add_avx512();
     if (!k->bf16 && !dn_is_f32(&in_md)) {
         free(k);
         return NULL;
@@ -76,45 +80,66 @@ static inline float add_value(float a, float b, float ca, float cb, int relu) {
 /* the gradient that reaches the sum: dy where the relu's output is positive, or dy without one */
 static inline float add_grad(float dy, float y, int relu) { return relu ? (y > 0 ? dy : 0.0f) : dy; }
 
-/* the same on bf16 tensors */
+/* The same on bf16 tensors, built twice: for any x86-64 CPU, and with AVX-512 (64-byte vectors,
+ * no FMA: the same roundings) for the CPUs that run bf16 plans (oneDNN 2.6 needs avx512_core). */
+#define ADD_BF16_KERNELS(SUF, ATTR)                                                                                  \
+    ATTR static void add_forward_bf16_##SUF(const DnAdd *k) {                                                      \
+        const uint16_t *a = (const uint16_t *)k->a, *b = (const uint16_t *)k->b;                                  \
+        uint16_t *y = (uint16_t *)k->y;                                                                            \
+        const float ca = k->ca, cb = k->cb;                                                                        \
+        const int relu = k->relu;                                                                                  \
+        _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)") for (long i = 0; i < k->n; i++) \
+            y[i] = dn_f_bf16(add_value(dn_bf16_f(a[i]), dn_bf16_f(b[i]), ca, cb, relu));                          \
+    }                                                                                                              \
+    /* dx (= or +=) c g, g = add_grad, rounded once; both inputs in one pass where both are written */           \
+    ATTR static void add_backward_bf16_##SUF(const DnAdd *k) {                                                     \
+        const uint16_t *dy = (const uint16_t *)k->dy, *y = (const uint16_t *)k->y;                                \
+        const float ca = k->ca, cb = k->cb;                                                                        \
+        const int relu = k->relu;                                                                                  \
+        uint16_t *da = (uint16_t *)k->da, *db = (uint16_t *)k->db;                                                 \
+        if (da && db && da != db && !k->acc_a && !k->acc_b) {                                                      \
+            _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)") for (long i = 0; i < k->n; i++) { \
+                const float g = add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu);                                 \
+                da[i] = dn_f_bf16(ca * g);                                                                         \
+                db[i] = dn_f_bf16(cb * g);                                                                         \
+            }                                                                                                      \
+            return;                                                                                                \
+        }                                                                                                          \
+        for (int s = 0; s < 2; s++) {                                                                              \
+            uint16_t *dx = s ? db : da;                                                                            \
+            const float c = s ? cb : ca;                                                                           \
+            if (!dx) continue;                                                                                     \
+            if (s ? k->acc_b : k->acc_a) { /* (the same node on both sides: acc_b) */                             \
+                _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)") for (long i = 0; i < k->n; i++) \
+                    dx[i] = dn_f_bf16(dn_bf16_f(dx[i]) + c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu));  \
+            } else {                                                                                               \
+                _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)") for (long i = 0; i < k->n; i++) \
+                    dx[i] = dn_f_bf16(c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu));                     \
+            }                                                                                                      \
+        }                                                                                                          \
+    }
+ADD_BF16_KERNELS(any, )
+#if defined(__x86_64__) && defined(__GNUC__)
+ADD_BF16_KERNELS(avx512, __attribute__((target("avx512f,avx512bw"))))
+static int add_avx512(void) { return cpu_avx512f() && __builtin_cpu_supports("avx512bw"); }
+#else
+#define add_forward_bf16_avx512 add_forward_bf16_any
+#define add_backward_bf16_avx512 add_backward_bf16_any
+static int add_avx512(void) { return 0; }
+#endif
+
 static void add_forward_bf16(const DnAdd *k) {
-    const uint16_t *a = (const uint16_t *)k->a, *b = (const uint16_t *)k->b;
-    uint16_t *y = (uint16_t *)k->y;
-    const float ca = k->ca, cb = k->cb;
-    const int relu = k->relu;
-#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-    for (long i = 0; i < k->n; i++) y[i] = dn_f_bf16(add_value(dn_bf16_f(a[i]), dn_bf16_f(b[i]), ca, cb, relu));
+    if (k->avx512)
+        add_forward_bf16_avx512(k);
+    else
+        add_forward_bf16_any(k);
 }
 
 static void add_backward_bf16(const DnAdd *k) {
-    const uint16_t *dy = (const uint16_t *)k->dy, *y = (const uint16_t *)k->y;
-    const float ca = k->ca, cb = k->cb;
-    const int relu = k->relu;
-    uint16_t *da = (uint16_t *)k->da, *db = (uint16_t *)k->db;
-    if (da && db && da != db && !k->acc_a && !k->acc_b) {
-        /* the common case (a block's two branches): both written in one pass */
-#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-        for (long i = 0; i < k->n; i++) {
-            const float g = add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu);
-            da[i] = dn_f_bf16(ca * g);
-            db[i] = dn_f_bf16(cb * g);
-        }
-        return;
-    }
-    for (int s = 0; s < 2; s++) {
-        uint16_t *dx = s ? db : da;
-        const float c = s ? cb : ca;
-        if (!dx) continue;
-        /* (the same node on both sides: acc_b) */
-        if (s ? k->acc_b : k->acc_a) {
-#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-            for (long i = 0; i < k->n; i++)
-                dx[i] = dn_f_bf16(dn_bf16_f(dx[i]) + c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu));
-        } else {
-#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-            for (long i = 0; i < k->n; i++) dx[i] = dn_f_bf16(c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu));
-        }
-    }
+    if (k->avx512)
+        add_backward_bf16_avx512(k);
+    else
+        add_backward_bf16_any(k);
 }
 
 static void add_forward(Dn *dn, Layer *l, int li, void *st) {
