@@ -23,12 +23,12 @@ typedef struct DnAdd {
     float *da, *db; /* NULL: that input has no gradient */
     int acc_a, acc_b, relu;
     int bf16;       /* the tensors hold bf16 (uint16_t) */
-    int avx512;     /* bf16: the AVX-512 build of the loops */
+    void (*fwd)(const struct DnAdd *), (*bwd)(const struct DnAdd *); /* add_choose's passes */
     float ca, cb;
     long n;
 } DnAdd;
 
-static int add_avx512(void);
+static void add_choose(DnAdd *k);
 
 static void *add_plan(Dn *dn, Layer *l, int li) {
     Net *net = dn->net;
@@ -46,7 +46,6 @@ static void *add_plan(Dn *dn, Layer *l, int li) {
     k->cb = p->cb;
     k->n = (long)shape_count(out->shape);
     k->bf16 = in_md.data_type == dnnl_bf16;
-    k->avx512 = k->bf16 && add_avx512();
     if (!k->bf16 && !dn_is_f32(&in_md)) {
         free(k);
         return NULL;
@@ -67,6 +66,7 @@ static void *add_plan(Dn *dn, Layer *l, int li) {
     k->db = net->node[b].grad;
     k->acc_a = dn_acc(dn, li, 0);
     k->acc_b = dn_acc(dn, li, 1);
+    add_choose(k);
     return k;
 }
 
@@ -80,66 +80,67 @@ static inline float add_value(float a, float b, float ca, float cb, int relu) {
 /* the gradient that reaches the sum: dy where the relu's output is positive, or dy without one */
 static inline float add_grad(float dy, float y, int relu) { return relu ? (y > 0 ? dy : 0.0f) : dy; }
 
-/* The same on bf16 tensors, built twice: for any x86-64 CPU, and with AVX-512 (64-byte vectors,
- * no FMA: the same roundings) for the CPUs that run bf16 plans (oneDNN 2.6 needs avx512_core). */
-#define ADD_BF16_KERNELS(SUF, ATTR)                                                                                  \
-    ATTR static void add_forward_bf16_##SUF(const DnAdd *k) {                                                      \
-        const uint16_t *a = (const uint16_t *)k->a, *b = (const uint16_t *)k->b;                                  \
-        uint16_t *y = (uint16_t *)k->y;                                                                            \
-        const float ca = k->ca, cb = k->cb;                                                                        \
-        const int relu = k->relu;                                                                                  \
-        _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)") for (long i = 0; i < k->n; i++) \
-            y[i] = dn_f_bf16(add_value(dn_bf16_f(a[i]), dn_bf16_f(b[i]), ca, cb, relu));                          \
-    }                                                                                                              \
-    /* dx (= or +=) c g, g = add_grad, rounded once; both inputs in one pass where both are written */           \
-    ATTR static void add_backward_bf16_##SUF(const DnAdd *k) {                                                     \
-        const uint16_t *dy = (const uint16_t *)k->dy, *y = (const uint16_t *)k->y;                                \
-        const float ca = k->ca, cb = k->cb;                                                                        \
-        const int relu = k->relu;                                                                                  \
-        uint16_t *da = (uint16_t *)k->da, *db = (uint16_t *)k->db;                                                 \
-        if (da && db && da != db && !k->acc_a && !k->acc_b) {                                                      \
-            _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)") for (long i = 0; i < k->n; i++) { \
-                const float g = add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu);                                 \
-                da[i] = dn_f_bf16(ca * g);                                                                         \
-                db[i] = dn_f_bf16(cb * g);                                                                         \
-            }                                                                                                      \
-            return;                                                                                                \
-        }                                                                                                          \
-        for (int s = 0; s < 2; s++) {                                                                              \
-            uint16_t *dx = s ? db : da;                                                                            \
-            const float c = s ? cb : ca;                                                                           \
-            if (!dx) continue;                                                                                     \
-            if (s ? k->acc_b : k->acc_a) { /* (the same node on both sides: acc_b) */                             \
-                _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)") for (long i = 0; i < k->n; i++) \
-                    dx[i] = dn_f_bf16(dn_bf16_f(dx[i]) + c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu));  \
-            } else {                                                                                               \
-                _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)") for (long i = 0; i < k->n; i++) \
-                    dx[i] = dn_f_bf16(c * add_grad(dn_bf16_f(dy[i]), dn_bf16_f(y[i]), relu));                     \
-            }                                                                                                      \
-        }                                                                                                          \
+/* The passes, one set per element type (fp32; bf16: each element converted to fp32, summed and
+ * rounded back once): y = relu?(ca a + cb b); dx (= or +=) c g, g = add_grad, both inputs in one
+ * pass where both are written. bf16's are also built for AVX-512, the CPUs that run bf16 plans
+ * (oneDNN 2.6 needs avx512_core): its conversions made them compute-bound with 16-byte vectors
+ * (resnet50 batch 8: the adds 32 -> 12 ms a step); fp32's are memory-bound (AVX2 and AVX-512
+ * builds measured no faster). The file is built without fused multiply-adds, so that every build
+ * rounds alike and as the reference. */
+static inline float f32_ld(float v) { return v; }
+static inline float f32_st(float v) { return v; }
+#define ADD_KERNELS(SUF, T, LD, ST, ATTR)                                                                         \
+    ATTR static void add_fwd_##SUF(const DnAdd *k) {                                                             \
+        const T *a = (const T *)k->a, *b = (const T *)k->b;                                                      \
+        T *y = (T *)k->y;                                                                                        \
+        const float ca = k->ca, cb = k->cb;                                                                      \
+        const int relu = k->relu;                                                                                \
+        _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)")                                \
+        for (long i = 0; i < k->n; i++) y[i] = ST(add_value(LD(a[i]), LD(b[i]), ca, cb, relu));                  \
+    }                                                                                                            \
+    ATTR static void add_bwd_##SUF(const DnAdd *k) {                                                             \
+        const T *dy = (const T *)k->dy, *y = (const T *)k->y;                                                    \
+        const float ca = k->ca, cb = k->cb;                                                                      \
+        const int relu = k->relu;                                                                                \
+        T *da = (T *)k->da, *db = (T *)k->db;                                                                    \
+        if (da && db && da != db && !k->acc_a && !k->acc_b) { /* a block's two branches */                       \
+            _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)")                            \
+            for (long i = 0; i < k->n; i++) {                                                                    \
+                const float g = add_grad(LD(dy[i]), LD(y[i]), relu);                                             \
+                da[i] = ST(ca * g);                                                                              \
+                db[i] = ST(cb * g);                                                                              \
+            }                                                                                                    \
+            return;                                                                                              \
+        }                                                                                                        \
+        for (int s = 0; s < 2; s++) {                                                                            \
+            T *dx = s ? db : da;                                                                                 \
+            const float c = s ? cb : ca;                                                                         \
+            if (!dx) continue;                                                                                   \
+            if (s ? k->acc_b : k->acc_a) { /* (the same node on both sides: acc_b) */                           \
+                _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)")                        \
+                for (long i = 0; i < k->n; i++) dx[i] = ST(LD(dx[i]) + c * add_grad(LD(dy[i]), LD(y[i]), relu)); \
+            } else {                                                                                             \
+                _Pragma("omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)")                        \
+                for (long i = 0; i < k->n; i++) dx[i] = ST(c * add_grad(LD(dy[i]), LD(y[i]), relu));             \
+            }                                                                                                    \
+        }                                                                                                        \
     }
-ADD_BF16_KERNELS(any, )
+ADD_KERNELS(f32, float, f32_ld, f32_st, )
+ADD_KERNELS(bf16, uint16_t, dn_bf16_f, dn_f_bf16, )
 #if defined(__x86_64__) && defined(__GNUC__)
-ADD_BF16_KERNELS(avx512, __attribute__((target("avx512f,avx512bw"))))
-static int add_avx512(void) { return cpu_avx512f() && __builtin_cpu_supports("avx512bw"); }
-#else
-#define add_forward_bf16_avx512 add_forward_bf16_any
-#define add_backward_bf16_avx512 add_backward_bf16_any
-static int add_avx512(void) { return 0; }
+ADD_KERNELS(bf16_avx512, uint16_t, dn_bf16_f, dn_f_bf16, __attribute__((target("avx512f,avx512bw"))))
 #endif
 
-static void add_forward_bf16(const DnAdd *k) {
-    if (k->avx512)
-        add_forward_bf16_avx512(k);
-    else
-        add_forward_bf16_any(k);
-}
-
-static void add_backward_bf16(const DnAdd *k) {
-    if (k->avx512)
-        add_backward_bf16_avx512(k);
-    else
-        add_backward_bf16_any(k);
+/* the passes for this CPU (within ONEDNN_MAX_CPU_ISA's cap, as nvcnn's other own kernels) */
+static void add_choose(DnAdd *k) {
+    k->fwd = k->bf16 ? add_fwd_bf16 : add_fwd_f32;
+    k->bwd = k->bf16 ? add_bwd_bf16 : add_bwd_f32;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (k->bf16 && cpu_avx512f() && __builtin_cpu_supports("avx512bw")) {
+        k->fwd = add_fwd_bf16_avx512;
+        k->bwd = add_bwd_bf16_avx512;
+    }
+#endif
 }
 
 static void add_forward(Dn *dn, Layer *l, int li, void *st) {
@@ -147,52 +148,15 @@ static void add_forward(Dn *dn, Layer *l, int li, void *st) {
     (void)l;
     (void)li;
     const DnAdd *k = st;
-    if (k->bf16) {
-        add_forward_bf16(k);
-        return;
-    }
-    const float *a = k->a, *b = k->b, ca = k->ca, cb = k->cb;
-    const int relu = k->relu;
-    float *y = k->y;
-#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-    for (long i = 0; i < k->n; i++) y[i] = add_value(a[i], b[i], ca, cb, relu);
+    k->fwd(k);
 }
 
-/* dx (= or +=) c g, g = add_grad */
 static void add_backward(Dn *dn, Layer *l, int li, void *st) {
     (void)dn;
     (void)l;
     (void)li;
     const DnAdd *k = st;
-    if (k->bf16) {
-        add_backward_bf16(k);
-        return;
-    }
-    const float *dy = k->dy, *y = k->y, ca = k->ca, cb = k->cb;
-    const int relu = k->relu;
-    float *da = k->da, *db = k->db;
-    if (da && db && da != db && !k->acc_a && !k->acc_b) {
-        /* the common case (a block's two branches): both written in one pass */
-#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-        for (long i = 0; i < k->n; i++) {
-            const float g = add_grad(dy[i], y[i], relu);
-            da[i] = ca * g;
-            db[i] = cb * g;
-        }
-        return;
-    }
-    for (int s = 0; s < 2; s++) {
-        float *dx = s ? db : da;
-        const float c = s ? cb : ca;
-        if (!dx) continue;
-        if (s ? k->acc_b : k->acc_a) {
-#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-            for (long i = 0; i < k->n; i++) dx[i] += c * add_grad(dy[i], y[i], relu);
-        } else {
-#pragma omp parallel for simd schedule(static) if (k->n > ADD_PAR_MIN)
-            for (long i = 0; i < k->n; i++) dx[i] = c * add_grad(dy[i], y[i], relu);
-        }
-    }
+    k->bwd(k);
 }
 
 const DnImpl dn_add_impl = {"add", add_plan, add_forward, add_backward, NULL};
