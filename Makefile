@@ -173,15 +173,17 @@ BIN := $(BINDIR)nvcnn $(if $(wildcard src/tools/mkrecords.c),$(BINDIR)nvcnn-mkre
 .PHONY: all run test check data deps deps-system deps-python clean bench-cpu emu FORCE
 all: $(BIN)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c $(BUILD)/cc.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# the files that NVCNN_DNNL changes are rebuilt when DNNL changes (a stamp per value)
-DNNL_STAMP := $(BUILD)/.dnnl-$(DNNL)
-$(DNNL_STAMP):
-	@mkdir -p $(BUILD) && rm -f $(BUILD)/.dnnl-* && touch $@
-$(patsubst %.c,$(BUILD)/%.o,src/onednn_none.c $(wildcard src/onednn/*.c)): $(DNNL_STAMP)
+# the C and C++ objects are rebuilt when their flags change: what the Makefile found installed
+# (MPI, oneDNN, CUDA: a `make` before the packages were installed built objects without them,
+# which the next `make` kept beside objects built with them), DEBUG, CFLAGS
+$(BUILD)/cc.flags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(CXX) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) $(EMU_CXXFLAGS)' | cmp -s - $@ || \
+	  echo '$(CC) $(CXX) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) $(EMU_CXXFLAGS)' > $@
 
 # the per-pixel image loops are hot in the decode workers: let the compiler unroll them
 $(BUILD)/src/io/augment.o: CFLAGS_BASE += -O3
@@ -223,7 +225,7 @@ $(CU_UNITY_OBJ): $(CU_SRC)
 # kernels and nvcnn's host code are instrumented, and the sanitizer runtime intercepts the
 # emulator's malloc, memcpy and memset like anyone's.
 EMU_SAN_OBJ := $(BUILD)/tests/emu/kernel.o
-$(BUILD)/tests/emu/%.o: tests/emu/%.cc
+$(BUILD)/tests/emu/%.o: tests/emu/%.cc $(BUILD)/cc.flags
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(if $(filter 1,$(DEBUG)),$(if $(filter $@,$(EMU_SAN_OBJ)),$(EMU_CXXFLAGS),$(filter-out -O0 -fsanitize=%,$(EMU_CXXFLAGS))) -O2,$(EMU_CXXFLAGS) -O3) -MMD -MP -c $< -o $@
 
