@@ -107,7 +107,7 @@ static const Flag flags[] = {
              "and metrics.csv"},
     {"target_top1", 0, NUM(target_top1, 0, 100), .lo_open = 1, .def = "(none)",
      .help = "stop training once an evaluation while training reaches this validation top-1 (%), with a checkpoint "
-             "(--log_dir)"},
+             "(--log_dir); the final evaluation says whether it reached it"},
     {"noeval", 0, SET(eval, 0),
      .help = "train (the opposite of --eval), without the validation pass at the end of training (not with "
              "--eval_every_epochs or --target_top1)"},

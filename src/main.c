@@ -522,6 +522,20 @@ static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long
     return 0;
 }
 
+/* --target_top1 and the run's final evaluation (after its last step, where --eval_every_epochs
+ * evaluates nothing): reached there too, in the line scripts read; or not reached, said. */
+static void final_target(const Run *r, double t1) {
+    const Config *c = &r->cfg;
+    if (c->target_top1 <= 0) return;
+    const double epochs = (double)r->nstep * r->total_batch / (double)r->nrecord;
+    if (t1 >= c->target_top1)
+        printf("Reached --target_top1=%g at step %ld (epoch %.2f): validation top-1 %.3f %% (the final evaluation)\n", c->target_top1,
+               r->nstep, epochs, t1);
+    else
+        printf("Not reached: --target_top1=%g; validation top-1 %.3f %% at the end of the run (step %ld, epoch %.2f)\n", c->target_top1,
+               t1, r->nstep, epochs);
+}
+
 /* Lifecycle's flush: the GPU steps' results not read yet, into the report (and the run's loss
  * average, which a checkpoint keeps). */
 typedef struct Flush {
@@ -747,6 +761,7 @@ static int train(Run *r) {
         double t1, t5;
         const int e = evaluate(r, &tr, 0, 1, 0, &t1, &t5);
         if (e == 0) report_validation(&rep, r->nstep, t1, t5);
+        if (e == 0) final_target(r, t1);
         if (e < 0 || (e == 0 && final_pass)) lifecycle_final_eval(&life, e < 0); /* stopped: to do when resumed; done: said */
     }
     report_close(&rep);

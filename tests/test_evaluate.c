@@ -113,6 +113,28 @@ static void eval_while_training(const char *device) {
         tu_parity_row("--eval of the target's checkpoint vs the accuracy it reached (points)", "fp32",
                       fabs(atof(v + strlen("Validation Top-1: ")) - reached), fabs(atof(v + strlen("Validation Top-1: ")) - reached), 1e-3);
     free(o);
+    /* one epoch: the only evaluation is the run's final one, after its last step; a target reached
+     * there is said in the same line (it was not: a run that ended above its target read as one that
+     * missed it), and one above what it reached is said to be missed */
+    const char *one = "./nvcnn --model=lenet --num_classes=10 --batch_size=20 --num_epochs=1 --display_every=1 --learning_rate=0.05 "
+                      "--crop_area_min=1 --nstep_burnin=0";
+    snprintf(cmd, sizeof cmd, "%s --device=%s --data_dir=%s --target_top1=1", one, device, dir);
+    rc = th_run(cmd, &o);
+    const char *fin = o ? strstr(o, "Validation Top-1: ") : NULL;
+    const double last = fin ? atof(fin + strlen("Validation Top-1: ")) : -1;
+    char want_line[160];
+    snprintf(want_line, sizeof want_line, "\nReached --target_top1=1 at step 10 (epoch 1.00): validation top-1 %.3f %% (the final evaluation)\n", last);
+    CHECK_MSG(rc == 0 && fin && last >= 1 && strstr(fin, want_line) && !strstr(o, "Validation at step"), "exit %d, want%s in:\n%s", rc, want_line,
+              o ? o : "");
+    free(o);
+    if (last >= 0 && last < 100) {
+        snprintf(cmd, sizeof cmd, "%s --device=%s --data_dir=%s --target_top1=100", one, device, dir);
+        rc = th_run(cmd, &o);
+        snprintf(want_line, sizeof want_line, "\nNot reached: --target_top1=100; validation top-1 %.3f %% at the end of the run (step 10, epoch 1.00)\n",
+                 last);
+        CHECK_MSG(rc == 0 && o && strstr(o, want_line) && !strstr(o, "Reached --target_top1"), "exit %d, want%s in:\n%s", rc, want_line, o ? o : "");
+        free(o);
+    }
     free(plain);
     free(with);
 }
