@@ -180,15 +180,21 @@ $(BUILD)/%.o: %.c $(BUILD)/cc.flags
 # the C and C++ objects are rebuilt when their flags change: what the Makefile found installed
 # (MPI, oneDNN, CUDA: a `make` before the packages were installed built objects without them,
 # which the next `make` kept beside objects built with them), DEBUG, CFLAGS
+# (`make cc-flags` prints what the stamp holds for this command line). A file's own flags below
+# are `private`, so that they stay out of the stamp (a prerequisite inherits a target's variables)
+CC_FLAGS_TEXT = $(CC) $(CXX) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) $(EMU_CXXFLAGS)
 $(BUILD)/cc.flags: FORCE
 	@mkdir -p $(BUILD)
-	@echo '$(CC) $(CXX) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) $(EMU_CXXFLAGS)' | cmp -s - $@ || \
-	  echo '$(CC) $(CXX) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) $(EMU_CXXFLAGS)' > $@
+	@echo '$(CC_FLAGS_TEXT)' | cmp -s - $@ || echo '$(CC_FLAGS_TEXT)' > $@
+.PHONY: cc-flags
+cc-flags:
+	@echo '$(CC_FLAGS_TEXT)'
 
 # the per-pixel image loops are hot in the decode workers: let the compiler unroll them
-$(BUILD)/src/io/augment.o: CFLAGS_BASE += -O3
+$(BUILD)/src/io/augment.o: private CFLAGS_BASE += -O3
 # the add's AVX-512 loops round as its plain ones and the reference's do: no fused multiply-adds
-$(BUILD)/src/onednn/add.o: CFLAGS_BASE += -ffp-contract=off
+# (GCC; clang builds its OpenMP loops of target("avx512f") functions without AVX-512: plain ones)
+$(BUILD)/src/onednn/add.o: private CFLAGS_BASE += -ffp-contract=off
 
 # the CUDA objects are rebuilt when the nvcc flags change (make ARCH=sm_80 after a default build)
 $(BUILD)/nvcc.flags: FORCE
@@ -207,12 +213,12 @@ ifeq ($(GPU_EMU),1)
 EMU_KERNEL_G ?= -g1
 emu_cu = $(CXX) -x c++ $(CPPFLAGS) -I. -Itests $(EMU_CXXFLAGS) $(if $(filter 1,$(DEBUG)),--param asan-globals=0,$(EMU_KERNEL_G)) -fdata-sections -MMD -MP -MF $(@:.o=.d) -MT $@ -c $(1) -o $@.tmp && \
   objcopy $$(readelf -SW $@.tmp | sed -n 's/.*\] \(\.bss\._ZZ[^ ]*\) .*/--rename-section \1=emu_shared/p') $@.tmp $@ && rm -f $@.tmp
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu $(BUILD)/cc.flags
 	@mkdir -p $(dir $@)
 	$(call emu_cu,$<)
 # (CUDA_UNITY=1) the file that includes every .cu, then its object: 20 CPU seconds against about 30
 # a file at a time (the sanitizers' build: 33 against about 45)
-$(CU_UNITY_OBJ): $(CU_SRC)
+$(CU_UNITY_OBJ): $(CU_SRC) $(BUILD)/cc.flags
 	@mkdir -p $(dir $@)
 	@printf '#include "%s"\n' $(CU_SRC) > $(@:.o=)
 	$(call emu_cu,$(@:.o=))

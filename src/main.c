@@ -526,7 +526,7 @@ static int eval_while_training(Run *r, Trainer *tr, Input *in, Report *rep, long
  * evaluates nothing): reached there too, in the line scripts read; or not reached, said. */
 static void final_target(const Run *r, double t1) {
     const Config *c = &r->cfg;
-    if (c->target_top1 <= 0) return;
+    if (c->target_top1 <= 0 || !(t1 >= 0)) return; /* (no validation images: no accuracy) */
     const double epochs = (double)r->nstep * r->total_batch / (double)r->nrecord;
     if (t1 >= c->target_top1)
         printf("Reached --target_top1=%g at step %ld (epoch %.2f): validation top-1 %.3f %% (the final evaluation)\n", c->target_top1,
